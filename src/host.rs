@@ -1,0 +1,129 @@
+//! The embedded host: runs a wasip1 command module in wasmtime the way cargo's runner would
+//! (inherited stdio and environment, the arguments, the working directory preopened), gives
+//! an instrumented module its clock, and collects the profiler's memory afterwards, also
+//! when the program traps or calls `proc_exit`.
+
+use std::path::PathBuf;
+use std::time::Instant;
+
+use anyhow::Context as _;
+use wasmtime::{Engine, Linker, Module, Store};
+use wasmtime_wasi::p1::WasiP1Ctx;
+use wasmtime_wasi::{FsPerms, I32Exit, WasiCtxBuilder};
+
+use crate::meta;
+
+/// Exit status the wasmtime CLI uses for a trap on Unix (128 + SIGABRT).
+pub const TRAP_EXIT_CODE: i32 = 134;
+
+/// How to run a program.
+#[derive(Debug, Clone)]
+pub struct RunConfig {
+    /// `argv[0]` as the program sees it.
+    pub program: String,
+    /// Further arguments.
+    pub args: Vec<String>,
+    /// Host directory preopened as `.` and taken as the working directory.
+    pub dir: PathBuf,
+}
+
+/// How a run ended.
+#[derive(Debug, Clone)]
+pub struct Outcome {
+    /// The program's exit code: its `proc_exit` code, 0 after a normal return, or
+    /// [`TRAP_EXIT_CODE`] after a trap.
+    pub exit_code: i32,
+    /// The trap's message, when the program trapped.
+    pub trap: Option<String>,
+    /// The profiler's memory and its current context node, for an instrumented module.
+    pub state: Option<RawState>,
+    /// Wall time of the program's run (compilation excluded).
+    pub wall_ns: u64,
+}
+
+/// What the profiler left behind in the module.
+#[derive(Debug, Clone)]
+pub struct RawState {
+    /// The profiler's linear memory.
+    pub memory: Vec<u8>,
+    /// The context-tree node that was current when the run ended (the root after a clean run;
+    /// the innermost open activation after a trap).
+    pub cur: u32,
+}
+
+/// Compiles and runs `wasm`. An instrumented module (one that imports the profiler's clock)
+/// gets its clock and has its state collected.
+pub fn run(wasm: &[u8], config: &RunConfig) -> anyhow::Result<Outcome> {
+    let engine = Engine::default();
+    let module = Module::new(&engine, wasm)
+        .map_err(anyhow::Error::from)
+        .context("wasmtime could not compile the module")?;
+    anyhow::ensure!(
+        module.get_export("_start").is_some(),
+        "the module exports no `_start` function, so it is not a WASI command"
+    );
+    let profiled = module
+        .imports()
+        .any(|i| i.module() == meta::CLOCK_MODULE && i.name() == meta::CLOCK_NAME);
+
+    let mut linker: Linker<WasiP1Ctx> = Linker::new(&engine);
+    wasmtime_wasi::p1::add_to_linker_sync(&mut linker, |cx| cx)?;
+    let epoch = Instant::now();
+    if profiled {
+        linker.func_wrap(meta::CLOCK_MODULE, meta::CLOCK_NAME, move || -> i64 {
+            epoch.elapsed().as_nanos() as i64
+        })?;
+    }
+    let mut argv = vec![config.program.clone()];
+    argv.extend(config.args.iter().cloned());
+    let wasi = WasiCtxBuilder::new()
+        .inherit_stdio()
+        .inherit_env()
+        .args(&argv)
+        .preopened_dir(&config.dir, ".", FsPerms::ReadWrite)
+        .map_err(anyhow::Error::from)
+        .with_context(|| format!("cannot open {} for the program", config.dir.display()))?
+        .build_p1();
+    let mut store = Store::new(&engine, wasi);
+
+    let started = Instant::now();
+    let instance = linker
+        .instantiate(&mut store, &module)
+        .map_err(anyhow::Error::from)
+        .context("cannot instantiate the module")?;
+    let start = instance
+        .get_typed_func::<(), ()>(&mut store, "_start")
+        .map_err(anyhow::Error::from)
+        .context("`_start` must take and return nothing")?;
+    let result = start.call(&mut store, ());
+    let wall_ns = started.elapsed().as_nanos() as u64;
+
+    let (exit_code, trap) = match result {
+        Ok(()) => (0, None),
+        Err(error) => match error.downcast_ref::<I32Exit>() {
+            Some(exit) => (exit.0, None),
+            None => (TRAP_EXIT_CODE, Some(format!("{error:?}"))),
+        },
+    };
+    let state = if profiled {
+        let memory = instance
+            .get_memory(&mut store, meta::MEMORY_EXPORT)
+            .context("the instrumented module exports no profiler memory")?;
+        let cur = instance
+            .get_global(&mut store, meta::CUR_EXPORT)
+            .and_then(|g| g.get(&mut store).i32())
+            .context("the instrumented module exports no current-context global")?;
+        Some(RawState {
+            memory: memory.data(&store).to_vec(),
+            cur: cur as u32,
+        })
+    } else {
+        None
+    };
+    Ok(Outcome {
+        exit_code,
+        trap,
+        state,
+        wall_ns,
+    })
+}

@@ -1,0 +1,486 @@
+//! The instrumenter: rewrites a module so that it records its own profile.
+//!
+//! - Function ids are the original function indices (imports first), a flat compact space.
+//! - Each imported function gets a thunk, a defined function that calls it; every call,
+//!   table slot and `ref.func` of the import goes through the thunk, which is instrumented
+//!   like any function, so calls into the host are counted and timed with exact arcs.
+//! - Before every call the caller stores the call-site id in a global; the callee's entry
+//!   probe takes it (0 when nobody set it: an entry from the host).
+//! - Each function's body moves into a block; `return` becomes a branch out of it, the exit
+//!   probe follows it, and tail calls run the exit probe just before they leave.
+//!
+//! The rewritten module is validated with wasmparser before it is returned.
+
+mod runtime;
+
+use std::collections::HashMap;
+
+use walrus::ir::{Instr, InstrLocId, InstrSeqId, InstrSeqType, VisitorMut};
+use walrus::{
+    ExportItem, FunctionBuilder, FunctionId, FunctionKind, LocalFunction, Module, ValType,
+};
+
+use crate::layout::{Layout, INDIRECT_SITE};
+use crate::meta::{self, FunctionMeta, Meta, SiteMeta};
+use crate::symbols::SymbolTable;
+
+/// What can be chosen about the instrumentation.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// Room for this many calling contexts; entries beyond it are folded per function.
+    pub max_contexts: u32,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            max_contexts: 1 << 18,
+        }
+    }
+}
+
+/// An instrumented module and the tables it carries.
+pub struct Instrumented {
+    /// The instrumented module's bytes.
+    pub wasm: Vec<u8>,
+    /// The tables written into its `wasmprof` section.
+    pub meta: Meta,
+}
+
+/// Why a module could not be instrumented.
+#[derive(Debug, thiserror::Error)]
+pub enum InstrumentError {
+    /// Not a WebAssembly binary at all.
+    #[error("not a WebAssembly module (no \\0asm header)")]
+    NotWasm,
+    /// A component, not a core module.
+    #[error("is a WebAssembly component; only core modules can be instrumented")]
+    Component,
+    /// Already carries the profiler.
+    #[error("is already instrumented by cargo-wasmprof")]
+    AlreadyInstrumented,
+    /// The module does not parse or validate.
+    #[error("is not a valid module: {0}")]
+    Invalid(String),
+    /// The rewritten module failed validation: a bug in the instrumenter.
+    #[error("instrumentation produced an invalid module (a cargo-wasmprof bug): {0}")]
+    Produced(String),
+}
+
+/// Instruments `original`, a core module's bytes.
+pub fn instrument(original: &[u8], options: &Options) -> Result<Instrumented, InstrumentError> {
+    check_input(original)?;
+    let symbols =
+        SymbolTable::load(original).map_err(|e| InstrumentError::Invalid(format!("{e:#}")))?;
+    let mut module = walrus::ModuleConfig::new()
+        .parse(original)
+        .map_err(|e| InstrumentError::Invalid(format!("{e:#}")))?;
+
+    // Function ids: walrus allocates functions in index order when it parses.
+    let original_funcs: Vec<FunctionId> = module.funcs.iter().map(|f| f.id()).collect();
+    debug_assert!(original_funcs
+        .iter()
+        .enumerate()
+        .all(|(i, id)| id.index() == i));
+    let function_count = original_funcs.len() as u32;
+    let mut functions: Vec<FunctionMeta> = symbols
+        .functions()
+        .iter()
+        .map(|symbol| FunctionMeta {
+            symbol: symbol.clone(),
+            import: false,
+        })
+        .collect();
+
+    let thunks = add_import_thunks(&mut module, &original_funcs);
+    for (&import, _) in &thunks {
+        functions[import.index()].import = true;
+    }
+    redirect_to_thunks(&mut module, &thunks);
+
+    // Number the call sites of every defined function (thunks hold no sites of their own).
+    let thunk_for: HashMap<FunctionId, u32> = thunks
+        .iter()
+        .map(|(&import, &thunk)| (thunk, import.index() as u32))
+        .collect();
+    let mut sites = Sites::default();
+    let mut plans = Vec::new();
+    for &id in &original_funcs {
+        if let FunctionKind::Local(func) = &module.funcs.get(id).kind {
+            plans.push((
+                id,
+                id.index() as u32,
+                sites.number(func, id.index() as u32, &thunk_for, &symbols),
+            ));
+        }
+    }
+    for (&import, &thunk) in &thunks {
+        plans.push((thunk, import.index() as u32, Vec::new()));
+    }
+
+    let layout = Layout::new(
+        function_count,
+        sites.direct.len() as u32,
+        sites.indirect.len() as u32,
+        options.max_contexts,
+    );
+    let rt = runtime::add(&mut module, &layout);
+    for (id, f, site_ids) in plans {
+        let params_locals = [
+            module.locals.add(ValType::I32),
+            module.locals.add(ValType::I32),
+            module.locals.add(ValType::I64),
+        ];
+        let results = module.types.results(module.funcs.get(id).ty()).to_vec();
+        let body_ty = match results.as_slice() {
+            [] => InstrSeqType::Simple(None),
+            [one] => InstrSeqType::Simple(Some(*one)),
+            many => InstrSeqType::MultiValue(module.types.add(&[], many)),
+        };
+        let FunctionKind::Local(func) = &mut module.funcs.get_mut(id).kind else {
+            unreachable!("planned functions are defined functions");
+        };
+        rewrite_function(func, f, body_ty, &site_ids, &rt, params_locals);
+    }
+    module
+        .exports
+        .add(meta::MEMORY_EXPORT, ExportItem::Memory(rt.memory));
+    module
+        .exports
+        .add(meta::CUR_EXPORT, ExportItem::Global(rt.cur));
+
+    let meta = Meta {
+        version: meta::VERSION,
+        layout,
+        functions,
+        direct_sites: sites.direct,
+        indirect_sites: sites.indirect,
+    };
+    module.customs.add(walrus::RawCustomSection {
+        name: meta::SECTION.to_string(),
+        data: serde_json::to_vec(&meta).expect("meta serializes"),
+    });
+    let wasm = module.emit_wasm();
+    validate(&wasm).map_err(InstrumentError::Produced)?;
+    Ok(Instrumented { wasm, meta })
+}
+
+/// Refuses what is not a core module, or is one we already instrumented.
+fn check_input(bytes: &[u8]) -> Result<(), InstrumentError> {
+    if bytes.len() < 8 || &bytes[..4] != b"\0asm" {
+        return Err(InstrumentError::NotWasm);
+    }
+    if wasmparser::Parser::is_component(bytes) {
+        return Err(InstrumentError::Component);
+    }
+    match meta::custom_section(bytes, meta::SECTION) {
+        Ok(Some(_)) => Err(InstrumentError::AlreadyInstrumented),
+        Ok(None) => Ok(()),
+        Err(e) => Err(InstrumentError::Invalid(format!("{e:#}"))),
+    }
+}
+
+/// Validates a module with every feature wasmparser knows.
+pub fn validate(wasm: &[u8]) -> Result<(), String> {
+    wasmparser::Validator::new_with_features(wasmparser::WasmFeatures::all())
+        .validate_all(wasm)
+        .map(|_| ())
+        .map_err(|e| e.to_string())
+}
+
+/// Adds a thunk for every imported function: a defined function that calls the import.
+fn add_import_thunks(module: &mut Module, funcs: &[FunctionId]) -> HashMap<FunctionId, FunctionId> {
+    let mut thunks = HashMap::new();
+    for &id in funcs {
+        let FunctionKind::Import(_) = module.funcs.get(id).kind else {
+            continue;
+        };
+        let ty = module.funcs.get(id).ty();
+        let (params, results) = module.types.params_results(ty);
+        let (params, results) = (params.to_vec(), results.to_vec());
+        let args: Vec<_> = params.iter().map(|&t| module.locals.add(t)).collect();
+        let mut builder = FunctionBuilder::new(&mut module.types, &params, &results);
+        let mut body = builder.func_body();
+        for &arg in &args {
+            body.local_get(arg);
+        }
+        body.call(id);
+        let thunk = builder.finish(args, &mut module.funcs);
+        let name = module.funcs.get(id).name.clone();
+        module.funcs.get_mut(thunk).name = name.map(|n| format!("{n} (wasmprof thunk)"));
+        thunks.insert(id, thunk);
+    }
+    thunks
+}
+
+/// Points every call, `ref.func`, table slot and global initializer that names an import
+/// at its thunk instead (exports and the thunks' own calls keep the import).
+fn redirect_to_thunks(module: &mut Module, thunks: &HashMap<FunctionId, FunctionId>) {
+    let swap = |id: &mut FunctionId| {
+        if let Some(&thunk) = thunks.get(id) {
+            *id = thunk;
+        }
+    };
+    let thunk_ids: std::collections::HashSet<FunctionId> = thunks.values().copied().collect();
+    for (id, func) in module.funcs.iter_local_mut() {
+        if thunk_ids.contains(&id) {
+            continue;
+        }
+        let entry = func.entry_block();
+        walrus::ir::dfs_pre_order_mut(&mut Redirect(&swap), func, entry);
+    }
+    for element in module.elements.iter_mut() {
+        match &mut element.items {
+            walrus::ElementItems::Functions(ids) => ids.iter_mut().for_each(&swap),
+            walrus::ElementItems::Expressions(_, exprs) => {
+                for expr in exprs {
+                    redirect_const(expr, &swap);
+                }
+            }
+        }
+    }
+    let globals: Vec<_> = module.globals.iter().map(|g| g.id()).collect();
+    for id in globals {
+        if let walrus::GlobalKind::Local(expr) = &mut module.globals.get_mut(id).kind {
+            redirect_const(expr, &swap);
+        }
+    }
+}
+
+fn redirect_const(expr: &mut walrus::ConstExpr, swap: &impl Fn(&mut FunctionId)) {
+    match expr {
+        walrus::ConstExpr::RefFunc(id) => swap(id),
+        walrus::ConstExpr::Extended(ops) => {
+            for op in ops {
+                if let walrus::ConstOp::RefFunc(id) = op {
+                    swap(id);
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+struct Redirect<'a, F: Fn(&mut FunctionId)>(&'a F);
+
+impl<F: Fn(&mut FunctionId)> VisitorMut for Redirect<'_, F> {
+    fn visit_instr_mut(&mut self, instr: &mut Instr, _: &mut InstrLocId) {
+        match instr {
+            Instr::Call(walrus::ir::Call { func })
+            | Instr::ReturnCall(walrus::ir::ReturnCall { func })
+            | Instr::RefFunc(walrus::ir::RefFunc { func }) => (self.0)(func),
+            _ => {}
+        }
+    }
+}
+
+/// The call sites found so far, numbered in two compact spaces.
+#[derive(Default)]
+struct Sites {
+    direct: Vec<SiteMeta>,
+    indirect: Vec<SiteMeta>,
+}
+
+impl Sites {
+    /// Numbers the call sites of `func` (function id `caller`), in the order
+    /// [`rewrite_function`] meets them.
+    fn number(
+        &mut self,
+        func: &LocalFunction,
+        caller: u32,
+        thunk_for: &HashMap<FunctionId, u32>,
+        symbols: &SymbolTable,
+    ) -> Vec<u32> {
+        // A thunk stands for its import.
+        let callee_id = |id: FunctionId| thunk_for.get(&id).copied().unwrap_or(id.index() as u32);
+        let mut ids = Vec::new();
+        for seq in sequences(func) {
+            for (instr, loc) in &func.block(seq).instrs {
+                let pos = (!loc.is_default())
+                    .then(|| symbols.location(u64::from(loc.data())))
+                    .flatten();
+                let (direct, callee) = match instr {
+                    Instr::Call(c) => (true, Some(callee_id(c.func))),
+                    Instr::ReturnCall(c) => (true, Some(callee_id(c.func))),
+                    Instr::CallIndirect(_)
+                    | Instr::ReturnCallIndirect(_)
+                    | Instr::CallRef(_)
+                    | Instr::ReturnCallRef(_) => (false, None),
+                    _ => continue,
+                };
+                let site = SiteMeta {
+                    caller,
+                    callee,
+                    pos,
+                };
+                if direct {
+                    self.direct.push(site);
+                    ids.push(self.direct.len() as u32);
+                } else {
+                    ids.push(INDIRECT_SITE | self.indirect.len() as u32);
+                    self.indirect.push(site);
+                }
+            }
+        }
+        ids
+    }
+}
+
+/// Every instruction sequence of `func`, in a fixed order.
+fn sequences(func: &LocalFunction) -> Vec<InstrSeqId> {
+    let mut found = Vec::new();
+    let mut stack = vec![func.entry_block()];
+    while let Some(id) = stack.pop() {
+        found.push(id);
+        for (instr, _) in func.block(id).instrs.iter().rev() {
+            match instr {
+                Instr::Block(b) => stack.push(b.seq),
+                Instr::Loop(l) => stack.push(l.seq),
+                Instr::IfElse(i) => {
+                    stack.push(i.alternative);
+                    stack.push(i.consequent);
+                }
+                Instr::TryTable(t) => stack.push(t.seq),
+                Instr::Try(t) => {
+                    for catch in t.catches.iter().rev() {
+                        match catch {
+                            walrus::ir::LegacyCatch::Catch { handler, .. }
+                            | walrus::ir::LegacyCatch::CatchAll { handler } => stack.push(*handler),
+                            walrus::ir::LegacyCatch::Delegate { .. } => {}
+                        }
+                    }
+                    stack.push(t.seq);
+                }
+                _ => {}
+            }
+        }
+    }
+    found
+}
+
+/// Adds the probes to one function: site ids before calls, the entry probe, the body in a
+/// block whose exits all reach the exit probe.
+fn rewrite_function(
+    func: &mut LocalFunction,
+    f: u32,
+    body_ty: InstrSeqType,
+    site_ids: &[u32],
+    rt: &runtime::Runtime,
+    [parent, node, t0]: [walrus::LocalId; 3],
+) {
+    let entry = func.entry_block();
+    let body = func.builder_mut().dangling_instr_seq(body_ty).id();
+    let exit_probe = |at: InstrLocId| -> Vec<(Instr, InstrLocId)> {
+        vec![
+            (Instr::LocalGet(walrus::ir::LocalGet { local: parent }), at),
+            (Instr::LocalGet(walrus::ir::LocalGet { local: node }), at),
+            (Instr::LocalGet(walrus::ir::LocalGet { local: t0 }), at),
+            (
+                Instr::Const(walrus::ir::Const {
+                    value: walrus::ir::Value::I32(f as i32),
+                }),
+                at,
+            ),
+            (Instr::Call(walrus::ir::Call { func: rt.exit }), at),
+        ]
+    };
+
+    let mut next_site = site_ids.iter();
+    for seq in sequences(func) {
+        let old = std::mem::take(&mut func.block_mut(seq).instrs);
+        let mut new = Vec::with_capacity(old.len() + 8);
+        for (mut instr, loc) in old {
+            retarget(&mut instr, entry, body);
+            let is_call = matches!(
+                instr,
+                Instr::Call(_)
+                    | Instr::ReturnCall(_)
+                    | Instr::CallIndirect(_)
+                    | Instr::ReturnCallIndirect(_)
+                    | Instr::CallRef(_)
+                    | Instr::ReturnCallRef(_)
+            );
+            if is_call {
+                let site = *next_site.next().unwrap_or(&0);
+                if site != 0 {
+                    new.push((
+                        Instr::Const(walrus::ir::Const {
+                            value: walrus::ir::Value::I32(site as i32),
+                        }),
+                        loc,
+                    ));
+                    new.push((
+                        Instr::GlobalSet(walrus::ir::GlobalSet { global: rt.site }),
+                        loc,
+                    ));
+                }
+            }
+            match instr {
+                Instr::Return(_) => new.push((Instr::Br(walrus::ir::Br { block: body }), loc)),
+                Instr::ReturnCall(_) | Instr::ReturnCallIndirect(_) | Instr::ReturnCallRef(_) => {
+                    new.extend(exit_probe(loc));
+                    new.push((instr, loc));
+                }
+                other => new.push((other, loc)),
+            }
+        }
+        func.block_mut(seq).instrs = new;
+    }
+
+    // The entry sequence now holds: entry probe, the body block, exit probe.
+    let moved = std::mem::take(&mut func.block_mut(entry).instrs);
+    func.block_mut(body).instrs = moved;
+    let at = InstrLocId::default();
+    let mut probe = vec![
+        (
+            Instr::GlobalGet(walrus::ir::GlobalGet { global: rt.cur }),
+            at,
+        ),
+        (Instr::LocalSet(walrus::ir::LocalSet { local: parent }), at),
+        (
+            Instr::Const(walrus::ir::Const {
+                value: walrus::ir::Value::I32(f as i32),
+            }),
+            at,
+        ),
+        (Instr::Call(walrus::ir::Call { func: rt.enter }), at),
+        (Instr::LocalSet(walrus::ir::LocalSet { local: node }), at),
+        (Instr::Call(walrus::ir::Call { func: rt.now }), at),
+        (Instr::LocalSet(walrus::ir::LocalSet { local: t0 }), at),
+        (Instr::Block(walrus::ir::Block { seq: body }), at),
+    ];
+    probe.extend(exit_probe(at));
+    func.block_mut(entry).instrs = probe;
+}
+
+/// Points a branch that targets the function body (`entry`) at the new body block.
+fn retarget(instr: &mut Instr, entry: InstrSeqId, body: InstrSeqId) {
+    let fix = |id: &mut InstrSeqId| {
+        if *id == entry {
+            *id = body;
+        }
+    };
+    match instr {
+        Instr::Br(b) => fix(&mut b.block),
+        Instr::BrIf(b) => fix(&mut b.block),
+        Instr::BrTable(b) => {
+            b.blocks.iter_mut().for_each(fix);
+            fix(&mut b.default);
+        }
+        Instr::BrOnNull(b) => fix(&mut b.block),
+        Instr::BrOnNonNull(b) => fix(&mut b.block),
+        Instr::BrOnCast(b) => fix(&mut b.block),
+        Instr::BrOnCastFail(b) => fix(&mut b.block),
+        Instr::TryTable(t) => {
+            for catch in t.catches.iter_mut() {
+                match catch {
+                    walrus::ir::TryTableCatch::Catch { label, .. }
+                    | walrus::ir::TryTableCatch::CatchRef { label, .. }
+                    | walrus::ir::TryTableCatch::CatchAll { label }
+                    | walrus::ir::TryTableCatch::CatchAllRef { label } => fix(label),
+                }
+            }
+        }
+        _ => {}
+    }
+}

@@ -1,0 +1,462 @@
+//! The profiler's runtime, generated as wasm functions inside the instrumented module.
+//!
+//! Every instrumented function calls `enter` once at entry and `exit` once at every exit.
+//! They update the state described in [`crate::layout`] with plain loads and stores on the
+//! profiler's own memory; the only host call is the clock read in the function's probes.
+
+use walrus::ir::{BinaryOp, LoadKind, MemArg, StoreKind, UnaryOp};
+use walrus::{
+    FunctionBuilder, FunctionId, GlobalId, InstrSeqBuilder, LocalId, MemoryId, Module, ValType,
+};
+
+use crate::layout::{self, Layout};
+
+/// Multipliers of the two multiplicative hashes.
+const HASH_A: i32 = 0x9E37_79B1_u32 as i32;
+const HASH_B: i32 = 0x85EB_CA6B_u32 as i32;
+
+/// The ids of the runtime pieces that the probes use.
+pub struct Runtime {
+    /// The profiler's memory.
+    pub memory: MemoryId,
+    /// Current context-tree node.
+    pub cur: GlobalId,
+    /// Call-site id set just before a call; 0 when the host makes the call.
+    pub site: GlobalId,
+    /// The clock import: `() -> i64`.
+    pub now: FunctionId,
+    /// `enter(f: i32) -> i32`: counts the arc and the call, moves to the callee's context
+    /// node and returns it.
+    pub enter: FunctionId,
+    /// `exit(parent: i32, node: i32, t0: i64, f: i32)`: adds the activation's time and
+    /// returns to the parent's context.
+    pub exit: FunctionId,
+}
+
+/// Small helpers for loads and stores on the profiler's memory.
+struct Mem(MemoryId);
+
+impl Mem {
+    fn load32(&self, b: &mut InstrSeqBuilder, offset: u32) {
+        b.load(
+            self.0,
+            LoadKind::I32 { atomic: false },
+            MemArg {
+                align: 4,
+                offset: offset.into(),
+            },
+        );
+    }
+    fn load64(&self, b: &mut InstrSeqBuilder, offset: u32) {
+        b.load(
+            self.0,
+            LoadKind::I64 { atomic: false },
+            MemArg {
+                align: 8,
+                offset: offset.into(),
+            },
+        );
+    }
+    fn store32(&self, b: &mut InstrSeqBuilder, offset: u32) {
+        b.store(
+            self.0,
+            StoreKind::I32 { atomic: false },
+            MemArg {
+                align: 4,
+                offset: offset.into(),
+            },
+        );
+    }
+    fn store64(&self, b: &mut InstrSeqBuilder, offset: u32) {
+        b.store(
+            self.0,
+            StoreKind::I64 { atomic: false },
+            MemArg {
+                align: 8,
+                offset: offset.into(),
+            },
+        );
+    }
+
+    /// `mem64[addr + offset] += value`, where `addr` is in a local and `value` is pushed by `push`.
+    fn add64(
+        &self,
+        b: &mut InstrSeqBuilder,
+        addr: LocalId,
+        offset: u32,
+        push: impl FnOnce(&mut InstrSeqBuilder),
+    ) {
+        b.local_get(addr).local_get(addr);
+        self.load64(b, offset);
+        push(b);
+        b.binop(BinaryOp::I64Add);
+        self.store64(b, offset);
+    }
+}
+
+/// Adds the profiler's memory, globals, clock import and runtime functions to `module`.
+pub fn add(module: &mut Module, layout: &Layout) -> Runtime {
+    let pages = u64::from(layout.pages);
+    let memory = module
+        .memories
+        .add_local(false, false, pages, Some(pages), None);
+    let mut header = Vec::with_capacity(layout::HEADER_SIZE as usize);
+    header.extend_from_slice(&layout::MAGIC.to_le_bytes());
+    header.extend_from_slice(&crate::meta::VERSION.to_le_bytes());
+    header.extend_from_slice(&layout.first_context_node().to_le_bytes());
+    module.data.add(
+        walrus::DataKind::Active {
+            memory,
+            offset: walrus::ConstExpr::Value(walrus::ir::Value::I32(0)),
+        },
+        header,
+    );
+    let zero = walrus::ConstExpr::Value(walrus::ir::Value::I32(0));
+    let cur = module
+        .globals
+        .add_local(ValType::I32, true, false, zero.clone());
+    let site = module.globals.add_local(ValType::I32, true, false, zero);
+    let clock_ty = module.types.add(&[], &[ValType::I64]);
+    let (now, _) =
+        module.add_import_func(crate::meta::CLOCK_MODULE, crate::meta::CLOCK_NAME, clock_ty);
+    let mem = Mem(memory);
+    let enter = build_enter(module, layout, &mem, cur, site);
+    let exit = build_exit(module, layout, &mem, cur, now);
+    Runtime {
+        memory,
+        cur,
+        site,
+        now,
+        enter,
+        exit,
+    }
+}
+
+fn build_enter(
+    module: &mut Module,
+    layout: &Layout,
+    mem: &Mem,
+    cur: GlobalId,
+    site: GlobalId,
+) -> FunctionId {
+    let f = module.locals.add(ValType::I32);
+    let s = module.locals.add(ValType::I32);
+    let parent = module.locals.add(ValType::I32);
+    let node = module.locals.add(ValType::I32);
+    let addr = module.locals.add(ValType::I32);
+    let start = module.locals.add(ValType::I32);
+    let mut builder = FunctionBuilder::new(&mut module.types, &[ValType::I32], &[ValType::I32]);
+    builder.name("__wasmprof_enter".into());
+    let mut b = builder.func_body();
+
+    // Take the call site and clear it, so that an entry nobody announced is the host's.
+    b.global_get(site)
+        .local_set(s)
+        .i32_const(0)
+        .global_set(site);
+
+    // The arc: direct sites have a counter each; indirect sites and host entries are
+    // counted per (site, callee) in the dynamic table.
+    b.local_get(s)
+        .i32_const(1)
+        .binop(BinaryOp::I32Sub)
+        .i32_const((layout::INDIRECT_SITE - 1) as i32);
+    b.binop(BinaryOp::I32LtU);
+    b.if_else(
+        None,
+        |then| {
+            then.local_get(s)
+                .i32_const(3)
+                .binop(BinaryOp::I32Shl)
+                .local_set(addr);
+            mem.add64(then, addr, layout.direct_arcs_off, |b| {
+                b.i64_const(1);
+            });
+        },
+        |other| count_dyn_arc(other, layout, mem, s, f, [addr, start]),
+    );
+
+    // The context: find or add the child of the current node for this function.
+    b.global_get(cur).local_set(parent);
+    find_child(&mut b, layout, mem, parent, f, node, addr);
+    b.local_get(node)
+        .i32_const(5)
+        .binop(BinaryOp::I32Shl)
+        .local_set(addr);
+    mem.add64(&mut b, addr, layout.nodes_off + layout::NODE_COUNT, |b| {
+        b.i64_const(1);
+    });
+    b.local_get(node).global_set(cur);
+
+    // One more open activation of f.
+    b.local_get(f)
+        .i32_const(2)
+        .binop(BinaryOp::I32Shl)
+        .local_tee(addr);
+    b.local_get(addr);
+    mem.load32(&mut b, layout.active_off);
+    b.i32_const(1).binop(BinaryOp::I32Add);
+    mem.store32(&mut b, layout.active_off);
+
+    b.local_get(node);
+    builder.finish(vec![f], &mut module.funcs)
+}
+
+/// `h = ((a * HASH_A) ^ b) * HASH_B >> (32 - bits)`: the slot for key (a, b) in a table of
+/// `cap` (a power of two) slots, left in local `h`.
+fn hash(b: &mut InstrSeqBuilder, a: LocalId, k: LocalId, cap: u32, h: LocalId) {
+    let bits = cap.trailing_zeros();
+    b.local_get(a).i32_const(HASH_A).binop(BinaryOp::I32Mul);
+    b.local_get(k).binop(BinaryOp::I32Xor);
+    b.i32_const(HASH_B).binop(BinaryOp::I32Mul);
+    b.i32_const((32 - bits) as i32).binop(BinaryOp::I32ShrU);
+    b.local_set(h);
+}
+
+/// Counts arc (s, f) in the dynamic arc table, by linear probing. A full table counts the
+/// arc as dropped in the header.
+fn count_dyn_arc(
+    b: &mut InstrSeqBuilder,
+    layout: &Layout,
+    mem: &Mem,
+    s: LocalId,
+    f: LocalId,
+    [slot, start]: [LocalId; 2],
+) {
+    let mask = (layout.dyn_arcs_cap - 1) as i32;
+    let off = layout.dyn_arcs_off;
+    hash(b, s, f, layout.dyn_arcs_cap, start);
+    b.local_get(start).local_set(slot);
+    // `f + 1` marks a used slot; the probe count stops the search when the table is full.
+    b.block(None, |done| {
+        let done_id = done.id();
+        done.loop_(None, |lp| {
+            let lp_id = lp.id();
+            // addr = slot * 16; empty slot: claim it.
+            lp.local_get(slot).i32_const(4).binop(BinaryOp::I32Shl);
+            mem.load32(lp, off + 4);
+            lp.unop(UnaryOp::I32Eqz);
+            lp.if_else(
+                None,
+                |claim| {
+                    claim
+                        .local_get(slot)
+                        .i32_const(4)
+                        .binop(BinaryOp::I32Shl)
+                        .local_get(s);
+                    mem.store32(claim, off);
+                    claim.local_get(slot).i32_const(4).binop(BinaryOp::I32Shl);
+                    claim.local_get(f).i32_const(1).binop(BinaryOp::I32Add);
+                    mem.store32(claim, off + 4);
+                    claim
+                        .local_get(slot)
+                        .i32_const(4)
+                        .binop(BinaryOp::I32Shl)
+                        .i64_const(1);
+                    mem.store64(claim, off + 8);
+                    claim.br(done_id);
+                },
+                |_| {},
+            );
+            // Our slot: count.
+            lp.local_get(slot).i32_const(4).binop(BinaryOp::I32Shl);
+            mem.load32(lp, off + 4);
+            lp.local_get(f)
+                .i32_const(1)
+                .binop(BinaryOp::I32Add)
+                .binop(BinaryOp::I32Eq);
+            lp.local_get(slot).i32_const(4).binop(BinaryOp::I32Shl);
+            mem.load32(lp, off);
+            lp.local_get(s)
+                .binop(BinaryOp::I32Eq)
+                .binop(BinaryOp::I32And);
+            lp.if_else(
+                None,
+                |hit| {
+                    hit.local_get(slot).i32_const(4).binop(BinaryOp::I32Shl);
+                    hit.local_get(slot).i32_const(4).binop(BinaryOp::I32Shl);
+                    mem.load64(hit, off + 8);
+                    hit.i64_const(1).binop(BinaryOp::I64Add);
+                    mem.store64(hit, off + 8);
+                    hit.br(done_id);
+                },
+                |_| {},
+            );
+            // Next slot; back at the start means the table is full.
+            lp.local_get(slot)
+                .i32_const(1)
+                .binop(BinaryOp::I32Add)
+                .i32_const(mask)
+                .binop(BinaryOp::I32And);
+            lp.local_tee(slot)
+                .local_get(start)
+                .binop(BinaryOp::I32Ne)
+                .br_if(lp_id);
+            lp.i32_const(0).i32_const(0);
+            mem.load64(lp, layout::HDR_ARCS_DROPPED);
+            lp.i64_const(1).binop(BinaryOp::I64Add);
+            mem.store64(lp, layout::HDR_ARCS_DROPPED);
+        });
+    });
+}
+
+/// Leaves in `node` the child of `parent` for function `f`, adding it when new. When the
+/// tree is full, the entry goes to f's fold node and the header counts it.
+fn find_child(
+    b: &mut InstrSeqBuilder,
+    layout: &Layout,
+    mem: &Mem,
+    parent: LocalId,
+    f: LocalId,
+    node: LocalId,
+    slot: LocalId,
+) {
+    let mask = (layout.cct_index_cap - 1) as i32;
+    let idx = layout.cct_index_off;
+    let nodes = layout.nodes_off;
+    hash(b, parent, f, layout.cct_index_cap, slot);
+    b.block(None, |done| {
+        let done_id = done.id();
+        done.loop_(None, |lp| {
+            let lp_id = lp.id();
+            lp.local_get(slot).i32_const(2).binop(BinaryOp::I32Shl);
+            mem.load32(lp, idx);
+            lp.local_tee(node).unop(UnaryOp::I32Eqz);
+            lp.if_else(
+                None,
+                |empty| {
+                    // node = header.node_count; full: the fold node.
+                    empty.i32_const(0);
+                    mem.load32(empty, layout::HDR_NODE_COUNT);
+                    empty
+                        .local_tee(node)
+                        .i32_const(layout.nodes_cap as i32)
+                        .binop(BinaryOp::I32GeU);
+                    empty.if_else(
+                        None,
+                        |full| {
+                            full.local_get(f)
+                                .i32_const(1)
+                                .binop(BinaryOp::I32Add)
+                                .local_set(node);
+                            full.i32_const(0).i32_const(0);
+                            mem.load64(full, layout::HDR_FOLDED);
+                            full.i64_const(1).binop(BinaryOp::I64Add);
+                            mem.store64(full, layout::HDR_FOLDED);
+                            full.br(done_id);
+                        },
+                        |_| {},
+                    );
+                    empty
+                        .local_get(slot)
+                        .i32_const(2)
+                        .binop(BinaryOp::I32Shl)
+                        .local_get(node);
+                    mem.store32(empty, idx);
+                    empty
+                        .i32_const(0)
+                        .local_get(node)
+                        .i32_const(1)
+                        .binop(BinaryOp::I32Add);
+                    mem.store32(empty, layout::HDR_NODE_COUNT);
+                    empty
+                        .local_get(node)
+                        .i32_const(5)
+                        .binop(BinaryOp::I32Shl)
+                        .local_get(parent);
+                    mem.store32(empty, nodes + layout::NODE_PARENT);
+                    empty
+                        .local_get(node)
+                        .i32_const(5)
+                        .binop(BinaryOp::I32Shl)
+                        .local_get(f);
+                    mem.store32(empty, nodes + layout::NODE_FUNC);
+                    empty.br(done_id);
+                },
+                |_| {},
+            );
+            // A match: same function, same parent.
+            lp.local_get(node).i32_const(5).binop(BinaryOp::I32Shl);
+            mem.load32(lp, nodes + layout::NODE_FUNC);
+            lp.local_get(f).binop(BinaryOp::I32Eq);
+            lp.local_get(node).i32_const(5).binop(BinaryOp::I32Shl);
+            mem.load32(lp, nodes + layout::NODE_PARENT);
+            lp.local_get(parent)
+                .binop(BinaryOp::I32Eq)
+                .binop(BinaryOp::I32And);
+            lp.br_if(done_id);
+            lp.local_get(slot)
+                .i32_const(1)
+                .binop(BinaryOp::I32Add)
+                .i32_const(mask)
+                .binop(BinaryOp::I32And);
+            lp.local_set(slot).br(lp_id);
+        });
+    });
+}
+
+fn build_exit(
+    module: &mut Module,
+    layout: &Layout,
+    mem: &Mem,
+    cur: GlobalId,
+    now: FunctionId,
+) -> FunctionId {
+    let parent = module.locals.add(ValType::I32);
+    let node = module.locals.add(ValType::I32);
+    let t0 = module.locals.add(ValType::I64);
+    let f = module.locals.add(ValType::I32);
+    let dt = module.locals.add(ValType::I64);
+    let addr = module.locals.add(ValType::I32);
+    let active = module.locals.add(ValType::I32);
+    let params = [ValType::I32, ValType::I32, ValType::I64, ValType::I32];
+    let mut builder = FunctionBuilder::new(&mut module.types, &params, &[]);
+    builder.name("__wasmprof_exit".into());
+    let mut b = builder.func_body();
+
+    b.call(now)
+        .local_get(t0)
+        .binop(BinaryOp::I64Sub)
+        .local_set(dt);
+    // The activation's node gets its inclusive time, its parent the time spent in children.
+    b.local_get(node)
+        .i32_const(5)
+        .binop(BinaryOp::I32Shl)
+        .local_set(addr);
+    mem.add64(&mut b, addr, layout.nodes_off + layout::NODE_INCL, |b| {
+        b.local_get(dt);
+    });
+    b.local_get(parent)
+        .i32_const(5)
+        .binop(BinaryOp::I32Shl)
+        .local_set(addr);
+    mem.add64(&mut b, addr, layout.nodes_off + layout::NODE_CHILD, |b| {
+        b.local_get(dt);
+    });
+    // One activation fewer; the outermost one adds the function's inclusive time.
+    b.local_get(f)
+        .i32_const(2)
+        .binop(BinaryOp::I32Shl)
+        .local_tee(addr);
+    b.local_get(addr);
+    mem.load32(&mut b, layout.active_off);
+    b.i32_const(1).binop(BinaryOp::I32Sub).local_tee(active);
+    mem.store32(&mut b, layout.active_off);
+    b.local_get(active).unop(UnaryOp::I32Eqz);
+    b.if_else(
+        None,
+        |outer| {
+            outer
+                .local_get(f)
+                .i32_const(3)
+                .binop(BinaryOp::I32Shl)
+                .local_set(addr);
+            mem.add64(outer, addr, layout.total_off, |b| {
+                b.local_get(dt);
+            });
+        },
+        |_| {},
+    );
+    b.local_get(parent).global_set(cur);
+    builder.finish(vec![parent, node, t0, f], &mut module.funcs)
+}

@@ -1,0 +1,161 @@
+//! Where the profiler keeps its state inside an instrumented module.
+//!
+//! All profiling state lives in a linear memory of its own that the instrumenter
+//! adds to the module (the program's memories are never touched). The layout is
+//! fixed at instrumentation time, written into the module's `wasmprof` custom
+//! section, and read back by whichever host dumps that memory after the run.
+//!
+//! ```text
+//! header        HEADER_SIZE bytes (see the HDR_* offsets)
+//! total_ns      u64 per function: inclusive time, counted once per outermost activation
+//! active        u32 per function: how many activations are open right now
+//! direct_arcs   u64 per direct call site (index = site id)
+//! dyn_arcs      DynArc per slot: (site, callee) pairs seen at indirect sites and host entries
+//! cct_index     u32 per slot: open-addressing hash of context-tree nodes
+//! nodes         Node per context-tree node: root, one fold node per function, then contexts
+//! ```
+
+use serde::{Deserialize, Serialize};
+
+/// Bytes reserved for the header at offset 0.
+pub const HEADER_SIZE: u32 = 64;
+/// Header: the magic `WPRF`, a u32.
+pub const HDR_MAGIC: u32 = 0;
+/// Header: the next free context-tree node, a u32.
+pub const HDR_NODE_COUNT: u32 = 8;
+/// Header: function entries that found the context tree full and went to a fold node, a u64.
+pub const HDR_FOLDED: u32 = 16;
+/// Header: arcs dropped because the dynamic arc table was full, a u64.
+pub const HDR_ARCS_DROPPED: u32 = 24;
+/// The magic number at [`HDR_MAGIC`] (`WPRF` in little-endian bytes).
+pub const MAGIC: u32 = u32::from_le_bytes(*b"WPRF");
+
+/// Size of one dynamic-arc slot: `site: u32, callee_plus_one: u32, count: u64`.
+pub const DYN_ARC_SIZE: u32 = 16;
+/// Size of one context-tree node: `parent: u32, func: u32, count: u64, incl: u64, child: u64`.
+pub const NODE_SIZE: u32 = 32;
+/// Node field offsets within a node.
+pub const NODE_PARENT: u32 = 0;
+/// See [`NODE_PARENT`].
+pub const NODE_FUNC: u32 = 4;
+/// See [`NODE_PARENT`].
+pub const NODE_COUNT: u32 = 8;
+/// See [`NODE_PARENT`].
+pub const NODE_INCL: u32 = 16;
+/// See [`NODE_PARENT`].
+pub const NODE_CHILD: u32 = 24;
+
+/// The parent recorded for the root and for fold nodes.
+pub const NO_PARENT: u32 = u32::MAX;
+/// Site ids with this bit set are indirect sites (`call_indirect`, `call_ref` and their tail
+/// forms); site ids without it are direct sites, and 0 means "entered from the host".
+pub const INDIRECT_SITE: u32 = 0x8000_0000;
+
+/// Wasm page size.
+const PAGE: u64 = 65536;
+
+/// Offsets and capacities of every region, as the instrumenter laid them out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Layout {
+    /// Number of function ids (imports and defined functions).
+    pub functions: u32,
+    /// Offset of `total_ns`.
+    pub total_off: u32,
+    /// Offset of `active`.
+    pub active_off: u32,
+    /// Offset of `direct_arcs`; slot 0 is unused.
+    pub direct_arcs_off: u32,
+    /// Number of direct call sites (slots 1..=direct_sites).
+    pub direct_sites: u32,
+    /// Offset of `dyn_arcs`.
+    pub dyn_arcs_off: u32,
+    /// Slots in `dyn_arcs` (a power of two).
+    pub dyn_arcs_cap: u32,
+    /// Offset of `cct_index`.
+    pub cct_index_off: u32,
+    /// Slots in `cct_index` (a power of two, at least twice `nodes_cap`).
+    pub cct_index_cap: u32,
+    /// Offset of `nodes`.
+    pub nodes_off: u32,
+    /// Capacity of `nodes`, root and fold nodes included.
+    pub nodes_cap: u32,
+    /// Size of the profiler's memory in 64 KiB pages.
+    pub pages: u32,
+}
+
+impl Layout {
+    /// Lays out the regions for `functions` function ids, `direct_sites` direct call sites,
+    /// `indirect_sites` indirect call sites and room for `max_contexts` context-tree nodes.
+    pub fn new(
+        functions: u32,
+        direct_sites: u32,
+        indirect_sites: u32,
+        max_contexts: u32,
+    ) -> Layout {
+        let align8 = |x: u64| (x + 7) & !7;
+        // Room for every indirect site to reach a handful of callees, and for host entries.
+        let dyn_wanted = 2 * (u64::from(indirect_sites) * 8 + u64::from(functions) / 4 + 64);
+        let dyn_arcs_cap = dyn_wanted.next_power_of_two().clamp(1024, 1 << 22) as u32;
+        let nodes_cap =
+            (u64::from(functions) + 1 + u64::from(max_contexts)).min(u64::from(u32::MAX / 4));
+        let cct_index_cap = (2 * nodes_cap).next_power_of_two();
+
+        let total_off = u64::from(HEADER_SIZE);
+        let active_off = total_off + 8 * u64::from(functions);
+        let direct_arcs_off = align8(active_off + 4 * u64::from(functions));
+        let dyn_arcs_off = direct_arcs_off + 8 * (u64::from(direct_sites) + 1);
+        let cct_index_off = dyn_arcs_off + u64::from(DYN_ARC_SIZE) * u64::from(dyn_arcs_cap);
+        let nodes_off = align8(cct_index_off + 4 * cct_index_cap);
+        let end = nodes_off + u64::from(NODE_SIZE) * nodes_cap;
+        let pages = end.div_ceil(PAGE);
+        let to32 = |x: u64| u32::try_from(x).expect("profiler memory exceeds 4 GiB");
+        Layout {
+            functions,
+            total_off: to32(total_off),
+            active_off: to32(active_off),
+            direct_arcs_off: to32(direct_arcs_off),
+            direct_sites,
+            dyn_arcs_off: to32(dyn_arcs_off),
+            dyn_arcs_cap,
+            cct_index_off: to32(cct_index_off),
+            cct_index_cap: to32(cct_index_cap),
+            nodes_off: to32(nodes_off),
+            nodes_cap: to32(nodes_cap),
+            pages: to32(pages),
+        }
+    }
+
+    /// The node that collects the entries of function `f` once the context tree is full.
+    pub fn fold_node(f: u32) -> u32 {
+        f + 1
+    }
+
+    /// The first node available for calling contexts (after the root and the fold nodes).
+    pub fn first_context_node(&self) -> u32 {
+        self.functions + 1
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn regions_do_not_overlap_and_fit_the_pages() {
+        let l = Layout::new(1000, 5000, 300, 100_000);
+        assert!(l.total_off >= HEADER_SIZE);
+        assert!(l.active_off >= l.total_off + 8 * 1000);
+        assert!(l.direct_arcs_off >= l.active_off + 4 * 1000);
+        assert_eq!(l.direct_arcs_off % 8, 0);
+        assert!(l.dyn_arcs_off >= l.direct_arcs_off + 8 * 5001);
+        assert!(l.cct_index_off >= l.dyn_arcs_off + DYN_ARC_SIZE * l.dyn_arcs_cap);
+        assert!(l.nodes_off >= l.cct_index_off + 4 * l.cct_index_cap);
+        assert!(
+            u64::from(l.pages) * PAGE
+                >= u64::from(l.nodes_off) + u64::from(NODE_SIZE * l.nodes_cap)
+        );
+        assert!(l.dyn_arcs_cap.is_power_of_two() && l.cct_index_cap.is_power_of_two());
+        assert!(l.cct_index_cap >= 2 * l.nodes_cap);
+        assert_eq!(l.first_context_node(), 1001);
+    }
+}

@@ -1,0 +1,86 @@
+//! The forensic tables an instrumented module carries: what each function id and call-site
+//! id stands for, and where the profiler's state lies in its memory.
+//!
+//! The instrumenter writes them, as JSON, into the module's `wasmprof` custom section, so
+//! any host that runs the module (the embedded wasmtime, the JS runtime) can turn a dump of
+//! the profiler's memory into a self-contained profile without the original build.
+
+use serde::{Deserialize, Serialize};
+
+use crate::layout::Layout;
+use crate::symbols::{SourcePos, Symbol};
+
+/// Name of the custom section that holds [`Meta`].
+pub const SECTION: &str = "wasmprof";
+/// Name under which the instrumented module exports the profiler's memory.
+pub const MEMORY_EXPORT: &str = "__wasmprof_memory";
+/// Name under which the instrumented module exports the global holding the current
+/// context-tree node (after a trap: the innermost open activation).
+pub const CUR_EXPORT: &str = "__wasmprof_cur";
+/// Import module of the clock the instrumented module reads at entries and exits.
+pub const CLOCK_MODULE: &str = "wasmprof";
+/// Import name of the clock: `() -> i64`, monotonic nanoseconds.
+pub const CLOCK_NAME: &str = "now";
+/// Version of the [`Meta`] format and of the memory layout.
+pub const VERSION: u32 = 1;
+
+/// Everything a host needs to decode the profiler's memory.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Meta {
+    /// [`VERSION`] of the instrumenter that wrote this.
+    pub version: u32,
+    /// Where the state lies in the profiler's memory.
+    pub layout: Layout,
+    /// One entry per function id (= the function's index in the original module).
+    pub functions: Vec<FunctionMeta>,
+    /// Direct call sites: entry k is site id k + 1.
+    pub direct_sites: Vec<SiteMeta>,
+    /// Indirect call sites: entry k is site id `INDIRECT_SITE | k`.
+    pub indirect_sites: Vec<SiteMeta>,
+}
+
+/// One function id.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct FunctionMeta {
+    /// Name and definition.
+    #[serde(flatten)]
+    pub symbol: Symbol,
+    /// Whether the function is imported (its time is time spent in the host).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub import: bool,
+}
+
+/// One call site.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SiteMeta {
+    /// Function id of the function that holds the call.
+    pub caller: u32,
+    /// Function id of the callee, for direct calls.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub callee: Option<u32>,
+    /// Source position of the call, when DWARF says.
+    #[serde(flatten)]
+    pub pos: Option<SourcePos>,
+}
+
+impl Meta {
+    /// Reads the tables from an instrumented module; `Ok(None)` if it has none.
+    pub fn from_module(wasm: &[u8]) -> anyhow::Result<Option<Meta>> {
+        match custom_section(wasm, SECTION)? {
+            Some(data) => Ok(Some(serde_json::from_slice(data)?)),
+            None => Ok(None),
+        }
+    }
+}
+
+/// The contents of the first custom section called `name`.
+pub fn custom_section<'a>(wasm: &'a [u8], name: &str) -> anyhow::Result<Option<&'a [u8]>> {
+    for payload in wasmparser::Parser::new(0).parse_all(wasm) {
+        if let wasmparser::Payload::CustomSection(section) = payload? {
+            if section.name() == name {
+                return Ok(Some(section.data()));
+            }
+        }
+    }
+    Ok(None)
+}

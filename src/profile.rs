@@ -1,0 +1,510 @@
+//! The profile: one data model that every report and output format is a view of.
+//!
+//! A profile is self-contained: it carries the names and source locations of its
+//! functions, so a report never needs the build that made it. It is decoded from the
+//! profiler's memory with the tables of [`crate::meta`].
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::Path;
+
+use anyhow::Context as _;
+use serde::{Deserialize, Serialize};
+
+use crate::layout::{self, Layout};
+use crate::meta::Meta;
+use crate::symbols::SourcePos;
+
+/// The `format` field of every profile file.
+pub const FORMAT: &str = "wasmprof-profile";
+/// Version of the profile file format.
+pub const FORMAT_VERSION: u32 = 1;
+/// The caller name of arcs that enter the module from the host.
+pub const HOST: &str = "<host>";
+
+/// A whole profile.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Profile {
+    /// Always [`FORMAT`].
+    pub format: String,
+    /// [`FORMAT_VERSION`] of the writer.
+    pub version: u32,
+    /// What was profiled: the module (or, merged, the modules).
+    pub modules: Vec<String>,
+    /// Whether every activation ended (false after a trap or an exit from deep inside).
+    pub complete: bool,
+    /// How each module's run ended.
+    pub runs: Vec<RunInfo>,
+    /// Unit of every `*_ns` field: nanoseconds of wall time.
+    pub clock: String,
+    /// Functions that were called at least once.
+    pub functions: Vec<Function>,
+    /// Caller -> callee arcs, with counts and times.
+    pub arcs: Vec<Arc>,
+    /// The calling-context tree: node 0 is the host, every other node one call path.
+    pub contexts: Vec<Context>,
+    /// Function entries that went to a per-function fold node because the context tree
+    /// was full (their paths are lost; counts and times are not).
+    pub folded_entries: u64,
+    /// Arcs that could not be recorded because the arc table was full.
+    pub arcs_dropped: u64,
+}
+
+/// How one run ended.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunInfo {
+    /// The module that ran.
+    pub module: String,
+    /// Its exit code.
+    pub exit_code: i32,
+    /// The trap message, if it trapped.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trap: Option<String>,
+    /// The activations open when the run ended, outermost first (empty after a clean run).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub open_stack: Vec<String>,
+    /// Wall time of the run.
+    pub wall_ns: u64,
+}
+
+/// One function.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Function {
+    /// Index in `functions`, which `contexts` refer to.
+    pub id: u32,
+    /// Demangled name, unique in the profile.
+    pub name: String,
+    /// Source file of the definition.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub file: Option<String>,
+    /// Line of the definition.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub line: Option<u32>,
+    /// Imported: its time is time spent in the host.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub import: bool,
+    /// Exact number of calls.
+    pub calls: u64,
+    /// Time in the function itself, callees excluded.
+    pub self_ns: u64,
+    /// Time in the function and its callees, counted once per outermost activation.
+    pub total_ns: u64,
+}
+
+/// Calls from one function to another.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Arc {
+    /// Name of the caller, or [`HOST`].
+    pub caller: String,
+    /// Name of the callee.
+    pub callee: String,
+    /// Exact number of calls.
+    pub count: u64,
+    /// The callee's self time in these calls.
+    pub self_ns: u64,
+    /// The callee's inclusive time in these calls (for a recursive arc, nested calls count
+    /// again).
+    pub total_ns: u64,
+    /// The call sites, with their counts, when known.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sites: Vec<ArcSite>,
+}
+
+/// One call site of an arc.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ArcSite {
+    /// Where the call is.
+    #[serde(flatten)]
+    pub pos: SourcePos,
+    /// Calls made there.
+    pub count: u64,
+}
+
+/// One node of the calling-context tree.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Context {
+    /// Index in `contexts`.
+    pub id: u32,
+    /// Parent node; `None` for the root (the host).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent: Option<u32>,
+    /// Function id; `None` for the root.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub function: Option<u32>,
+    /// This node collects entries whose path was lost when the tree was full.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub folded: bool,
+    /// Calls along this path.
+    pub calls: u64,
+    /// Inclusive time along this path.
+    pub total_ns: u64,
+    /// Self time along this path.
+    pub self_ns: u64,
+}
+
+/// A little-endian reader over the profiler's memory.
+struct Raw<'a>(&'a [u8]);
+
+impl Raw<'_> {
+    fn u32(&self, at: u32) -> anyhow::Result<u32> {
+        let at = at as usize;
+        let bytes = self
+            .0
+            .get(at..at + 4)
+            .context("profiler memory is truncated")?;
+        Ok(u32::from_le_bytes(bytes.try_into().expect("4 bytes")))
+    }
+    fn u64(&self, at: u32) -> anyhow::Result<u64> {
+        let at = at as usize;
+        let bytes = self
+            .0
+            .get(at..at + 8)
+            .context("profiler memory is truncated")?;
+        Ok(u64::from_le_bytes(bytes.try_into().expect("8 bytes")))
+    }
+}
+
+/// One node as the runtime left it.
+struct RawNode {
+    parent: u32,
+    func: u32,
+    count: u64,
+    incl: u64,
+    child: u64,
+}
+
+impl Profile {
+    /// Decodes the profiler's memory of one run of a module instrumented with `meta`.
+    pub fn decode(meta: &Meta, memory: &[u8], cur: u32, run: RunInfo) -> anyhow::Result<Profile> {
+        let raw = Raw(memory);
+        let l: &Layout = &meta.layout;
+        anyhow::ensure!(
+            raw.u32(layout::HDR_MAGIC)? == layout::MAGIC,
+            "profiler memory has no WPRF header"
+        );
+        let node_count = raw.u32(layout::HDR_NODE_COUNT)?.min(l.nodes_cap);
+        let node = |n: u32| -> anyhow::Result<RawNode> {
+            let at = l.nodes_off + n * layout::NODE_SIZE;
+            Ok(RawNode {
+                parent: raw.u32(at + layout::NODE_PARENT)?,
+                func: raw.u32(at + layout::NODE_FUNC)?,
+                count: raw.u64(at + layout::NODE_COUNT)?,
+                incl: raw.u64(at + layout::NODE_INCL)?,
+                child: raw.u64(at + layout::NODE_CHILD)?,
+            })
+        };
+
+        // Raw nodes: the root, the fold nodes (function f at node f + 1), the contexts.
+        let mut nodes = Vec::with_capacity(node_count as usize);
+        for n in 0..node_count {
+            let mut raw_node = node(n)?;
+            if n == 0 {
+                raw_node.parent = layout::NO_PARENT;
+                raw_node.func = layout::NO_PARENT;
+            } else if n < l.first_context_node() {
+                raw_node.parent = layout::NO_PARENT;
+                raw_node.func = n - 1;
+            }
+            nodes.push(raw_node);
+        }
+
+        // Per-function sums, over the nodes of each function.
+        let nf = l.functions as usize;
+        let mut calls = vec![0u64; nf];
+        let mut self_ns = vec![0u64; nf];
+        for n in nodes.iter().skip(1) {
+            calls[n.func as usize] += n.count;
+            self_ns[n.func as usize] += n.incl.saturating_sub(n.child);
+        }
+
+        // Functions that ran, renumbered densely.
+        let mut fid = vec![u32::MAX; nf];
+        let mut functions = Vec::new();
+        for f in 0..nf {
+            if calls[f] == 0 {
+                continue;
+            }
+            let m = &meta.functions[f];
+            fid[f] = functions.len() as u32;
+            functions.push(Function {
+                id: functions.len() as u32,
+                name: m.symbol.name.clone(),
+                file: m.symbol.file.clone(),
+                line: m.symbol.line,
+                import: m.import,
+                calls: calls[f],
+                self_ns: self_ns[f],
+                total_ns: raw.u64(l.total_off + 8 * f as u32)?,
+            });
+        }
+
+        // Contexts: the root, the fold nodes that were used, then every context.
+        let mut cid = vec![u32::MAX; nodes.len()];
+        let mut contexts = Vec::new();
+        for (n, raw_node) in nodes.iter().enumerate() {
+            let is_fold = n > 0 && (n as u32) < l.first_context_node();
+            if n > 0 && raw_node.count == 0 {
+                continue;
+            }
+            cid[n] = contexts.len() as u32;
+            let parent = match n {
+                0 => None,
+                _ if is_fold => Some(0),
+                _ => Some(cid[raw_node.parent as usize]),
+            };
+            contexts.push(Context {
+                id: contexts.len() as u32,
+                parent,
+                function: (n > 0).then(|| fid[raw_node.func as usize]),
+                folded: is_fold,
+                calls: raw_node.count,
+                total_ns: if n == 0 {
+                    raw_node.child
+                } else {
+                    raw_node.incl
+                },
+                self_ns: raw_node.incl.saturating_sub(raw_node.child),
+            });
+        }
+
+        // Arcs: counts and sites from the arc tables, times from the context tree.
+        let name = |f: u32| meta.functions[f as usize].symbol.name.clone();
+        let mut arcs: BTreeMap<(String, String), Arc> = BTreeMap::new();
+        let mut add = |caller: String, callee: u32, count: u64, pos: Option<&SourcePos>| {
+            let arc = arcs
+                .entry((caller.clone(), name(callee)))
+                .or_insert_with(|| Arc {
+                    caller,
+                    callee: name(callee),
+                    count: 0,
+                    self_ns: 0,
+                    total_ns: 0,
+                    sites: Vec::new(),
+                });
+            arc.count += count;
+            if let Some(pos) = pos {
+                match arc.sites.iter_mut().find(|s| s.pos == *pos) {
+                    Some(site) => site.count += count,
+                    None => arc.sites.push(ArcSite {
+                        pos: pos.clone(),
+                        count,
+                    }),
+                }
+            }
+        };
+        for (k, site) in meta.direct_sites.iter().enumerate() {
+            let count = raw.u64(l.direct_arcs_off + 8 * (k as u32 + 1))?;
+            if count > 0 {
+                let callee = site.callee.context("a direct site without a callee")?;
+                add(name(site.caller), callee, count, site.pos.as_ref());
+            }
+        }
+        for slot in 0..l.dyn_arcs_cap {
+            let at = l.dyn_arcs_off + slot * layout::DYN_ARC_SIZE;
+            let callee_plus_one = raw.u32(at + 4)?;
+            if callee_plus_one == 0 {
+                continue;
+            }
+            let site = raw.u32(at)?;
+            let count = raw.u64(at + 8)?;
+            if site == 0 {
+                add(HOST.to_string(), callee_plus_one - 1, count, None);
+            } else {
+                let s = meta
+                    .indirect_sites
+                    .get((site & !layout::INDIRECT_SITE) as usize)
+                    .context("an arc from an unknown call site")?;
+                add(name(s.caller), callee_plus_one - 1, count, s.pos.as_ref());
+            }
+        }
+        for n in nodes.iter().skip(l.first_context_node() as usize) {
+            let caller = match n.parent {
+                0 => HOST.to_string(),
+                p => name(nodes[p as usize].func),
+            };
+            if let Some(arc) = arcs.get_mut(&(caller, name(n.func))) {
+                arc.self_ns += n.incl.saturating_sub(n.child);
+                arc.total_ns += n.incl;
+            }
+        }
+
+        // The open activations, from the current node up to the root.
+        let mut open_stack = Vec::new();
+        let mut at = cur;
+        while at != 0 && (at as usize) < nodes.len() && open_stack.len() < nodes.len() {
+            open_stack.push(name(nodes[at as usize].func));
+            at = nodes[at as usize].parent;
+            if at == layout::NO_PARENT {
+                break;
+            }
+        }
+        open_stack.reverse();
+        let complete = open_stack.is_empty();
+        let mut arcs: Vec<Arc> = arcs.into_values().collect();
+        arcs.iter_mut().for_each(|a| {
+            a.sites
+                .sort_by(|x, y| (&x.pos.file, x.pos.line).cmp(&(&y.pos.file, y.pos.line)))
+        });
+        Ok(Profile {
+            format: FORMAT.to_string(),
+            version: FORMAT_VERSION,
+            modules: vec![run.module.clone()],
+            complete,
+            runs: vec![RunInfo { open_stack, ..run }],
+            clock: "wall-ns".to_string(),
+            functions,
+            arcs,
+            contexts,
+            folded_entries: raw.u64(layout::HDR_FOLDED)?,
+            arcs_dropped: raw.u64(layout::HDR_ARCS_DROPPED)?,
+        })
+    }
+
+    /// Merges several profiles into one: functions by name, file and line; arcs by caller
+    /// and callee; contexts by call path.
+    pub fn merge(profiles: &[Profile]) -> Profile {
+        let mut out = Profile {
+            format: FORMAT.to_string(),
+            version: FORMAT_VERSION,
+            modules: Vec::new(),
+            complete: true,
+            runs: Vec::new(),
+            clock: "wall-ns".to_string(),
+            functions: Vec::new(),
+            arcs: Vec::new(),
+            contexts: vec![Context {
+                id: 0,
+                parent: None,
+                function: None,
+                folded: false,
+                calls: 0,
+                total_ns: 0,
+                self_ns: 0,
+            }],
+            folded_entries: 0,
+            arcs_dropped: 0,
+        };
+        type FnKey = (String, Option<String>, Option<u32>);
+        let mut function_ids: HashMap<FnKey, u32> = HashMap::new();
+        let mut arc_ids: HashMap<(String, String), usize> = HashMap::new();
+        let mut context_ids: HashMap<(u32, Option<u32>, bool), u32> = HashMap::new();
+        for p in profiles {
+            out.modules.extend(p.modules.iter().cloned());
+            out.runs.extend(p.runs.iter().cloned());
+            out.complete &= p.complete;
+            out.folded_entries += p.folded_entries;
+            out.arcs_dropped += p.arcs_dropped;
+            let mut fmap = Vec::with_capacity(p.functions.len());
+            for f in &p.functions {
+                let key = (f.name.clone(), f.file.clone(), f.line);
+                let id = *function_ids.entry(key).or_insert_with(|| {
+                    out.functions.push(Function {
+                        id: out.functions.len() as u32,
+                        calls: 0,
+                        self_ns: 0,
+                        total_ns: 0,
+                        ..f.clone()
+                    });
+                    out.functions.len() as u32 - 1
+                });
+                let g = &mut out.functions[id as usize];
+                g.calls += f.calls;
+                g.self_ns += f.self_ns;
+                g.total_ns += f.total_ns;
+                fmap.push(id);
+            }
+            for a in &p.arcs {
+                let key = (a.caller.clone(), a.callee.clone());
+                let i = *arc_ids.entry(key).or_insert_with(|| {
+                    out.arcs.push(Arc {
+                        count: 0,
+                        self_ns: 0,
+                        total_ns: 0,
+                        sites: Vec::new(),
+                        ..a.clone()
+                    });
+                    out.arcs.len() - 1
+                });
+                let b = &mut out.arcs[i];
+                b.count += a.count;
+                b.self_ns += a.self_ns;
+                b.total_ns += a.total_ns;
+                for s in &a.sites {
+                    match b.sites.iter_mut().find(|t| t.pos == s.pos) {
+                        Some(t) => t.count += s.count,
+                        None => b.sites.push(s.clone()),
+                    }
+                }
+            }
+            // Contexts come parents first, so a parent's new id is known before its children.
+            let mut cmap = vec![0u32; p.contexts.len()];
+            for c in &p.contexts {
+                let new_id = match c.parent {
+                    None => 0,
+                    Some(parent) => {
+                        let key = (
+                            cmap[parent as usize],
+                            c.function.map(|f| fmap[f as usize]),
+                            c.folded,
+                        );
+                        *context_ids.entry(key).or_insert_with(|| {
+                            out.contexts.push(Context {
+                                id: out.contexts.len() as u32,
+                                parent: Some(key.0),
+                                function: key.1,
+                                folded: c.folded,
+                                calls: 0,
+                                total_ns: 0,
+                                self_ns: 0,
+                            });
+                            out.contexts.len() as u32 - 1
+                        })
+                    }
+                };
+                cmap[c.id as usize] = new_id;
+                let d = &mut out.contexts[new_id as usize];
+                d.calls += c.calls;
+                d.total_ns += c.total_ns;
+                d.self_ns += c.self_ns;
+            }
+        }
+        out
+    }
+
+    /// Reads a profile file, checking its format.
+    pub fn read(path: &Path) -> anyhow::Result<Profile> {
+        let text =
+            std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
+        let value: serde_json::Value = serde_json::from_slice(&text)
+            .with_context(|| format!("{} is not JSON", path.display()))?;
+        anyhow::ensure!(
+            value.get("format").and_then(|f| f.as_str()) == Some(FORMAT),
+            "{} is not a cargo-wasmprof profile (no \"format\": \"{FORMAT}\")",
+            path.display()
+        );
+        serde_json::from_value(value)
+            .with_context(|| format!("{} is not a valid profile", path.display()))
+    }
+
+    /// Writes the profile as JSON, atomically (a temporary file renamed into place).
+    pub fn write(&self, path: &Path) -> anyhow::Result<()> {
+        let json = serde_json::to_vec_pretty(self).expect("profiles serialize");
+        crate::fsutil::write_atomic(path, &json)
+    }
+
+    /// The function with this id.
+    pub fn function(&self, id: u32) -> &Function {
+        &self.functions[id as usize]
+    }
+
+    /// The function with this name.
+    pub fn function_named(&self, name: &str) -> Option<&Function> {
+        self.functions.iter().find(|f| f.name == name)
+    }
+
+    /// The arc from `caller` to `callee`, by name.
+    pub fn arc(&self, caller: &str, callee: &str) -> Option<&Arc> {
+        self.arcs
+            .iter()
+            .find(|a| a.caller == caller && a.callee == callee)
+    }
+}

@@ -1,0 +1,407 @@
+//! Maps function indices and code offsets of an original (not instrumented) module back
+//! to names and source locations.
+//!
+//! Sources, best first: DWARF (`DW_TAG_subprogram` for a function's name and
+//! declaration, the line program through addr2line for a call site's file:line), then the
+//! `name` section, then `func[N]`. Rust and C++ linkage names are demangled.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+
+use addr2line::gimli;
+use gimli::{AttributeValue, EndianSlice, LittleEndian};
+use serde::{Deserialize, Serialize};
+
+type R<'a> = EndianSlice<'a, LittleEndian>;
+
+/// What is known of one function of the original module.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Symbol {
+    /// Demangled name, unique within the module.
+    pub name: String,
+    /// Source file of the definition, when DWARF says.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub file: Option<String>,
+    /// Line of the definition, when DWARF says.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub line: Option<u32>,
+}
+
+/// A source position.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SourcePos {
+    /// Source file.
+    pub file: String,
+    /// Line in `file`.
+    pub line: u32,
+}
+
+/// The module facts that symbolization needs, read with wasmparser.
+#[derive(Default)]
+struct ModuleFacts<'a> {
+    /// `module.field` of each imported function, in index order.
+    imports: Vec<String>,
+    /// File offset of the code section's payload, where DWARF's code addresses start.
+    code_start: u64,
+    /// Body start (after its size), relative to the code section payload, of each defined function.
+    bodies: Vec<u64>,
+    /// The `name` section's function names.
+    names: HashMap<u32, String>,
+    /// The `.debug_*` custom sections.
+    debug: HashMap<&'a str, &'a [u8]>,
+}
+
+impl<'a> ModuleFacts<'a> {
+    fn read(wasm: &'a [u8]) -> anyhow::Result<ModuleFacts<'a>> {
+        use wasmparser::{KnownCustom, Name, Payload};
+        let mut facts = ModuleFacts::default();
+        for payload in wasmparser::Parser::new(0).parse_all(wasm) {
+            match payload? {
+                Payload::ImportSection(reader) => {
+                    for import in reader.into_imports() {
+                        let import = import?;
+                        if let wasmparser::TypeRef::Func(_) = import.ty {
+                            facts
+                                .imports
+                                .push(format!("{}.{}", import.module, import.name));
+                        }
+                    }
+                }
+                Payload::CodeSectionStart { range, .. } => facts.code_start = range.start as u64,
+                Payload::CodeSectionEntry(body) => {
+                    facts
+                        .bodies
+                        .push(body.range().start as u64 - facts.code_start);
+                }
+                Payload::CustomSection(section) => match section.as_known() {
+                    KnownCustom::Name(reader) => {
+                        for name in reader.into_iter().flatten() {
+                            if let Name::Function(map) = name {
+                                for naming in map.into_iter().flatten() {
+                                    facts.names.insert(naming.index, naming.name.to_string());
+                                }
+                            }
+                        }
+                    }
+                    _ if section.name().starts_with(".debug_") => {
+                        facts.debug.insert(section.name(), section.data());
+                    }
+                    _ => {}
+                },
+                _ => {}
+            }
+        }
+        Ok(facts)
+    }
+}
+
+/// Symbols of one original module.
+pub struct SymbolTable<'a> {
+    functions: Vec<Symbol>,
+    code_start: u64,
+    lines: Option<addr2line::Context<R<'a>>>,
+}
+
+impl<'a> SymbolTable<'a> {
+    /// Reads the symbols of `wasm`, which must be the original module (its DWARF speaks of
+    /// its own code offsets).
+    pub fn load(wasm: &'a [u8]) -> anyhow::Result<SymbolTable<'a>> {
+        let facts = ModuleFacts::read(wasm)?;
+        let dwarf = load_dwarf(&facts.debug);
+        let subprograms = match &dwarf {
+            Some(dwarf) => subprograms(dwarf).unwrap_or_default(),
+            None => HashMap::new(),
+        };
+        let imported = facts.imports.len();
+        let mut functions = Vec::with_capacity(imported + facts.bodies.len());
+        for (i, import) in facts.imports.iter().enumerate() {
+            let name = facts.names.get(&(i as u32)).map(|n| demangle(n));
+            functions.push(Symbol {
+                name: name.unwrap_or_else(|| import.clone()),
+                file: None,
+                line: None,
+            });
+        }
+        for (k, body) in facts.bodies.iter().enumerate() {
+            let index = (imported + k) as u32;
+            let symbol = match subprograms.get(body) {
+                Some(sub) => sub.clone(),
+                None => Symbol {
+                    name: facts
+                        .names
+                        .get(&index)
+                        .map(|n| demangle(n))
+                        .unwrap_or_else(|| format!("func[{index}]")),
+                    file: None,
+                    line: None,
+                },
+            };
+            functions.push(symbol);
+        }
+        make_unique(&mut functions);
+        let lines = dwarf.and_then(|d| addr2line::Context::from_dwarf(d).ok());
+        Ok(SymbolTable {
+            functions,
+            code_start: facts.code_start,
+            lines,
+        })
+    }
+
+    /// The symbols of every function, by function index (imports first).
+    pub fn functions(&self) -> &[Symbol] {
+        &self.functions
+    }
+
+    /// Consumes the table, keeping the function symbols.
+    pub fn into_functions(self) -> Vec<Symbol> {
+        self.functions
+    }
+
+    /// The file:line of the instruction at `file_offset` in the module, when the line
+    /// program covers it.
+    pub fn location(&self, file_offset: u64) -> Option<SourcePos> {
+        let address = file_offset.checked_sub(self.code_start)?;
+        let loc = self.lines.as_ref()?.find_location(address).ok()??;
+        Some(SourcePos {
+            file: loc.file?.to_string(),
+            line: loc.line?,
+        })
+    }
+}
+
+fn load_dwarf<'a>(debug: &HashMap<&'a str, &'a [u8]>) -> Option<gimli::Dwarf<R<'a>>> {
+    if !debug.contains_key(".debug_info") {
+        return None;
+    }
+    let dwarf = gimli::Dwarf::load(|id| -> Result<R<'a>, gimli::Error> {
+        let data = debug.get(id.name()).copied().unwrap_or(&[]);
+        Ok(EndianSlice::new(data, LittleEndian))
+    });
+    dwarf.ok()
+}
+
+/// Every `DW_TAG_subprogram` with code, keyed by its `DW_AT_low_pc`.
+fn subprograms(dwarf: &gimli::Dwarf<R<'_>>) -> gimli::Result<HashMap<u64, Symbol>> {
+    let mut found = HashMap::new();
+    let mut headers = dwarf.units();
+    while let Some(header) = headers.next()? {
+        let unit = dwarf.unit(header)?;
+        let mut entries = unit.entries();
+        while let Some(entry) = entries.next_dfs()? {
+            if entry.tag() != gimli::DW_TAG_subprogram {
+                continue;
+            }
+            let Some(low) = entry.attr_value(gimli::DW_AT_low_pc) else {
+                continue;
+            };
+            let Some(low) = dwarf.attr_address(&unit, low)? else {
+                continue;
+            };
+            // A low_pc of 0 marks code the linker discarded.
+            if low == 0 {
+                continue;
+            }
+            if let Some(symbol) = describe(dwarf, &unit, entry)? {
+                found.entry(low).or_insert(symbol);
+            }
+        }
+    }
+    Ok(found)
+}
+
+/// Name and declaration of a subprogram, following `DW_AT_specification` and
+/// `DW_AT_abstract_origin` to the declaration where the definition lacks them.
+fn describe<'a>(
+    dwarf: &gimli::Dwarf<R<'a>>,
+    unit: &gimli::Unit<R<'a>>,
+    entry: &gimli::DebuggingInformationEntry<R<'a>>,
+) -> gimli::Result<Option<Symbol>> {
+    let mut linkage = None;
+    let mut short = None;
+    let mut decl_file = None;
+    let mut decl_line = None;
+    let mut current = entry.clone();
+    for _ in 0..4 {
+        let string = |attr| -> gimli::Result<Option<String>> {
+            match current.attr_value(attr) {
+                Some(v) => Ok(Some(
+                    dwarf.attr_string(unit, v)?.to_string_lossy().into_owned(),
+                )),
+                None => Ok(None),
+            }
+        };
+        if linkage.is_none() {
+            linkage = string(gimli::DW_AT_linkage_name)?;
+        }
+        if short.is_none() {
+            short = string(gimli::DW_AT_name)?;
+        }
+        if decl_file.is_none() {
+            if let Some(AttributeValue::FileIndex(index)) =
+                current.attr_value(gimli::DW_AT_decl_file)
+            {
+                decl_file = file_name(dwarf, unit, index);
+            }
+        }
+        if decl_line.is_none() {
+            decl_line = current
+                .attr_value(gimli::DW_AT_decl_line)
+                .and_then(|v| v.udata_value());
+        }
+        let next = [gimli::DW_AT_specification, gimli::DW_AT_abstract_origin]
+            .into_iter()
+            .find_map(|attr| match current.attr_value(attr) {
+                Some(AttributeValue::UnitRef(offset)) => Some(offset),
+                _ => None,
+            });
+        match next {
+            Some(offset) => current = unit.entry(offset)?,
+            None => break,
+        }
+    }
+    let name = match (linkage, short) {
+        (Some(linkage), short) => qualify_generic(demangle(&linkage), short.as_deref()),
+        (None, Some(short)) => short,
+        (None, None) => return Ok(None),
+    };
+    Ok(Some(Symbol {
+        name,
+        file: decl_file,
+        line: decl_line.map(|l| l as u32),
+    }))
+}
+
+/// Rust's legacy mangling leaves out generic arguments and closure numbers, so
+/// `largest::<u32>` and `largest::<f64>` demangle alike, and so do two closures of one
+/// function; DWARF's `DW_AT_name` (`largest<u32>`, `{closure#1}`) tells them apart.
+fn qualify_generic(demangled: String, short: Option<&str>) -> String {
+    let Some(short) = short else {
+        return demangled;
+    };
+    let (path, last) = match demangled.rsplit_once("::") {
+        Some((path, last)) => (Some(path), last),
+        None => (None, demangled.as_str()),
+    };
+    let generic =
+        short.ends_with('>') && short.starts_with(last) && short[last.len()..].starts_with('<');
+    let closure = last == "{{closure}}" && short.starts_with("{closure#");
+    if !(generic || closure) {
+        return demangled;
+    }
+    match path {
+        Some(path) => format!("{path}::{short}"),
+        None => short.to_string(),
+    }
+}
+
+fn file_name(dwarf: &gimli::Dwarf<R<'_>>, unit: &gimli::Unit<R<'_>>, index: u64) -> Option<String> {
+    let header = unit.line_program.as_ref()?.header();
+    let file = header.file(index)?;
+    let mut path = PathBuf::new();
+    if let Some(dir) = file.directory(header) {
+        path.push(
+            dwarf
+                .attr_string(unit, dir)
+                .ok()?
+                .to_string_lossy()
+                .as_ref(),
+        );
+    }
+    path.push(
+        dwarf
+            .attr_string(unit, file.path_name())
+            .ok()?
+            .to_string_lossy()
+            .as_ref(),
+    );
+    Some(path.to_string_lossy().into_owned())
+}
+
+/// Demangles a Rust (legacy or v0) or C++ (Itanium) symbol; anything else is returned as is.
+pub fn demangle(raw: &str) -> String {
+    if raw.starts_with("_R") || is_legacy_rust(raw) {
+        if let Ok(rust) = rustc_demangle::try_demangle(raw) {
+            return format!("{rust:#}");
+        }
+    }
+    if raw.starts_with("_Z") {
+        if let Ok(symbol) = cpp_demangle::Symbol::new(raw) {
+            if let Ok(text) = symbol.demangle(&cpp_demangle::DemangleOptions::default()) {
+                return text;
+            }
+        }
+    }
+    raw.to_string()
+}
+
+/// Rust's legacy symbols end in `17h` + 16 hex digits + `E`.
+fn is_legacy_rust(raw: &str) -> bool {
+    let Some(body) = raw.strip_suffix('E') else {
+        return false;
+    };
+    body.len() > 19
+        && body[body.len() - 19..].starts_with("17h")
+        && body[body.len() - 16..]
+            .bytes()
+            .all(|b| b.is_ascii_hexdigit())
+}
+
+/// Gives functions that share a name (identical C statics in two files, say) the suffix
+/// ` [func N]`, so that a name identifies one function in a profile.
+fn make_unique(functions: &mut [Symbol]) {
+    let mut seen: HashMap<String, usize> = HashMap::new();
+    for symbol in functions.iter() {
+        *seen.entry(symbol.name.clone()).or_default() += 1;
+    }
+    for (index, symbol) in functions.iter_mut().enumerate() {
+        if seen[&symbol.name] > 1 {
+            symbol.name = format!("{} [func {index}]", symbol.name);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn demangles_rust_and_cpp() {
+        assert_eq!(demangle("_ZN5calls3fib17hd5e666969e9c91f6E"), "calls::fib");
+        assert_eq!(demangle("_Z3fibi"), "fib(int)");
+        assert_eq!(demangle("_ZN5Shape4areaEv"), "Shape::area()");
+        assert_eq!(demangle("main"), "main");
+    }
+
+    #[test]
+    fn generic_arguments_come_from_dwarf() {
+        assert_eq!(
+            qualify_generic("calls::largest".into(), Some("largest<u32>")),
+            "calls::largest<u32>"
+        );
+        assert_eq!(
+            qualify_generic("calls::fib".into(), Some("fib")),
+            "calls::fib"
+        );
+        assert_eq!(
+            qualify_generic("calls::t::{{closure}}".into(), Some("{closure#1}")),
+            "calls::t::{closure#1}"
+        );
+        assert_eq!(
+            qualify_generic("largest".into(), Some("largest<u8>")),
+            "largest<u8>"
+        );
+    }
+
+    #[test]
+    fn shared_names_get_their_index() {
+        let sym = |n: &str| Symbol {
+            name: n.into(),
+            file: None,
+            line: None,
+        };
+        let mut functions = vec![sym("a"), sym("b"), sym("a")];
+        make_unique(&mut functions);
+        let names: Vec<_> = functions.iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(names, ["a [func 0]", "b", "a [func 2]"]);
+    }
+}
