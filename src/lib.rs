@@ -1,14 +1,21 @@
 //! cargo-wasmprof: an instrumenting profiler for WebAssembly.
 //!
 //! The pipeline, one module per step:
-//! [`build`] (cargo, wasm32-wasip1) -> [`instrument`] (walrus) -> [`host`] (wasmtime) ->
-//! [`symbols`] (DWARF, at instrumentation time, from the original module) ->
-//! [`profile`] (one data model) -> [`report`] (views of it).
+//! [`build`] (cargo, wasm32-wasip1) -> [`instrument`] (walrus; it also reads the original
+//! module's DWARF through [`symbols`] into the tables of [`meta`]) -> [`host`] (wasmtime) ->
+//! [`profile`] (one data model, decoded from the memory laid out by [`layout`]) ->
+//! [`report`] (views of it). [`commands`] walks it for each command of [`cli`].
 
+pub mod build;
+pub mod cli;
+pub mod commands;
+pub mod error;
 pub mod fsutil;
 pub mod host;
 pub mod instrument;
 pub mod layout;
 pub mod meta;
 pub mod profile;
+pub mod report;
+pub mod status;
 pub mod symbols;

@@ -470,19 +470,15 @@ impl Profile {
         out
     }
 
-    /// Reads a profile file, checking its format.
+    /// Reads a profile file, checking its format. Errors do not repeat the path.
     pub fn read(path: &Path) -> anyhow::Result<Profile> {
-        let text =
-            std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
-        let value: serde_json::Value = serde_json::from_slice(&text)
-            .with_context(|| format!("{} is not JSON", path.display()))?;
+        let text = std::fs::read(path).context("cannot read it")?;
+        let value: serde_json::Value = serde_json::from_slice(&text).context("not JSON")?;
         anyhow::ensure!(
             value.get("format").and_then(|f| f.as_str()) == Some(FORMAT),
-            "{} is not a cargo-wasmprof profile (no \"format\": \"{FORMAT}\")",
-            path.display()
+            "not a cargo-wasmprof profile (no \"format\": \"{FORMAT}\")"
         );
-        serde_json::from_value(value)
-            .with_context(|| format!("{} is not a valid profile", path.display()))
+        serde_json::from_value(value).context("not a valid cargo-wasmprof profile")
     }
 
     /// Writes the profile as JSON, atomically (a temporary file renamed into place).

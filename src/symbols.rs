@@ -3,7 +3,8 @@
 //!
 //! Sources, best first: DWARF (`DW_TAG_subprogram` for a function's name and
 //! declaration, the line program through addr2line for a call site's file:line), then the
-//! `name` section, then `func[N]`. Rust and C++ linkage names are demangled.
+//! `name` section, then the export name, then `func[N]`. Imports are `module.field`. Rust
+//! and C++ linkage names are demangled.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -45,8 +46,10 @@ struct ModuleFacts<'a> {
     code_start: u64,
     /// Body start (after its size), relative to the code section payload, of each defined function.
     bodies: Vec<u64>,
-    /// The `name` section's function names.
+    /// The `name` section's function names (of defined functions; imports keep `module.field`).
     names: HashMap<u32, String>,
+    /// The first export name of each exported function.
+    exports: HashMap<u32, String>,
     /// The `.debug_*` custom sections.
     debug: HashMap<&'a str, &'a [u8]>,
 }
@@ -64,6 +67,17 @@ impl<'a> ModuleFacts<'a> {
                             facts
                                 .imports
                                 .push(format!("{}.{}", import.module, import.name));
+                        }
+                    }
+                }
+                Payload::ExportSection(reader) => {
+                    for export in reader {
+                        let export = export?;
+                        if export.kind == wasmparser::ExternalKind::Func {
+                            facts
+                                .exports
+                                .entry(export.index)
+                                .or_insert_with(|| export.name.to_string());
                         }
                     }
                 }
@@ -114,10 +128,10 @@ impl<'a> SymbolTable<'a> {
         };
         let imported = facts.imports.len();
         let mut functions = Vec::with_capacity(imported + facts.bodies.len());
-        for (i, import) in facts.imports.iter().enumerate() {
-            let name = facts.names.get(&(i as u32)).map(|n| demangle(n));
+        // An import is named for what it is in the host: `module.field`.
+        for import in &facts.imports {
             functions.push(Symbol {
-                name: name.unwrap_or_else(|| import.clone()),
+                name: import.clone(),
                 file: None,
                 line: None,
             });
@@ -130,6 +144,7 @@ impl<'a> SymbolTable<'a> {
                     name: facts
                         .names
                         .get(&index)
+                        .or_else(|| facts.exports.get(&index))
                         .map(|n| demangle(n))
                         .unwrap_or_else(|| format!("func[{index}]")),
                     file: None,

@@ -1,0 +1,176 @@
+//! The build step: cargo builds the user's test binaries for wasm32-wasip1, with names and
+//! DWARF kept and the user's opt-level left alone.
+
+use std::io::BufReader;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use anyhow::Context as _;
+use cargo_metadata::Message;
+
+use crate::cli::CargoArgs;
+use crate::error::Error;
+
+/// The only target built so far.
+pub const TARGET: &str = "wasm32-wasip1";
+
+/// One test binary cargo built.
+#[derive(Debug, Clone)]
+pub struct TestBinary {
+    /// The `.wasm` file.
+    pub path: PathBuf,
+    /// The package's name.
+    pub package: String,
+    /// The target's name.
+    pub target: String,
+    /// The target's kind as cargo names it (`lib`, `bin`, `test`, ...).
+    pub kind: String,
+    /// What cargo prints in its `Running` line: `unittests src/lib.rs`, `tests/it.rs`.
+    pub label: String,
+    /// The package's directory, where cargo runs its tests.
+    pub package_dir: PathBuf,
+}
+
+impl TestBinary {
+    /// A stable file name for this binary's profile: `<package>-<target>-<kind>.json`.
+    pub fn profile_name(&self) -> String {
+        format!("{}-{}-{}.json", self.package, self.target, self.kind)
+    }
+}
+
+/// What the build produced.
+pub struct Built {
+    /// The test binaries, in cargo's order.
+    pub binaries: Vec<TestBinary>,
+    /// The target directory (where profiles go, under `wasmprof/`).
+    pub target_dir: PathBuf,
+}
+
+/// The cargo program to run: `$CARGO` when cargo runs us, else `cargo`.
+fn cargo() -> PathBuf {
+    std::env::var_os("CARGO").map_or_else(|| PathBuf::from("cargo"), PathBuf::from)
+}
+
+/// Fails with the rustup command to run when the toolchain has no wasm32-wasip1 standard
+/// library.
+fn check_target(dir: &Path) -> Result<(), Error> {
+    let rustc = std::env::var_os("RUSTC").unwrap_or_else(|| "rustc".into());
+    let output = Command::new(&rustc)
+        .args(["--print", "sysroot"])
+        .current_dir(dir)
+        .output()
+        .with_context(|| format!("cannot run {}", rustc.to_string_lossy()))?;
+    let sysroot = PathBuf::from(String::from_utf8_lossy(&output.stdout).trim());
+    if output.status.success() && !sysroot.join("lib/rustlib").join(TARGET).exists() {
+        return Err(Error::MissingTarget);
+    }
+    Ok(())
+}
+
+/// Builds the test binaries that `args` select (`cargo test --no-run`).
+pub fn build_tests(args: &CargoArgs) -> Result<Built, Error> {
+    let dir = args
+        .manifest_path
+        .as_deref()
+        .and_then(Path::parent)
+        .filter(|p| !p.as_os_str().is_empty())
+        .map_or_else(|| PathBuf::from("."), Path::to_path_buf);
+    check_target(&dir)?;
+    let metadata = metadata(args)?;
+
+    let mut cmd = Command::new(cargo());
+    cmd.args([
+        "test",
+        "--no-run",
+        "--target",
+        TARGET,
+        "--message-format=json-render-diagnostics",
+    ]);
+    cmd.args(args.to_cargo_args());
+    // Names and DWARF for every profile a test build may use; opt-level stays the user's.
+    for profile in ["DEV", "TEST", "RELEASE", "BENCH"]
+        .into_iter()
+        .map(String::from)
+        .chain(
+            args.profile
+                .as_ref()
+                .map(|p| p.to_uppercase().replace('-', "_")),
+        )
+    {
+        cmd.env(format!("CARGO_PROFILE_{profile}_DEBUG"), "true");
+        cmd.env(format!("CARGO_PROFILE_{profile}_STRIP"), "none");
+    }
+    cmd.stdout(Stdio::piped()).stderr(Stdio::inherit());
+    let mut child = cmd.spawn().context("cannot run cargo")?;
+    let stdout = child.stdout.take().expect("piped stdout");
+
+    let mut binaries = Vec::new();
+    for message in Message::parse_stream(BufReader::new(stdout)) {
+        let Message::CompilerArtifact(artifact) =
+            message.context("cannot read cargo's messages")?
+        else {
+            continue;
+        };
+        let Some(executable) = artifact.executable else {
+            continue;
+        };
+        if !artifact.profile.test {
+            continue;
+        }
+        let package_dir = artifact
+            .manifest_path
+            .parent()
+            .map(|p| p.as_std_path().to_path_buf())
+            .unwrap_or_else(|| dir.clone());
+        let kind = artifact
+            .target
+            .kind
+            .first()
+            .map(|k| k.to_string())
+            .unwrap_or_default();
+        let src = artifact.target.src_path.as_std_path();
+        let src = src
+            .strip_prefix(&package_dir)
+            .unwrap_or(src)
+            .display()
+            .to_string();
+        let label = match kind.as_str() {
+            "test" | "bench" | "example" => src,
+            _ => format!("unittests {src}"),
+        };
+        binaries.push(TestBinary {
+            path: executable.into_std_path_buf(),
+            package: metadata
+                .packages
+                .iter()
+                .find(|p| p.id == artifact.package_id)
+                .map_or_else(|| artifact.target.name.clone(), |p| p.name.to_string()),
+            target: artifact.target.name.clone(),
+            kind,
+            label,
+            package_dir,
+        });
+    }
+    let status = child.wait().context("cargo did not finish")?;
+    if !status.success() {
+        return Err(Error::BuildFailed);
+    }
+    let target_dir = match &args.target_dir {
+        Some(dir) => dir.clone(),
+        None => metadata.target_directory.clone().into_std_path_buf(),
+    };
+    Ok(Built {
+        binaries,
+        target_dir,
+    })
+}
+
+/// The workspace's metadata: its packages and target directory.
+fn metadata(args: &CargoArgs) -> anyhow::Result<cargo_metadata::Metadata> {
+    let mut cmd = cargo_metadata::MetadataCommand::new();
+    cmd.cargo_path(cargo()).no_deps();
+    if let Some(path) = &args.manifest_path {
+        cmd.manifest_path(path);
+    }
+    cmd.exec().context("cannot read the workspace's metadata")
+}

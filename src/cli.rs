@@ -1,0 +1,273 @@
+//! Command-line interface: `cargo wasmprof <command>`.
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+/// An instrumenting profiler for WebAssembly.
+///
+/// Builds your crate for wasm32-wasip1, rewrites each test binary so that it records its
+/// own profile (exact call counts, caller->callee arcs, self and inclusive time, a
+/// calling-context tree), runs it in an embedded wasmtime, and prints a gprof-style report.
+#[derive(Debug, Parser)]
+#[command(
+    name = "cargo wasmprof",
+    bin_name = "cargo wasmprof",
+    version,
+    propagate_version = true
+)]
+pub struct Cli {
+    /// The command to run.
+    #[command(subcommand)]
+    pub command: Command,
+    /// Coloring: auto, always, never (NO_COLOR is honoured in auto).
+    #[arg(long, global = true, value_name = "WHEN", default_value = "auto")]
+    pub color: ColorChoice,
+    /// Print no status lines, only the report and the program's own output.
+    #[arg(short, long, global = true)]
+    pub quiet: bool,
+}
+
+impl Cli {
+    /// Parses the arguments, whether we were called as `cargo wasmprof ...` (cargo passes
+    /// `wasmprof` as the first argument) or as `cargo-wasmprof ...`.
+    pub fn parse_args(args: impl IntoIterator<Item = OsString>) -> Cli {
+        let mut args: Vec<OsString> = args.into_iter().collect();
+        if args.get(1).is_some_and(|a| a == "wasmprof") {
+            args.remove(1);
+        }
+        Cli::parse_from(args)
+    }
+}
+
+/// When to color the output.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ColorChoice {
+    /// Color when writing to a terminal and NO_COLOR is not set.
+    Auto,
+    /// Always color.
+    Always,
+    /// Never color.
+    Never,
+}
+
+/// The commands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Build the crate's tests for wasm32-wasip1, profile them, and report.
+    ///
+    /// Takes `cargo test`'s selection flags. TESTNAME and everything after `--` go to
+    /// the test harness (filters, --exact, --nocapture). A profile per test binary is
+    /// written under <target-dir>/wasmprof/; the report covers them all.
+    Test(TestArgs),
+    /// Run a wasip1 command module in the embedded host, profiled (or as is).
+    Run(RunArgs),
+    /// Write an instrumented copy of a module, for any host that gives it a clock.
+    Instrument(InstrumentArgs),
+    /// Print the report of a profile file again.
+    Report(ReportArgs),
+}
+
+/// `cargo test`'s flags that choose what to build.
+#[derive(Debug, Clone, Default, Args)]
+#[command(next_help_heading = "Cargo options")]
+pub struct CargoArgs {
+    /// Package(s) to test.
+    #[arg(short, long = "package", value_name = "SPEC")]
+    pub packages: Vec<String>,
+    /// Test all packages in the workspace.
+    #[arg(long)]
+    pub workspace: bool,
+    /// Exclude packages from the test (with --workspace).
+    #[arg(long, value_name = "SPEC")]
+    pub exclude: Vec<String>,
+    /// Test only this package's library.
+    #[arg(long)]
+    pub lib: bool,
+    /// Test all binaries.
+    #[arg(long)]
+    pub bins: bool,
+    /// Test only the named binary.
+    #[arg(long = "bin", value_name = "NAME")]
+    pub bin: Vec<String>,
+    /// Test only the named integration test.
+    #[arg(long = "test", value_name = "NAME")]
+    pub test: Vec<String>,
+    /// Test all integration tests.
+    #[arg(long)]
+    pub tests: bool,
+    /// Space or comma separated features to activate.
+    #[arg(short = 'F', long, value_name = "FEATURES")]
+    pub features: Vec<String>,
+    /// Activate all features.
+    #[arg(long)]
+    pub all_features: bool,
+    /// Do not activate the `default` feature.
+    #[arg(long)]
+    pub no_default_features: bool,
+    /// Build in release mode (names and DWARF are kept; the opt-level is the profile's).
+    #[arg(short, long)]
+    pub release: bool,
+    /// Build with the given profile.
+    #[arg(long, value_name = "NAME")]
+    pub profile: Option<String>,
+    /// Path to Cargo.toml.
+    #[arg(long, value_name = "PATH")]
+    pub manifest_path: Option<PathBuf>,
+    /// Directory for all generated artifacts (profiles go to its wasmprof/ folder).
+    #[arg(long, value_name = "DIRECTORY")]
+    pub target_dir: Option<PathBuf>,
+    /// Number of parallel build jobs.
+    #[arg(short, long, value_name = "N")]
+    pub jobs: Option<String>,
+    /// Require Cargo.lock to be up to date.
+    #[arg(long)]
+    pub locked: bool,
+    /// Run without accessing the network.
+    #[arg(long)]
+    pub offline: bool,
+    /// Require Cargo.lock and the cache to be up to date.
+    #[arg(long)]
+    pub frozen: bool,
+}
+
+impl CargoArgs {
+    /// The flags to hand to `cargo test`.
+    pub fn to_cargo_args(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        let mut values = |flag: &str, values: &[String]| {
+            for v in values {
+                out.push(flag.to_string());
+                out.push(v.clone());
+            }
+        };
+        values("--package", &self.packages);
+        values("--exclude", &self.exclude);
+        values("--bin", &self.bin);
+        values("--test", &self.test);
+        values("--features", &self.features);
+        let flags = [
+            (self.workspace, "--workspace"),
+            (self.lib, "--lib"),
+            (self.bins, "--bins"),
+            (self.tests, "--tests"),
+            (self.all_features, "--all-features"),
+            (self.no_default_features, "--no-default-features"),
+            (self.release, "--release"),
+            (self.locked, "--locked"),
+            (self.offline, "--offline"),
+            (self.frozen, "--frozen"),
+        ];
+        out.extend(
+            flags
+                .iter()
+                .filter(|(on, _)| *on)
+                .map(|(_, flag)| flag.to_string()),
+        );
+        let options = [
+            ("--profile", self.profile.as_ref().map(String::from)),
+            (
+                "--manifest-path",
+                self.manifest_path.as_ref().map(|p| p.display().to_string()),
+            ),
+            (
+                "--target-dir",
+                self.target_dir.as_ref().map(|p| p.display().to_string()),
+            ),
+            ("--jobs", self.jobs.clone()),
+        ];
+        for (flag, value) in options {
+            if let Some(value) = value {
+                out.push(flag.to_string());
+                out.push(value);
+            }
+        }
+        out
+    }
+}
+
+/// Options of the profile and its report, shared by the commands that run a program.
+#[derive(Debug, Clone, Args)]
+#[command(next_help_heading = "Profile options")]
+pub struct ProfileArgs {
+    /// Also write the merged profile of all binaries of the run to FILE.
+    #[arg(short, long, value_name = "FILE")]
+    pub output: Option<PathBuf>,
+    /// Limit each section of the report to its N first rows.
+    #[arg(long, value_name = "N")]
+    pub top: Option<usize>,
+    /// Room for this many calling contexts; past it, entries are folded per function
+    /// (counts and times stay exact, their paths are lost, and the report says so).
+    #[arg(long, value_name = "N", default_value_t = 1 << 18)]
+    pub max_contexts: u32,
+    /// Write the profiles but print no report.
+    #[arg(long)]
+    pub no_report: bool,
+}
+
+/// `cargo wasmprof test`.
+#[derive(Debug, Args)]
+pub struct TestArgs {
+    /// Only run tests whose names contain this string (passed to the harness).
+    #[arg(value_name = "TESTNAME")]
+    pub testname: Option<String>,
+    /// Arguments for the test harness (after `--`).
+    #[arg(last = true, value_name = "ARGS")]
+    pub harness_args: Vec<String>,
+    /// Run every test binary, even after one fails.
+    #[arg(long)]
+    pub no_fail_fast: bool,
+    /// What to build.
+    #[command(flatten)]
+    pub cargo: CargoArgs,
+    /// The profile and report.
+    #[command(flatten)]
+    pub profile: ProfileArgs,
+}
+
+/// `cargo wasmprof run`.
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// Run the module as it is, without the profiler.
+    #[arg(long)]
+    pub no_instrument: bool,
+    /// The wasip1 command module.
+    #[arg(value_name = "FILE.wasm")]
+    pub module: PathBuf,
+    /// Arguments for the program.
+    #[arg(
+        trailing_var_arg = true,
+        allow_hyphen_values = true,
+        value_name = "ARGS"
+    )]
+    pub args: Vec<String>,
+    /// The profile and report (the profile goes to FILE.wasmprof.json unless --output).
+    #[command(flatten)]
+    pub profile: ProfileArgs,
+}
+
+/// `cargo wasmprof instrument`.
+#[derive(Debug, Args)]
+pub struct InstrumentArgs {
+    /// The module to instrument.
+    #[arg(value_name = "IN.wasm")]
+    pub input: PathBuf,
+    /// Where to write the instrumented module.
+    #[arg(short, long, value_name = "OUT.wasm")]
+    pub output: PathBuf,
+    /// Room for this many calling contexts (see `test --help`).
+    #[arg(long, value_name = "N", default_value_t = 1 << 18)]
+    pub max_contexts: u32,
+}
+
+/// `cargo wasmprof report`.
+#[derive(Debug, Args)]
+pub struct ReportArgs {
+    /// A profile written by cargo-wasmprof.
+    #[arg(value_name = "PROFILE.json")]
+    pub profile: PathBuf,
+    /// Limit each section of the report to its N first rows.
+    #[arg(long, value_name = "N")]
+    pub top: Option<usize>,
+}

@@ -1,0 +1,242 @@
+//! The commands, each a walk down the pipeline:
+//! build -> instrument -> run -> symbolize (inside instrument) -> profile -> report.
+
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use crate::build::{self, TestBinary};
+use crate::cli::{Cli, Command, InstrumentArgs, ProfileArgs, ReportArgs, RunArgs, TestArgs};
+use crate::error::Error;
+use crate::fsutil::{relative, write_atomic};
+use crate::host::{self, Outcome, RunConfig};
+use crate::instrument::{self, Options};
+use crate::meta::Meta;
+use crate::profile::{Profile, RunInfo};
+use crate::report::{self, ReportOptions};
+use crate::status::Status;
+
+/// Runs the command `cli` names.
+pub fn run(cli: Cli) -> Result<(), Error> {
+    let status = Status::new(cli.color, cli.quiet);
+    match cli.command {
+        Command::Test(args) => test(args, status),
+        Command::Run(args) => run_module(args, status),
+        Command::Instrument(args) => instrument_module(args, status),
+        Command::Report(args) => report_profile(args),
+    }
+}
+
+/// A module made ready to profile: its instrumented bytes and tables.
+struct Prepared {
+    wasm: Vec<u8>,
+    meta: Meta,
+}
+
+/// Instruments `path`'s module, or takes it as it is when it is instrumented already.
+fn prepare(path: &Path, max_contexts: u32, status: Status) -> Result<Prepared, Error> {
+    let bytes = std::fs::read(path).map_err(|e| Error::input(path, e))?;
+    if let Ok(Some(meta)) = Meta::from_module(&bytes) {
+        return Ok(Prepared { wasm: bytes, meta });
+    }
+    let started = Instant::now();
+    let done = instrument::instrument(&bytes, &Options { max_contexts })
+        .map_err(|e| Error::input(path, e))?;
+    status.step(
+        "Instrumented",
+        format!(
+            "{} ({} functions, {} call sites) in {:.2}s",
+            relative(path),
+            done.meta.functions.len(),
+            done.meta.direct_sites.len() + done.meta.indirect_sites.len(),
+            started.elapsed().as_secs_f64()
+        ),
+    );
+    Ok(Prepared {
+        wasm: done.wasm,
+        meta: done.meta,
+    })
+}
+
+/// Runs a prepared module and decodes its profile; the profile exists whatever way the
+/// program ended.
+fn profile_run(
+    path: &Path,
+    prepared: &Prepared,
+    config: &RunConfig,
+) -> Result<(Profile, Outcome), Error> {
+    let outcome =
+        host::run(&prepared.wasm, config).map_err(|e| Error::input(path, format!("{e:#}")))?;
+    if let Some(trap) = &outcome.trap {
+        crate::status::error(format!("{} trapped: {trap}", relative(path)));
+    }
+    let state = outcome
+        .state
+        .as_ref()
+        .ok_or_else(|| Error::input(path, "the module ran without the profiler's clock"))?;
+    let run = RunInfo {
+        module: relative(path),
+        exit_code: outcome.exit_code,
+        trap: outcome.trap.clone(),
+        open_stack: Vec::new(),
+        wall_ns: outcome.wall_ns,
+    };
+    let profile = Profile::decode(&prepared.meta, &state.memory, state.cur, run)
+        .map_err(|e| Error::input(path, format!("cannot decode the profile: {e:#}")))?;
+    Ok((profile, outcome))
+}
+
+/// Writes the merged profile if asked, and prints the report unless told not to.
+fn finish(profiles: &[Profile], args: &ProfileArgs, status: Status) -> Result<(), Error> {
+    let merged = match profiles {
+        [one] => one.clone(),
+        many => Profile::merge(many),
+    };
+    if let Some(output) = &args.output {
+        merged.write(output)?;
+        status.done("Wrote", format!("merged profile to {}", relative(output)));
+    }
+    if !args.no_report {
+        use std::io::Write as _;
+        let text = report::render(&merged, &ReportOptions { top: args.top });
+        let _ = write!(anstream::stdout(), "{text}");
+    }
+    Ok(())
+}
+
+fn test(args: TestArgs, status: Status) -> Result<(), Error> {
+    let built = build::build_tests(&args.cargo)?;
+    let out_dir = built.target_dir.join("wasmprof");
+    let harness: Vec<String> = args
+        .testname
+        .iter()
+        .chain(&args.harness_args)
+        .cloned()
+        .collect();
+    let mut profiles = Vec::new();
+    let mut failed = Vec::new();
+    for binary in &built.binaries {
+        let prepared = prepare(&binary.path, args.profile.max_contexts, status)?;
+        status.done(
+            "Running",
+            format!("{} ({})", binary.label, relative(&binary.path)),
+        );
+        let config = RunConfig {
+            program: binary
+                .path
+                .file_name()
+                .map_or_else(String::new, |n| n.to_string_lossy().into_owned()),
+            args: harness.clone(),
+            dir: binary.package_dir.clone(),
+        };
+        let (profile, outcome) = profile_run(&binary.path, &prepared, &config)?;
+        let file = out_dir.join(binary.profile_name());
+        profile.write(&file)?;
+        status.done(
+            "Profiled",
+            format!("{} -> {}", binary.label, relative(&file)),
+        );
+        profiles.push(profile);
+        if outcome.exit_code != 0 {
+            failed.push(rerun_hint(binary));
+            if !args.no_fail_fast {
+                break;
+            }
+        }
+    }
+    finish(&profiles, &args.profile, status)?;
+    match failed.as_slice() {
+        [] => Ok(()),
+        [one] => Err(Error::TestsFailed(format!(
+            "test failed, to rerun pass `{one}`"
+        ))),
+        many => Err(Error::TestsFailed(format!(
+            "{} targets failed:\n    `{}`",
+            many.len(),
+            many.join("`\n    `")
+        ))),
+    }
+}
+
+/// cargo's flag to rerun one test binary.
+fn rerun_hint(binary: &TestBinary) -> String {
+    match binary.kind.as_str() {
+        "lib" | "rlib" | "cdylib" | "staticlib" | "proc-macro" => "--lib".to_string(),
+        kind => format!("--{kind} {}", binary.target),
+    }
+}
+
+fn run_module(args: RunArgs, status: Status) -> Result<(), Error> {
+    let config = RunConfig {
+        program: args
+            .module
+            .file_name()
+            .map_or_else(String::new, |n| n.to_string_lossy().into_owned()),
+        args: args.args.clone(),
+        dir: PathBuf::from("."),
+    };
+    if args.no_instrument {
+        let bytes = std::fs::read(&args.module).map_err(|e| Error::input(&args.module, e))?;
+        let outcome =
+            host::run(&bytes, &config).map_err(|e| Error::input(&args.module, format!("{e:#}")))?;
+        if let Some(trap) = &outcome.trap {
+            crate::status::error(format!("{} trapped: {trap}", relative(&args.module)));
+        }
+        return exit_with(outcome.exit_code);
+    }
+    let prepared = prepare(&args.module, args.profile.max_contexts, status)?;
+    let (profile, outcome) = profile_run(&args.module, &prepared, &config)?;
+    if args.profile.output.is_none() {
+        let stem = args
+            .module
+            .file_stem()
+            .map_or_else(|| "module".into(), |s| s.to_string_lossy().into_owned());
+        let file = PathBuf::from(format!("{stem}.wasmprof.json"));
+        profile.write(&file)?;
+        status.done(
+            "Profiled",
+            format!("{} -> {}", relative(&args.module), relative(&file)),
+        );
+    }
+    finish(&[profile], &args.profile, status)?;
+    exit_with(outcome.exit_code)
+}
+
+fn exit_with(code: i32) -> Result<(), Error> {
+    match code {
+        0 => Ok(()),
+        code => Err(Error::ProgramExit(code)),
+    }
+}
+
+fn instrument_module(args: InstrumentArgs, status: Status) -> Result<(), Error> {
+    let bytes = std::fs::read(&args.input).map_err(|e| Error::input(&args.input, e))?;
+    let done = instrument::instrument(
+        &bytes,
+        &Options {
+            max_contexts: args.max_contexts,
+        },
+    )
+    .map_err(|e| Error::input(&args.input, e))?;
+    write_atomic(&args.output, &done.wasm)?;
+    status.done(
+        "Instrumented",
+        format!(
+            "{} -> {} ({} functions, {} direct and {} indirect call sites)",
+            relative(&args.input),
+            relative(&args.output),
+            done.meta.functions.len(),
+            done.meta.direct_sites.len(),
+            done.meta.indirect_sites.len()
+        ),
+    );
+    Ok(())
+}
+
+fn report_profile(args: ReportArgs) -> Result<(), Error> {
+    use std::io::Write as _;
+    let profile =
+        Profile::read(&args.profile).map_err(|e| Error::input(&args.profile, format!("{e:#}")))?;
+    let text = report::render(&profile, &ReportOptions { top: args.top });
+    let _ = write!(anstream::stdout(), "{text}");
+    Ok(())
+}

@@ -1,0 +1,150 @@
+//! Helpers shared by the integration tests.
+#![allow(dead_code)] // each test binary uses its own subset
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use cargo_wasmprof::host::{self, Outcome, RunConfig};
+use cargo_wasmprof::instrument::{self, Options};
+use cargo_wasmprof::profile::{Profile, RunInfo};
+
+/// The cargo-wasmprof binary under test.
+pub fn wasmprof() -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_cargo-wasmprof"));
+    cmd.env("NO_COLOR", "1");
+    cmd
+}
+
+/// Runs a command and returns its output, printing it when the test fails.
+pub fn output(cmd: &mut Command) -> Output {
+    let out = cmd.output().expect("the command runs");
+    eprintln!("--- {cmd:?}: {}", out.status);
+    eprintln!("stdout:\n{}", String::from_utf8_lossy(&out.stdout));
+    eprintln!("stderr:\n{}", String::from_utf8_lossy(&out.stderr));
+    out
+}
+
+/// Calls of a naive fib(n), itself included: 2 * F(n + 1) - 1.
+pub fn fib_calls(n: u32) -> u64 {
+    let (mut a, mut b) = (0u64, 1u64); // F(0), F(1)
+    for _ in 0..n + 1 {
+        (a, b) = (b, a + b);
+    }
+    2 * a - 1
+}
+
+/// Instruments `wasm` (checking the result with wasmparser), runs it in the embedded host
+/// and decodes its profile.
+pub fn profile_module(wasm: &[u8]) -> (Profile, Outcome) {
+    let done = instrument::instrument(wasm, &Options::default()).expect("instruments");
+    wasmparser::Validator::new_with_features(wasmparser::WasmFeatures::all())
+        .validate_all(&done.wasm)
+        .expect("the instrumented module validates");
+    let outcome = run(&done.wasm);
+    let state = outcome.state.clone().expect("profiler state");
+    let run = RunInfo {
+        module: "test.wasm".into(),
+        exit_code: outcome.exit_code,
+        trap: outcome.trap.clone(),
+        open_stack: Vec::new(),
+        wall_ns: outcome.wall_ns,
+    };
+    (
+        Profile::decode(&done.meta, &state.memory, state.cur, run).expect("decodes"),
+        outcome,
+    )
+}
+
+/// Runs a module as it is in the embedded host.
+pub fn run(wasm: &[u8]) -> Outcome {
+    host::run(
+        wasm,
+        &RunConfig {
+            program: "test.wasm".into(),
+            args: Vec::new(),
+            dir: PathBuf::from("."),
+        },
+    )
+    .expect("runs")
+}
+
+/// The calls of the function named `name`.
+pub fn calls(p: &Profile, name: &str) -> u64 {
+    p.function_named(name)
+        .unwrap_or_else(|| panic!("no function {name}"))
+        .calls
+}
+
+/// The count of the arc `caller -> callee` (0 when there is none).
+pub fn arc(p: &Profile, caller: &str, callee: &str) -> u64 {
+    p.arc(caller, callee).map_or(0, |a| a.count)
+}
+
+/// Checks the invariants every profile must keep.
+pub fn check_invariants(p: &Profile) {
+    for f in &p.functions {
+        // Calls are the sum of arcs into the function, and of its contexts.
+        let arcs: u64 = p
+            .arcs
+            .iter()
+            .filter(|a| a.callee == f.name)
+            .map(|a| a.count)
+            .sum();
+        assert_eq!(arcs, f.calls, "arcs into {} add up to its calls", f.name);
+        let contexts: u64 = p
+            .contexts
+            .iter()
+            .filter(|c| c.function == Some(f.id))
+            .map(|c| c.calls)
+            .sum();
+        assert_eq!(
+            contexts, f.calls,
+            "contexts of {} add up to its calls",
+            f.name
+        );
+        if p.complete {
+            assert!(f.self_ns <= f.total_ns, "self <= total for {}", f.name);
+        }
+    }
+    for c in &p.contexts[1..] {
+        let parent = c.parent.expect("non-root contexts have a parent") as usize;
+        assert!(parent < c.id as usize, "parents come before children");
+    }
+}
+
+/// A copy of fixtures/NAME in a temporary directory, so tests build it in isolation.
+pub fn copy_fixture(name: &str) -> tempfile::TempDir {
+    let tmp = tempfile::tempdir().expect("temp dir");
+    copy_dir(
+        &Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("fixtures")
+            .join(name),
+        tmp.path(),
+    );
+    tmp
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        if entry.file_name() == "target" {
+            continue;
+        }
+        let dest = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_dir(&entry.path(), &dest);
+        } else {
+            std::fs::copy(entry.path(), dest).unwrap();
+        }
+    }
+}
+
+/// The 1-based line of the first line of `file` that contains `needle`.
+pub fn line_of(file: &Path, needle: &str) -> u32 {
+    let text = std::fs::read_to_string(file).unwrap();
+    text.lines()
+        .position(|l| l.contains(needle))
+        .unwrap_or_else(|| panic!("{needle} in {}", file.display())) as u32
+        + 1
+}

@@ -1,0 +1,211 @@
+//! Known-answer profiles of small hand-written modules: every count follows from the code.
+
+mod common;
+
+use cargo_wasmprof::profile::HOST;
+use common::{arc, calls, check_invariants, fib_calls, profile_module, run};
+
+/// fib, a function table, early exits, multi-value, tail calls and a host import; `_start`
+/// exits with a checksum of the results so that behaviour can be compared.
+const PROGRAM: &str = r#"
+(module
+  (import "wasi_snapshot_preview1" "sched_yield" (func $yield (result i32)))
+  (import "wasi_snapshot_preview1" "proc_exit" (func $exit (param i32)))
+  (memory (export "memory") 1)
+  (type $unary (func (param i32) (result i32)))
+  (table 2 funcref)
+  (elem (i32.const 0) $inc $dbl)
+
+  (func $fib (param $n i32) (result i32)
+    (if (result i32) (i32.lt_u (local.get $n) (i32.const 2))
+      (then (local.get $n))
+      (else (i32.add (call $fib (i32.sub (local.get $n) (i32.const 1)))
+                     (call $fib (i32.sub (local.get $n) (i32.const 2)))))))
+
+  (func $inc (param i32) (result i32) (i32.add (local.get 0) (i32.const 1)))
+  (func $dbl (param i32) (result i32) (i32.mul (local.get 0) (i32.const 2)))
+
+  ;; x = 1, then x = table[i % 2](x) for i in 0..n
+  (func $apply (param $n i32) (result i32) (local $i i32) (local $x i32)
+    (local.set $x (i32.const 1))
+    (block $done
+      (loop $next
+        (br_if $done (i32.ge_u (local.get $i) (local.get $n)))
+        (local.set $x (call_indirect (type $unary) (local.get $x) (i32.rem_u (local.get $i) (i32.const 2))))
+        (local.set $i (i32.add (local.get $i) (i32.const 1)))
+        (br $next)))
+    (local.get $x))
+
+  ;; 0: a branch to the function body; 1: return from inside an if; else: fall off the end
+  (func $early (param i32) (result i32)
+    (if (i32.eqz (local.get 0)) (then (br 1 (i32.const 20))))
+    (if (i32.eq (local.get 0) (i32.const 1)) (then (return (i32.const 10))))
+    (i32.const 30))
+
+  (func $pair (param i32) (result i32 i32) (local.get 0) (i32.const 1))
+
+  (func $count_down (param i32) (result i32)
+    (if (result i32) (i32.eqz (local.get 0))
+      (then (i32.const 0))
+      (else (return_call $count_down (i32.sub (local.get 0) (i32.const 1))))))
+
+  (func $main (result i32)
+    (local $sum i32)
+    (local.set $sum (call $fib (i32.const 10)))
+    (local.set $sum (i32.add (local.get $sum) (call $apply (i32.const 6))))
+    (local.set $sum (i32.add (local.get $sum) (call $early (i32.const 0))))
+    (local.set $sum (i32.add (local.get $sum) (call $early (i32.const 1))))
+    (local.set $sum (i32.add (local.get $sum) (call $early (i32.const 2))))
+    (call $pair (i32.const 3))
+    (local.set $sum (i32.add (local.get $sum) (i32.add)))
+    (local.set $sum (i32.add (local.get $sum) (call $count_down (i32.const 5))))
+    (drop (call $yield))
+    (local.get $sum))
+
+  ;; WASI exit codes stay below 126
+  (func (export "_start")
+    (call $exit (i32.sub (call $main) (i32.const 100)))))
+"#;
+
+/// fib(10) = 55; apply(6) = ((((1+1)*2+1)*2+1)*2) = 22; early = 20 + 10 + 30; pair = 3 + 1;
+/// less 100.
+const CHECKSUM: i32 = 55 + 22 + 20 + 10 + 30 + 4 - 100;
+
+#[test]
+fn counts_and_arcs_follow_from_the_code() {
+    let wasm = wat::parse_str(PROGRAM).unwrap();
+    let (p, outcome) = profile_module(&wasm);
+    check_invariants(&p);
+    assert_eq!(outcome.exit_code, CHECKSUM);
+
+    // Plain recursion: 2 * F(11) - 1 calls, all but one from fib itself.
+    assert_eq!(calls(&p, "fib"), fib_calls(10));
+    assert_eq!(arc(&p, "fib", "fib"), fib_calls(10) - 1);
+    assert_eq!(arc(&p, "main", "fib"), 1);
+
+    // call_indirect through the table: inc and dbl alternate, 3 calls each.
+    assert_eq!(arc(&p, "apply", "inc"), 3);
+    assert_eq!(arc(&p, "apply", "dbl"), 3);
+
+    // Every way out of a function ends its activation.
+    assert_eq!(calls(&p, "early"), 3);
+    assert_eq!(calls(&p, "pair"), 1);
+
+    // Tail calls: 6 activations, 5 of them through return_call.
+    assert_eq!(calls(&p, "count_down"), 6);
+    assert_eq!(arc(&p, "count_down", "count_down"), 5);
+
+    // Imports are counted as calls into the host, named module.field.
+    assert_eq!(arc(&p, "main", "wasi_snapshot_preview1.sched_yield"), 1);
+    assert_eq!(arc(&p, "_start", "wasi_snapshot_preview1.proc_exit"), 1);
+    assert!(
+        p.function_named("wasi_snapshot_preview1.sched_yield")
+            .unwrap()
+            .import
+    );
+
+    // The host called _start.
+    assert_eq!(arc(&p, HOST, "_start"), 1);
+
+    // proc_exit never returns: the run ends inside _start -> proc_exit.
+    assert!(!p.complete);
+    assert_eq!(
+        p.runs[0].open_stack,
+        ["_start", "wasi_snapshot_preview1.proc_exit"]
+    );
+}
+
+#[test]
+fn the_instrumented_module_computes_what_the_original_does() {
+    let wasm = wat::parse_str(PROGRAM).unwrap();
+    let plain = run(&wasm);
+    let (_, profiled) = profile_module(&wasm);
+    assert_eq!(plain.exit_code, CHECKSUM);
+    assert_eq!(profiled.exit_code, plain.exit_code);
+    assert_eq!(profiled.trap, plain.trap);
+}
+
+#[test]
+fn context_tree_and_times_are_consistent() {
+    let wasm = wat::parse_str(PROGRAM).unwrap();
+    let (p, _) = profile_module(&wasm);
+    let fib = p.function_named("fib").unwrap();
+    // fib(10) is one outermost activation; its path is main -> fib -> fib ...: 10 deep at most.
+    let fib_contexts: Vec<_> = p
+        .contexts
+        .iter()
+        .filter(|c| c.function == Some(fib.id))
+        .collect();
+    assert_eq!(fib_contexts.len(), 10, "one context per recursion depth");
+    let main = p.function_named("main").unwrap();
+    let outer = fib_contexts
+        .iter()
+        .find(|c| p.contexts[c.parent.unwrap() as usize].function == Some(main.id));
+    let outer = outer.expect("fib's outermost context is under main");
+    assert_eq!(outer.calls, 1);
+    // Inclusive time counts the outermost activation once: the outermost context's time.
+    assert_eq!(fib.total_ns, outer.total_ns);
+    let self_sum: u64 = fib_contexts.iter().map(|c| c.self_ns).sum();
+    assert_eq!(fib.self_ns, self_sum);
+}
+
+#[test]
+fn a_module_without_names_or_dwarf_gets_export_and_index_names() {
+    let wasm = wat::parse_str(
+        r#"(module
+             (memory (export "memory") 1)
+             (func (export "_start") call 1 call 1)
+             (func))"#,
+    )
+    .unwrap();
+    let (p, outcome) = profile_module(&wasm);
+    assert_eq!(outcome.exit_code, 0);
+    assert!(p.complete);
+    // The export's name is all there is for function 0.
+    assert_eq!(calls(&p, "_start"), 1);
+    assert_eq!(arc(&p, "_start", "func[1]"), 2);
+    assert_eq!(p.function_named("func[1]").unwrap().file, None);
+}
+
+#[test]
+fn a_trap_leaves_a_partial_profile_with_the_open_stack() {
+    let wasm = wat::parse_str(
+        r#"(module
+             (memory (export "memory") 1)
+             (func $boom unreachable)
+             (func $middle call $boom)
+             (func (export "_start") call $middle))"#,
+    )
+    .unwrap();
+    let (p, outcome) = profile_module(&wasm);
+    assert!(outcome.trap.is_some());
+    assert_eq!(outcome.exit_code, cargo_wasmprof::host::TRAP_EXIT_CODE);
+    assert!(!p.complete);
+    assert_eq!(p.runs[0].open_stack, ["_start", "middle", "boom"]);
+    assert_eq!(calls(&p, "boom"), 1);
+}
+
+#[test]
+fn a_full_context_tree_folds_but_keeps_exact_counts() {
+    let wasm = wat::parse_str(PROGRAM).unwrap();
+    let done = cargo_wasmprof::instrument::instrument(
+        &wasm,
+        &cargo_wasmprof::instrument::Options { max_contexts: 4 },
+    )
+    .unwrap();
+    let outcome = run(&done.wasm);
+    let state = outcome.state.unwrap();
+    let info = cargo_wasmprof::profile::RunInfo {
+        module: "t".into(),
+        exit_code: outcome.exit_code,
+        trap: None,
+        open_stack: vec![],
+        wall_ns: 0,
+    };
+    let p = cargo_wasmprof::profile::Profile::decode(&done.meta, &state.memory, state.cur, info)
+        .unwrap();
+    check_invariants(&p);
+    assert!(p.folded_entries > 0);
+    assert_eq!(calls(&p, "fib"), fib_calls(10));
+    assert_eq!(arc(&p, "fib", "fib"), fib_calls(10) - 1);
+}
