@@ -66,9 +66,6 @@ fn profile_run(
 ) -> Result<(Profile, Outcome), Error> {
     let outcome =
         host::run(&prepared.wasm, config).map_err(|e| Error::input(path, format!("{e:#}")))?;
-    if let Some(trap) = &outcome.trap {
-        crate::status::error(format!("{} trapped: {trap}", relative(path)));
-    }
     let state = outcome
         .state
         .as_ref()
@@ -82,6 +79,20 @@ fn profile_run(
     };
     let profile = Profile::decode(&prepared.meta, &state.memory, state.cur, run)
         .map_err(|e| Error::input(path, format!("cannot decode the profile: {e:#}")))?;
+    if let Some(trap) = &outcome.trap {
+        let innermost: Vec<&str> = profile.runs[0]
+            .open_stack
+            .iter()
+            .rev()
+            .take(3)
+            .map(String::as_str)
+            .collect();
+        crate::status::error(format!(
+            "{} trapped: {trap}, in {}",
+            relative(path),
+            innermost.join(" <- ")
+        ));
+    }
     Ok((profile, outcome))
 }
 

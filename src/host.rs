@@ -102,7 +102,7 @@ pub fn run(wasm: &[u8], config: &RunConfig) -> anyhow::Result<Outcome> {
         Ok(()) => (0, None),
         Err(error) => match error.downcast_ref::<I32Exit>() {
             Some(exit) => (exit.0, None),
-            None => (TRAP_EXIT_CODE, Some(format!("{error:?}"))),
+            None => (TRAP_EXIT_CODE, Some(trap_message(&error))),
         },
     };
     let state = if profiled {
@@ -126,4 +126,18 @@ pub fn run(wasm: &[u8], config: &RunConfig) -> anyhow::Result<Outcome> {
         state,
         wall_ns,
     })
+}
+
+/// The trap's reason in one line (`wasm `unreachable` instruction executed`); the
+/// profile's open stack says where, with demangled names.
+fn trap_message(error: &wasmtime::Error) -> String {
+    match error.downcast_ref::<wasmtime::Trap>() {
+        Some(trap) => trap.to_string(),
+        None => error
+            .to_string()
+            .lines()
+            .next()
+            .unwrap_or_default()
+            .to_string(),
+    }
 }

@@ -214,17 +214,21 @@ fn notes(out: &mut String, p: &Profile) {
         let _ = writeln!(out, "note: {text}");
     };
     for run in p.runs.iter().filter(|r| !r.open_stack.is_empty()) {
+        const SHOWN: usize = 8;
+        let stack = &run.open_stack;
+        let shown = &stack[stack.len().saturating_sub(SHOWN)..];
         note(
             out,
             format!(
-                "{} ended inside {} (exit code {}{}); the open calls' times are missing: {}",
+                "{} ended inside {} (exit code {}{}); the open calls' times are missing: {}{}",
                 run.module,
-                run.open_stack.last().map_or("?", String::as_str),
+                stack.last().map_or("?", String::as_str),
                 run.exit_code,
                 run.trap
                     .as_ref()
                     .map_or(String::new(), |_| ", trapped".to_string()),
-                run.open_stack.join(" -> ")
+                if stack.len() > SHOWN { "... -> " } else { "" },
+                shown.join(" -> ")
             ),
         );
     }

@@ -312,23 +312,22 @@ fn qualify_generic(demangled: String, short: Option<&str>) -> String {
 fn file_name(dwarf: &gimli::Dwarf<R<'_>>, unit: &gimli::Unit<R<'_>>, index: u64) -> Option<String> {
     let header = unit.line_program.as_ref()?.header();
     let file = header.file(index)?;
-    let mut path = PathBuf::new();
-    if let Some(dir) = file.directory(header) {
-        path.push(
-            dwarf
-                .attr_string(unit, dir)
-                .ok()?
-                .to_string_lossy()
-                .as_ref(),
-        );
-    }
-    path.push(
+    let text = |value| {
         dwarf
-            .attr_string(unit, file.path_name())
-            .ok()?
-            .to_string_lossy()
-            .as_ref(),
-    );
+            .attr_string(unit, value)
+            .ok()
+            .map(|s| s.to_string_lossy().into_owned())
+    };
+    // Relative paths are relative to the file's directory, and that to the compilation
+    // directory (DWARF 4 leaves directory 0, the compilation directory, implicit).
+    let mut path = PathBuf::new();
+    if let Some(comp_dir) = unit.comp_dir {
+        path.push(comp_dir.to_string_lossy().as_ref());
+    }
+    if let Some(dir) = file.directory(header).and_then(text) {
+        path.push(dir);
+    }
+    path.push(text(file.path_name())?);
     Some(path.to_string_lossy().into_owned())
 }
 

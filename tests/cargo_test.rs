@@ -1,0 +1,362 @@
+//! `cargo wasmprof test` on real fixture crates, built by real cargo and run in the
+//! embedded wasmtime. Every expected count follows from the fixture's code.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Output;
+use std::sync::OnceLock;
+
+use cargo_wasmprof::profile::{Profile, HOST};
+use cargo_wasmprof::report::test_functions;
+use common::{arc, calls, check_invariants, copy_fixture, fib_calls, line_of, output, wasmprof};
+
+/// One `cargo wasmprof test` of the `calls` fixture, shared by the tests that read it.
+struct CallsRun {
+    dir: tempfile::TempDir,
+    out: Output,
+}
+
+impl CallsRun {
+    fn profile(&self, name: &str) -> Profile {
+        Profile::read(&self.dir.path().join("target/wasmprof").join(name)).expect("profile")
+    }
+    fn lib(&self) -> Profile {
+        self.profile("calls-calls-lib.json")
+    }
+    fn source(&self) -> PathBuf {
+        self.dir.path().join("src/lib.rs")
+    }
+}
+
+fn calls_run() -> &'static CallsRun {
+    static RUN: OnceLock<CallsRun> = OnceLock::new();
+    RUN.get_or_init(|| {
+        let dir = copy_fixture("calls");
+        let out = output(
+            wasmprof()
+                .args(["wasmprof", "test", "-o", "merged.json"])
+                .current_dir(dir.path()),
+        );
+        CallsRun { dir, out }
+    })
+}
+
+fn stdout(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+#[test]
+fn test_command_runs_the_tests_and_reports() {
+    let run = calls_run();
+    assert!(run.out.status.success());
+    let (out, err) = (stdout(&run.out), stderr(&run.out));
+    // The harness's own output passes through.
+    assert!(out.contains("test tests::fib_of_20 ... ok"));
+    assert!(out.contains("test fib_from_outside ... ok"));
+    // cargo-style status lines, then the report.
+    assert!(err.contains("Running unittests src/lib.rs"));
+    assert!(err.contains("Running tests/integration.rs"));
+    for section in ["Flat profile", "Call graph", "Tests by cost"] {
+        assert!(out.contains(section), "report has {section}");
+    }
+    assert!(out.contains("calls::fib  (src/lib.rs:"));
+}
+
+#[test]
+fn plain_recursion() {
+    let run = calls_run();
+    let lib = run.lib();
+    check_invariants(&lib);
+    assert_eq!(calls(&lib, "calls::fib"), fib_calls(20));
+    assert_eq!(arc(&lib, "calls::fib", "calls::fib"), fib_calls(20) - 1);
+    assert_eq!(arc(&lib, "calls::tests::fib_of_20", "calls::fib"), 1);
+    let integration = run.profile("calls-integration-test.json");
+    check_invariants(&integration);
+    assert_eq!(calls(&integration, "calls::fib"), fib_calls(10));
+    // The merged profile (-o) adds the binaries up.
+    let merged = Profile::read(&run.dir.path().join("merged.json")).unwrap();
+    assert_eq!(calls(&merged, "calls::fib"), fib_calls(20) + fib_calls(10));
+    assert_eq!(merged.modules.len(), 2);
+}
+
+#[test]
+fn mutual_recursion() {
+    let lib = calls_run().lib();
+    // is_even(10) and is_odd(7): is_even runs for 10,8,..,0 and 6,4,2,0; is_odd for 9,..,1 and 7,..,1.
+    assert_eq!(calls(&lib, "calls::is_even"), 6 + 4);
+    assert_eq!(calls(&lib, "calls::is_odd"), 5 + 4);
+    assert_eq!(arc(&lib, "calls::is_even", "calls::is_odd"), 5 + 3);
+    assert_eq!(arc(&lib, "calls::is_odd", "calls::is_even"), 5 + 4);
+    assert_eq!(arc(&lib, "calls::tests::even_and_odd", "calls::is_even"), 1);
+    assert_eq!(arc(&lib, "calls::tests::even_and_odd", "calls::is_odd"), 1);
+}
+
+#[test]
+fn trait_objects_through_call_indirect() {
+    let lib = calls_run().lib();
+    let closure = "calls::total_area2::{closure#0}";
+    assert_eq!(
+        arc(&lib, closure, "<calls::Square as calls::Shape>::area2"),
+        2
+    );
+    assert_eq!(
+        arc(&lib, closure, "<calls::Triangle as calls::Shape>::area2"),
+        1
+    );
+}
+
+#[test]
+fn function_pointer_tables() {
+    let lib = calls_run().lib();
+    assert_eq!(arc(&lib, "calls::apply_table", "calls::add_one"), 3);
+    assert_eq!(arc(&lib, "calls::apply_table", "calls::double"), 3);
+}
+
+#[test]
+fn closures_and_generics() {
+    let lib = calls_run().lib();
+    let repeat = lib
+        .arcs
+        .iter()
+        .find(|a| {
+            a.caller.starts_with("calls::repeat<")
+                && a.callee.starts_with("calls::tests::closures::{closure#0}")
+        })
+        .expect("repeat calls the closure");
+    assert_eq!(repeat.count, 5);
+    assert_eq!(calls(&lib, "calls::largest<u32>"), 1);
+    assert_eq!(calls(&lib, "calls::largest<f64>"), 1);
+}
+
+#[test]
+fn names_files_and_lines_come_from_dwarf() {
+    let run = calls_run();
+    let lib = run.lib();
+    let source = run.source();
+    let fib = lib.function_named("calls::fib").unwrap();
+    assert_eq!(
+        Path::new(fib.file.as_deref().unwrap()).file_name().unwrap(),
+        "lib.rs"
+    );
+    assert_eq!(fib.line, Some(line_of(&source, "pub fn fib(")));
+    let area = lib
+        .function_named("<calls::Square as calls::Shape>::area2")
+        .unwrap();
+    assert_eq!(
+        area.line,
+        Some(line_of(&source, "fn area2(&self) -> u64 {"))
+    );
+    // The recursive arc's call site is the line with both recursive calls.
+    let recursion = lib.arc("calls::fib", "calls::fib").unwrap();
+    assert_eq!(recursion.sites.len(), 1);
+    assert_eq!(
+        recursion.sites[0].pos.line,
+        line_of(&source, "fib(n - 1) + fib(n - 2)")
+    );
+    assert_eq!(recursion.sites[0].count, fib_calls(20) - 1);
+}
+
+#[test]
+fn host_entries_and_tests_view() {
+    let lib = calls_run().lib();
+    assert_eq!(arc(&lib, HOST, "_start"), 1);
+    assert!(lib.complete);
+    let tests: Vec<&str> = test_functions(&lib)
+        .iter()
+        .map(|f| f.name.as_str())
+        .collect();
+    for name in [
+        "fib_of_20",
+        "even_and_odd",
+        "shapes",
+        "table",
+        "closures",
+        "generics",
+    ] {
+        assert!(
+            tests.contains(&format!("calls::tests::{name}").as_str()),
+            "{name} in {tests:?}"
+        );
+    }
+    // fib_of_20 does by far the most work.
+    assert_eq!(tests[0], "calls::tests::fib_of_20");
+}
+
+#[test]
+fn report_reads_a_profile_alone() {
+    let run = calls_run();
+    let copy = tempfile::tempdir().unwrap();
+    let file = copy.path().join("lib.json");
+    std::fs::copy(
+        run.dir.path().join("target/wasmprof/calls-calls-lib.json"),
+        &file,
+    )
+    .unwrap();
+    let out = output(wasmprof().args(["report", "--top", "5"]).arg(&file));
+    assert!(out.status.success());
+    let text = stdout(&out);
+    assert!(text.contains("calls::fib"));
+    assert!(text.contains(&fib_calls(20).to_string()));
+}
+
+/// The libtest summary line ends with a time that varies from run to run.
+fn without_timing(text: &str) -> String {
+    text.lines()
+        .map(|l| match l.find("; finished in ") {
+            Some(i) => &l[..i],
+            None => l,
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[test]
+fn instrumented_binaries_behave_like_the_originals() {
+    let run = calls_run();
+    let deps = run.dir.path().join("target/wasm32-wasip1/debug/deps");
+    let wasm = std::fs::read_dir(&deps)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| {
+            p.extension().is_some_and(|e| e == "wasm")
+                && p.file_name()
+                    .unwrap()
+                    .to_string_lossy()
+                    .starts_with("calls-")
+        })
+        .expect("the lib's test binary");
+    let plain = output(
+        wasmprof()
+            .args(["run", "--no-instrument"])
+            .arg(&wasm)
+            .arg("--test-threads=1")
+            .current_dir(run.dir.path()),
+    );
+    let profiled = output(
+        wasmprof()
+            .args(["run", "--no-report", "-o"])
+            .arg(run.dir.path().join("run.json"))
+            .arg(&wasm)
+            .arg("--test-threads=1")
+            .current_dir(run.dir.path()),
+    );
+    assert_eq!(plain.status.code(), profiled.status.code());
+    assert_eq!(
+        without_timing(&stdout(&plain)),
+        without_timing(&stdout(&profiled))
+    );
+    assert!(run.dir.path().join("run.json").exists());
+}
+
+#[test]
+fn harness_arguments_select_tests() {
+    let dir = copy_fixture("calls");
+    let out = output(
+        wasmprof()
+            .args([
+                "test",
+                "--lib",
+                "--no-report",
+                "fib_of",
+                "--",
+                "--exact",
+                "tests::fib_of_20",
+            ])
+            .current_dir(dir.path()),
+    );
+    assert!(out.status.success());
+    assert!(stdout(&out).contains("1 passed"));
+    let lib = Profile::read(&dir.path().join("target/wasmprof/calls-calls-lib.json")).unwrap();
+    assert_eq!(calls(&lib, "calls::fib"), fib_calls(20));
+    assert!(lib.function_named("calls::is_even").is_none());
+    // --lib built no integration test.
+    assert!(!dir
+        .path()
+        .join("target/wasmprof/calls-integration-test.json")
+        .exists());
+}
+
+#[test]
+fn failing_and_trapping_tests_still_leave_their_profile() {
+    let dir = copy_fixture("outcomes");
+    let profile = || {
+        Profile::read(
+            &dir.path()
+                .join("target/wasmprof/outcomes-outcomes-lib.json"),
+        )
+        .unwrap()
+    };
+
+    let out = output(
+        wasmprof()
+            .args(["test", "passes", "--", "--nocapture"])
+            .current_dir(dir.path()),
+    );
+    assert!(out.status.success());
+    assert!(stdout(&out).contains("countdown done"));
+    let p = profile();
+    assert!(p.complete);
+    assert_eq!(calls(&p, "outcomes::countdown"), 8);
+
+    // A failing assertion panics, and panics abort on wasm32-wasip1 (so libtest's capture
+    // would swallow the message without --nocapture): cargo's exit code 101.
+    let out = output(
+        wasmprof()
+            .args(["test", "fails", "--", "--nocapture"])
+            .current_dir(dir.path()),
+    );
+    assert_eq!(out.status.code(), Some(101));
+    assert!(stderr(&out).contains("this test fails on purpose"));
+    assert!(stderr(&out).contains("test failed, to rerun pass `--lib`"));
+    let p = profile();
+    assert!(!p.complete);
+    assert_eq!(calls(&p, "outcomes::countdown"), 4);
+
+    // A trap: the profile is partial and names where the run stopped.
+    let out = output(wasmprof().args(["test", "traps"]).current_dir(dir.path()));
+    assert_eq!(out.status.code(), Some(101));
+    let p = profile();
+    assert!(!p.complete);
+    assert_eq!(calls(&p, "outcomes::dive_and_trap"), 5);
+    let stack = &p.runs[0].open_stack;
+    assert_eq!(
+        stack
+            .iter()
+            .filter(|f| *f == "outcomes::dive_and_trap")
+            .count(),
+        5
+    );
+    // In a debug build core::arch::wasm32::unreachable is a function of its own.
+    let innermost = stack
+        .iter()
+        .rposition(|f| f == "outcomes::dive_and_trap")
+        .unwrap();
+    assert!(
+        stack.len() - innermost <= 2,
+        "the trap is in or just below dive_and_trap: {stack:?}"
+    );
+    assert!(stdout(&out).contains("ended inside"));
+    let err = stderr(&out);
+    let trap_line = err
+        .lines()
+        .find(|l| l.contains("trapped:"))
+        .expect("a trap message");
+    assert!(trap_line.contains("`unreachable` instruction executed"));
+    assert!(trap_line.contains("outcomes::dive_and_trap"));
+}
+
+#[test]
+fn a_build_failure_shows_cargos_diagnostics() {
+    let dir = copy_fixture("broken");
+    let out = output(wasmprof().args(["test"]).current_dir(dir.path()));
+    assert_eq!(out.status.code(), Some(101));
+    let err = stderr(&out);
+    assert!(err.contains("error[E0308]"), "cargo's diagnostic is shown");
+    assert!(err.contains("error: could not build the test binaries"));
+    assert!(!dir.path().join("target/wasmprof").exists());
+}

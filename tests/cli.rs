@@ -1,0 +1,178 @@
+//! The commands' behaviour on good and bad input: one clear line naming the file, a
+//! non-zero exit, no panic, and no half-written output.
+
+mod common;
+
+use std::path::Path;
+use std::process::Output;
+
+use cargo_wasmprof::profile::Profile;
+use common::{fib_calls, output, wasmprof};
+
+/// A small command module: fib(12), then exit with code 3.
+const FIB: &str = r#"
+(module
+  (import "wasi_snapshot_preview1" "proc_exit" (func $exit (param i32)))
+  (memory (export "memory") 1)
+  (func $fib (param $n i32) (result i32)
+    (if (result i32) (i32.lt_u (local.get $n) (i32.const 2))
+      (then (local.get $n))
+      (else (i32.add (call $fib (i32.sub (local.get $n) (i32.const 1)))
+                     (call $fib (i32.sub (local.get $n) (i32.const 2)))))))
+  (func (export "_start")
+    (drop (call $fib (i32.const 12)))
+    (call $exit (i32.const 3))))
+"#;
+
+/// Asserts that `out` failed with one `error: <file>: <problem>` line and no panic.
+fn assert_clean_failure(out: &Output, file: &Path, problem: &str) {
+    assert!(!out.status.success());
+    assert_ne!(out.status.code(), Some(101), "no panic");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!err.contains("panicked"));
+    let lines: Vec<&str> = err.lines().collect();
+    assert_eq!(lines.len(), 1, "one line: {err}");
+    assert!(
+        lines[0].starts_with(&format!("error: {}: ", file.display())),
+        "names the file: {err}"
+    );
+    assert!(lines[0].contains(problem), "says {problem:?}: {err}");
+}
+
+fn instrument_fails(bytes: &[u8], problem: &str) {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("input.wasm");
+    let out_file = dir.path().join("out.wasm");
+    std::fs::write(&input, bytes).unwrap();
+    let out = output(
+        wasmprof()
+            .arg("instrument")
+            .arg(&input)
+            .arg("-o")
+            .arg(&out_file),
+    );
+    assert_clean_failure(&out, &input, problem);
+    assert!(!out_file.exists(), "no output file");
+    let leftovers: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
+    assert_eq!(leftovers.len(), 1, "nothing but the input is left");
+}
+
+#[test]
+fn not_a_wasm_file() {
+    instrument_fails(b"hello, this is text\n", "not a WebAssembly module");
+}
+
+#[test]
+fn an_empty_file() {
+    instrument_fails(b"", "not a WebAssembly module");
+}
+
+#[test]
+fn a_truncated_module() {
+    let wasm = wat::parse_str(FIB).unwrap();
+    instrument_fails(&wasm[..wasm.len() - 9], "is not a valid module");
+}
+
+#[test]
+fn a_component() {
+    let component = wat::parse_str("(component)").unwrap();
+    instrument_fails(&component, "is a WebAssembly component");
+}
+
+#[test]
+fn an_already_instrumented_module() {
+    let wasm = wat::parse_str(FIB).unwrap();
+    let instrumented = cargo_wasmprof::instrument::instrument(&wasm, &Default::default()).unwrap();
+    instrument_fails(&instrumented.wasm, "already instrumented");
+}
+
+#[test]
+fn a_missing_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("missing.wasm");
+    let out = output(wasmprof().arg("run").arg(&missing));
+    assert_clean_failure(&out, &missing, "No such file");
+}
+
+#[test]
+fn report_of_something_that_is_not_a_profile() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("other.json");
+    std::fs::write(&file, r#"{"hello": 1}"#).unwrap();
+    let out = output(wasmprof().arg("report").arg(&file));
+    assert_clean_failure(&out, &file, "not a cargo-wasmprof profile");
+    std::fs::write(&file, "not json").unwrap();
+    let out = output(wasmprof().arg("report").arg(&file));
+    assert_clean_failure(&out, &file, "not JSON");
+}
+
+#[test]
+fn run_profiles_any_module_and_keeps_its_exit_code() {
+    let dir = tempfile::tempdir().unwrap();
+    let module = dir.path().join("fib.wasm");
+    std::fs::write(&module, wat::parse_str(FIB).unwrap()).unwrap();
+    let out = output(wasmprof().arg("run").arg(&module).current_dir(dir.path()));
+    assert_eq!(out.status.code(), Some(3), "the program's exit code");
+    let profile = Profile::read(&dir.path().join("fib.wasmprof.json")).unwrap();
+    assert_eq!(profile.function_named("fib").unwrap().calls, fib_calls(12));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("Flat profile"));
+
+    let plain = output(wasmprof().args(["run", "--no-instrument"]).arg(&module));
+    assert_eq!(plain.status.code(), Some(3));
+}
+
+#[test]
+fn an_instrumented_module_runs_and_profiles_on_its_own() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("fib.wasm");
+    let instrumented = dir.path().join("fib.prof.wasm");
+    std::fs::write(&input, wat::parse_str(FIB).unwrap()).unwrap();
+    let out = output(
+        wasmprof()
+            .arg("instrument")
+            .arg(&input)
+            .arg("-o")
+            .arg(&instrumented),
+    );
+    assert!(out.status.success());
+    let bytes = std::fs::read(&instrumented).unwrap();
+    wasmparser::Validator::new_with_features(wasmparser::WasmFeatures::all())
+        .validate_all(&bytes)
+        .expect("the written module validates");
+    // The module carries its tables: `run` profiles it without the original.
+    std::fs::remove_file(&input).unwrap();
+    let json = dir.path().join("p.json");
+    let out = output(
+        wasmprof()
+            .args(["run", "--no-report", "-o"])
+            .arg(&json)
+            .arg(&instrumented),
+    );
+    assert_eq!(out.status.code(), Some(3));
+    let profile = Profile::read(&json).unwrap();
+    assert_eq!(profile.function_named("fib").unwrap().calls, fib_calls(12));
+}
+
+#[test]
+fn help_explains_the_commands() {
+    let out = output(wasmprof().arg("--help"));
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    for command in ["test", "run", "instrument", "report"] {
+        assert!(text.contains(command));
+    }
+    // cargo passes the subcommand's name first.
+    let out = output(wasmprof().args(["wasmprof", "test", "--help"]));
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    for flag in [
+        "--package",
+        "--features",
+        "--release",
+        "--manifest-path",
+        "--top",
+        "--max-contexts",
+    ] {
+        assert!(text.contains(flag), "test --help lists {flag}");
+    }
+}
