@@ -60,7 +60,7 @@ pub enum Command {
     /// Takes `cargo test`'s selection flags. TESTNAME and everything after `--` go to
     /// the test harness (filters, --exact, --nocapture). A profile per test binary is
     /// written under <target-dir>/wasmprof/; the report covers them all.
-    Test(TestArgs),
+    Test(Box<TestArgs>),
     /// Run a wasip1 command module in the embedded host, profiled (or as is).
     Run(RunArgs),
     /// Write an instrumented copy of a module, for any host that gives it a clock.

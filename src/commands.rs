@@ -19,7 +19,7 @@ use crate::status::Status;
 pub fn run(cli: Cli) -> Result<(), Error> {
     let status = Status::new(cli.color, cli.quiet);
     match cli.command {
-        Command::Test(args) => test(args, status),
+        Command::Test(args) => test(*args, status),
         Command::Run(args) => run_module(args, status),
         Command::Instrument(args) => instrument_module(args, status),
         Command::Report(args) => report_profile(args),

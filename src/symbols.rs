@@ -7,7 +7,6 @@
 //! and C++ linkage names are demangled.
 
 use std::collections::HashMap;
-use std::path::PathBuf;
 
 use addr2line::gimli;
 use gimli::{AttributeValue, EndianSlice, LittleEndian};
@@ -320,15 +319,24 @@ fn file_name(dwarf: &gimli::Dwarf<R<'_>>, unit: &gimli::Unit<R<'_>>, index: u64)
     };
     // Relative paths are relative to the file's directory, and that to the compilation
     // directory (DWARF 4 leaves directory 0, the compilation directory, implicit).
-    let mut path = PathBuf::new();
-    if let Some(comp_dir) = unit.comp_dir {
-        path.push(comp_dir.to_string_lossy().as_ref());
-    }
+    let mut path = unit
+        .comp_dir
+        .map(|d| d.to_string_lossy().into_owned())
+        .unwrap_or_default();
     if let Some(dir) = file.directory(header).and_then(text) {
-        path.push(dir);
+        path = join_path(&path, &dir);
     }
-    path.push(text(file.path_name())?);
-    Some(path.to_string_lossy().into_owned())
+    Some(join_path(&path, &text(file.path_name())?))
+}
+
+/// `base/part`, or `part` alone when it is absolute: a Unix path, or a URI-like path such
+/// as wasi-sdk's `wasisdk://v30.0/src/...`.
+fn join_path(base: &str, part: &str) -> String {
+    if base.is_empty() || part.starts_with('/') || part.contains("://") {
+        part.to_string()
+    } else {
+        format!("{}/{part}", base.trim_end_matches('/'))
+    }
 }
 
 /// Demangles a Rust (legacy or v0) or C++ (Itanium) symbol; anything else is returned as is.
@@ -404,6 +412,23 @@ mod tests {
             qualify_generic("largest".into(), Some("largest<u8>")),
             "largest<u8>"
         );
+    }
+
+    #[test]
+    fn dwarf_paths_join_unless_absolute() {
+        assert_eq!(
+            join_path("/src/crate", "src/lib.rs"),
+            "/src/crate/src/lib.rs"
+        );
+        assert_eq!(
+            join_path("/src/crate", "/rustc/abc/library/core/src/lib.rs"),
+            "/rustc/abc/library/core/src/lib.rs"
+        );
+        assert_eq!(
+            join_path("/build", "wasisdk://v30.0/src/dlmalloc.c"),
+            "wasisdk://v30.0/src/dlmalloc.c"
+        );
+        assert_eq!(join_path("", "a.c"), "a.c");
     }
 
     #[test]

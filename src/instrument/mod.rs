@@ -54,16 +54,16 @@ pub enum InstrumentError {
     #[error("not a WebAssembly module (no \\0asm header)")]
     NotWasm,
     /// A component, not a core module.
-    #[error("is a WebAssembly component; only core modules can be instrumented")]
+    #[error("a WebAssembly component, not a core module; only core modules can be instrumented")]
     Component,
     /// Already carries the profiler.
-    #[error("is already instrumented by cargo-wasmprof")]
+    #[error("already instrumented by cargo-wasmprof")]
     AlreadyInstrumented,
     /// The module does not parse or validate.
-    #[error("is not a valid module: {0}")]
+    #[error("not a valid module: {0}")]
     Invalid(String),
     /// The rewritten module failed validation: a bug in the instrumenter.
-    #[error("instrumentation produced an invalid module (a cargo-wasmprof bug): {0}")]
+    #[error("instrumentation produced an invalid module (a bug in cargo-wasmprof): {0}")]
     Produced(String),
 }
 
@@ -93,7 +93,7 @@ pub fn instrument(original: &[u8], options: &Options) -> Result<Instrumented, In
         .collect();
 
     let thunks = add_import_thunks(&mut module, &original_funcs);
-    for (&import, _) in &thunks {
+    for import in thunks.keys() {
         functions[import.index()].import = true;
     }
     redirect_to_thunks(&mut module, &thunks);
@@ -426,6 +426,10 @@ fn rewrite_function(
         }
         func.block_mut(seq).instrs = new;
     }
+    debug_assert!(
+        next_site.next().is_none(),
+        "every numbered call site was rewritten"
+    );
 
     // The entry sequence now holds: entry probe, the body block, exit probe.
     let moved = std::mem::take(&mut func.block_mut(entry).instrs);

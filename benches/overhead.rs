@@ -1,0 +1,139 @@
+//! Overhead benchmark: `cargo bench --bench overhead`.
+//!
+//! Builds the fixture crates' test binaries with the profiler's own build step, then for
+//! each workload measures, side by side in one run and in the same embedded wasmtime:
+//! - the instrumenter's time on the binary, against a plain walrus parse + emit of it;
+//! - the program's run time uninstrumented and instrumented (median of RUNS runs each,
+//!   interleaved), and their ratio.
+//!
+//! Run times exclude compilation (the host times `_start` alone).
+
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use cargo_wasmprof::build::{build_tests, TestBinary};
+use cargo_wasmprof::cli::CargoArgs;
+use cargo_wasmprof::host::{self, RunConfig};
+use cargo_wasmprof::instrument::{self, Options};
+
+const RUNS: usize = 7;
+
+struct Workload {
+    name: &'static str,
+    binary: TestBinary,
+    args: Vec<String>,
+}
+
+fn median(mut xs: Vec<f64>) -> f64 {
+    xs.sort_by(f64::total_cmp);
+    xs[xs.len() / 2]
+}
+
+fn seconds(f: impl FnOnce()) -> f64 {
+    let t = Instant::now();
+    f();
+    t.elapsed().as_secs_f64()
+}
+
+fn fixture(name: &str) -> Vec<TestBinary> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let args = CargoArgs {
+        manifest_path: Some(root.join("fixtures").join(name).join("Cargo.toml")),
+        target_dir: Some(root.join("target/bench-fixtures")),
+        ..CargoArgs::default()
+    };
+    build_tests(&args)
+        .unwrap_or_else(|e| panic!("building fixtures/{name}: {e}"))
+        .binaries
+}
+
+fn main() {
+    // `cargo bench` passes --bench; there are no filters to honour.
+    let calls = fixture("calls");
+    let lib = calls
+        .iter()
+        .find(|b| b.kind == "lib")
+        .expect("calls lib tests")
+        .clone();
+    let integration = calls
+        .iter()
+        .find(|b| b.kind == "test")
+        .expect("calls integration tests")
+        .clone();
+    let workloads = vec![
+        Workload {
+            name: "calls: all unit tests",
+            binary: lib.clone(),
+            args: vec![],
+        },
+        Workload {
+            name: "calls: fib_of_20 (call-dense)",
+            binary: lib,
+            args: vec!["--exact".into(), "tests::fib_of_20".into()],
+        },
+        Workload {
+            name: "calls: integration test",
+            binary: integration,
+            args: vec![],
+        },
+    ];
+
+    println!(
+        "{:<32} {:>8} {:>10} {:>12} {:>12} {:>12} {:>8}",
+        "workload", "size", "walrus rt", "instrument", "plain run", "profiled", "ratio"
+    );
+    let mut log_sum = 0.0;
+    for w in &workloads {
+        let bytes = std::fs::read(&w.binary.path).expect("test binary");
+        let round_trip = median(
+            (0..RUNS)
+                .map(|_| seconds(|| drop(walrus::Module::from_buffer(&bytes).unwrap().emit_wasm())))
+                .collect(),
+        );
+        let mut instrumented = None;
+        let instrument_time = median(
+            (0..RUNS)
+                .map(|_| {
+                    seconds(|| {
+                        instrumented =
+                            Some(instrument::instrument(&bytes, &Options::default()).unwrap())
+                    })
+                })
+                .collect(),
+        );
+        let instrumented = instrumented.unwrap().wasm;
+        let config = RunConfig {
+            program: "bench.wasm".into(),
+            args: w
+                .args
+                .iter()
+                .cloned()
+                .chain(["--quiet".to_string()])
+                .collect(),
+            dir: PathBuf::from(&w.binary.package_dir),
+        };
+        let (mut plain, mut profiled) = (Vec::new(), Vec::new());
+        for _ in 0..RUNS {
+            plain.push(host::run(&bytes, &config).unwrap().wall_ns as f64 / 1e9);
+            profiled.push(host::run(&instrumented, &config).unwrap().wall_ns as f64 / 1e9);
+        }
+        let (plain, profiled) = (median(plain), median(profiled));
+        let ratio = profiled / plain;
+        log_sum += ratio.ln();
+        println!(
+            "{:<32} {:>6.1}MB {:>8.1}ms {:>10.1}ms {:>10.2}ms {:>10.2}ms {:>7.2}x",
+            w.name,
+            bytes.len() as f64 / 1e6,
+            round_trip * 1e3,
+            instrument_time * 1e3,
+            plain * 1e3,
+            profiled * 1e3,
+            ratio
+        );
+    }
+    println!(
+        "geometric mean of the run-time ratios: {:.2}x ({} workloads, median of {RUNS} runs each)",
+        (log_sum / workloads.len() as f64).exp(),
+        workloads.len()
+    );
+}
