@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 
 use anstyle::Style;
 
-use crate::profile::{Function, Profile, HOST};
+use crate::profile::{Arc, Function, Profile};
 
 /// What to include in the report.
 #[derive(Debug, Clone, Default)]
@@ -93,9 +93,26 @@ fn call_graph(out: &mut String, p: &Profile, total: u64, top: usize) {
         .collect();
     let by_name: HashMap<&str, &Function> =
         p.functions.iter().map(|f| (f.name.as_str(), f)).collect();
+    let mut callers: HashMap<&str, Vec<&Arc>> = HashMap::new();
+    let mut callees: HashMap<&str, Vec<&Arc>> = HashMap::new();
+    for a in &p.arcs {
+        callers.entry(a.callee.as_str()).or_default().push(a);
+        callees.entry(a.caller.as_str()).or_default().push(a);
+    }
     let name_of = |name: &str| match index.get(name) {
         Some(i) => format!("{name} [{i}]"),
         None => name.to_string(),
+    };
+    let arc_line = |out: &mut String, a: &Arc, called: String, name: String| {
+        let _ = writeln!(
+            out,
+            "{:<7} {:>6} {:>11} {:>11} {:>15}      {name}",
+            "",
+            "",
+            time(a.self_ns),
+            time(a.total_ns.saturating_sub(a.self_ns)),
+            called
+        );
     };
     let _ = writeln!(out, "\n{BOLD}Call graph{BOLD:#} (callers above each function, callees below; times are exact, per arc)\n");
     let _ = writeln!(
@@ -104,25 +121,19 @@ fn call_graph(out: &mut String, p: &Profile, total: u64, top: usize) {
         "index", "%time", "self", "children", "called"
     );
     for f in order.into_iter().take(top) {
-        let recursive = p.arc(&f.name, &f.name).map_or(0, |a| a.count);
-        for a in p
-            .arcs
+        let name = f.name.as_str();
+        let incoming = callers.get(name).map_or(&[][..], Vec::as_slice);
+        let outgoing = callees.get(name).map_or(&[][..], Vec::as_slice);
+        let recursive = incoming
             .iter()
-            .filter(|a| a.callee == f.name && a.caller != f.name)
-        {
-            let _ = writeln!(
+            .find(|a| a.caller == f.name)
+            .map_or(0, |a| a.count);
+        for a in incoming.iter().filter(|a| a.caller != f.name) {
+            arc_line(
                 out,
-                "{:<7} {:>6} {:>11} {:>11} {:>15}      {}",
-                "",
-                "",
-                time(a.self_ns),
-                time(a.total_ns.saturating_sub(a.self_ns)),
+                a,
                 format!("{}/{}", a.count, f.calls - recursive),
-                if a.caller == HOST {
-                    HOST.to_string()
-                } else {
-                    name_of(&a.caller)
-                }
+                name_of(&a.caller),
             );
         }
         let called = match recursive {
@@ -132,29 +143,21 @@ fn call_graph(out: &mut String, p: &Profile, total: u64, top: usize) {
         let _ = writeln!(
             out,
             "{:<7} {:>6.2} {:>11} {:>11} {:>15}  {}{}",
-            format!("[{}]", index[f.name.as_str()]),
+            format!("[{}]", index[name]),
             percent(f.total_ns, total),
             time(f.self_ns),
             time(f.total_ns.saturating_sub(f.self_ns)),
             called,
-            name_of(&f.name),
+            name_of(name),
             location(f)
         );
-        for a in p
-            .arcs
-            .iter()
-            .filter(|a| a.caller == f.name && a.callee != f.name)
-        {
+        for a in outgoing.iter().filter(|a| a.callee != f.name) {
             let callee_calls = by_name.get(a.callee.as_str()).map_or(a.count, |c| c.calls);
-            let _ = writeln!(
+            arc_line(
                 out,
-                "{:<7} {:>6} {:>11} {:>11} {:>15}      {}",
-                "",
-                "",
-                time(a.self_ns),
-                time(a.total_ns.saturating_sub(a.self_ns)),
-                format!("{}/{}", a.count, callee_calls),
-                name_of(&a.callee)
+                a,
+                format!("{}/{callee_calls}", a.count),
+                name_of(&a.callee),
             );
         }
         let _ = writeln!(out, "{}", "-".repeat(60));

@@ -2,8 +2,9 @@
 
 mod common;
 
+use cargo_wasmprof::instrument::Options;
 use cargo_wasmprof::profile::HOST;
-use common::{arc, calls, check_invariants, fib_calls, profile_module, run};
+use common::{arc, calls, check_invariants, fib_calls, profile_module, profile_module_with, run};
 
 /// fib, a function table, early exits, multi-value, tail calls and a host import; `_start`
 /// exits with a checksum of the results so that behaviour can be compared.
@@ -188,24 +189,37 @@ fn a_trap_leaves_a_partial_profile_with_the_open_stack() {
 #[test]
 fn a_full_context_tree_folds_but_keeps_exact_counts() {
     let wasm = wat::parse_str(PROGRAM).unwrap();
-    let done = cargo_wasmprof::instrument::instrument(
-        &wasm,
-        &cargo_wasmprof::instrument::Options { max_contexts: 4 },
-    )
-    .unwrap();
-    let outcome = run(&done.wasm);
-    let state = outcome.state.unwrap();
-    let info = cargo_wasmprof::profile::RunInfo {
-        module: "t".into(),
-        exit_code: outcome.exit_code,
-        trap: None,
-        open_stack: vec![],
-        wall_ns: 0,
-    };
-    let p = cargo_wasmprof::profile::Profile::decode(&done.meta, &state.memory, state.cur, info)
-        .unwrap();
+    let (p, _) = profile_module_with(&wasm, &Options { max_contexts: 4 });
     check_invariants(&p);
     assert!(p.folded_entries > 0);
     assert_eq!(calls(&p, "fib"), fib_calls(10));
     assert_eq!(arc(&p, "fib", "fib"), fib_calls(10) - 1);
+}
+
+#[test]
+fn call_ref_and_return_call_ref_count_as_indirect_arcs() {
+    let wasm = wat::parse_str(
+        r#"(module
+             (memory (export "memory") 1)
+             (type $t (func (param i32) (result i32)))
+             (elem declare func $twice $spin)
+             (func $twice (type $t) (i32.mul (local.get 0) (i32.const 2)))
+             ;; spin(n) tail-calls itself through a typed reference until n is 0
+             (func $spin (type $t)
+               (if (result i32) (i32.eqz (local.get 0))
+                 (then (i32.const 0))
+                 (else (return_call_ref $t (i32.sub (local.get 0) (i32.const 1)) (ref.func $spin)))))
+             (func (export "_start")
+               (drop (call_ref $t (i32.const 4) (ref.func $twice)))
+               (drop (call_ref $t (i32.const 5) (ref.func $twice)))
+               (drop (call_ref $t (i32.const 3) (ref.func $spin)))))"#,
+    )
+    .unwrap();
+    let (p, outcome) = profile_module(&wasm);
+    assert_eq!(outcome.trap, None);
+    check_invariants(&p);
+    assert_eq!(arc(&p, "_start", "twice"), 2);
+    assert_eq!(arc(&p, "_start", "spin"), 1);
+    assert_eq!(arc(&p, "spin", "spin"), 3);
+    assert_eq!(calls(&p, "spin"), 4);
 }

@@ -36,7 +36,12 @@ pub fn fib_calls(n: u32) -> u64 {
 /// Instruments `wasm` (checking the result with wasmparser), runs it in the embedded host
 /// and decodes its profile.
 pub fn profile_module(wasm: &[u8]) -> (Profile, Outcome) {
-    let done = instrument::instrument(wasm, &Options::default()).expect("instruments");
+    profile_module_with(wasm, &Options::default())
+}
+
+/// [`profile_module`] with instrumentation options.
+pub fn profile_module_with(wasm: &[u8], options: &Options) -> (Profile, Outcome) {
+    let done = instrument::instrument(wasm, options).expect("instruments");
     wasmparser::Validator::new_with_features(wasmparser::WasmFeatures::all())
         .validate_all(&done.wasm)
         .expect("the instrumented module validates");
