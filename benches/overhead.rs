@@ -20,8 +20,20 @@ const RUNS: usize = 7;
 
 struct Workload {
     name: &'static str,
-    binary: TestBinary,
+    wasm: Vec<u8>,
     args: Vec<String>,
+    dir: PathBuf,
+}
+
+impl Workload {
+    fn test_binary(name: &'static str, binary: &TestBinary, args: &[&str]) -> Workload {
+        Workload {
+            name,
+            wasm: std::fs::read(&binary.path).expect("test binary"),
+            args: args.iter().map(|a| a.to_string()).collect(),
+            dir: binary.package_dir.clone(),
+        }
+    }
 }
 
 fn median(mut xs: Vec<f64>) -> f64 {
@@ -53,28 +65,25 @@ fn main() {
     let lib = calls
         .iter()
         .find(|b| b.kind == "lib")
-        .expect("calls lib tests")
-        .clone();
+        .expect("calls lib tests");
     let integration = calls
         .iter()
         .find(|b| b.kind == "test")
-        .expect("calls integration tests")
-        .clone();
+        .expect("calls integration tests");
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let workloads = vec![
+        Workload::test_binary("calls: all unit tests", lib, &[]),
+        Workload::test_binary(
+            "calls: fib_of_20 only",
+            lib,
+            &["--exact", "tests::fib_of_20"],
+        ),
+        Workload::test_binary("calls: integration test", integration, &[]),
         Workload {
-            name: "calls: all unit tests",
-            binary: lib.clone(),
+            name: "fib(27) in WAT (call-dense)",
+            wasm: wat::parse_file(root.join("fixtures/wat/fib.wat")).expect("fib.wat"),
             args: vec![],
-        },
-        Workload {
-            name: "calls: fib_of_20 (call-dense)",
-            binary: lib,
-            args: vec!["--exact".into(), "tests::fib_of_20".into()],
-        },
-        Workload {
-            name: "calls: integration test",
-            binary: integration,
-            args: vec![],
+            dir: root.to_path_buf(),
         },
     ];
 
@@ -84,10 +93,10 @@ fn main() {
     );
     let mut log_sum = 0.0;
     for w in &workloads {
-        let bytes = std::fs::read(&w.binary.path).expect("test binary");
+        let bytes = &w.wasm;
         let round_trip = median(
             (0..RUNS)
-                .map(|_| seconds(|| drop(walrus::Module::from_buffer(&bytes).unwrap().emit_wasm())))
+                .map(|_| seconds(|| drop(walrus::Module::from_buffer(bytes).unwrap().emit_wasm())))
                 .collect(),
         );
         let mut instrumented = None;
@@ -96,7 +105,7 @@ fn main() {
                 .map(|_| {
                     seconds(|| {
                         instrumented =
-                            Some(instrument::instrument(&bytes, &Options::default()).unwrap())
+                            Some(instrument::instrument(bytes, &Options::default()).unwrap())
                     })
                 })
                 .collect(),
@@ -110,11 +119,12 @@ fn main() {
                 .cloned()
                 .chain(["--quiet".to_string()])
                 .collect(),
-            dir: PathBuf::from(&w.binary.package_dir),
+            dir: w.dir.clone(),
+            inherit_stdio: false,
         };
         let (mut plain, mut profiled) = (Vec::new(), Vec::new());
         for _ in 0..RUNS {
-            plain.push(host::run(&bytes, &config).unwrap().wall_ns as f64 / 1e9);
+            plain.push(host::run(bytes, &config).unwrap().wall_ns as f64 / 1e9);
             profiled.push(host::run(&instrumented, &config).unwrap().wall_ns as f64 / 1e9);
         }
         let (plain, profiled) = (median(plain), median(profiled));

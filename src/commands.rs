@@ -138,6 +138,7 @@ fn test(args: TestArgs, status: Status) -> Result<(), Error> {
                 .map_or_else(String::new, |n| n.to_string_lossy().into_owned()),
             args: harness.clone(),
             dir: binary.package_dir.clone(),
+            inherit_stdio: true,
         };
         let (profile, outcome) = profile_run(&binary.path, &prepared, &config)?;
         let file = out_dir.join(binary.profile_name());
@@ -184,6 +185,7 @@ fn run_module(args: RunArgs, status: Status) -> Result<(), Error> {
             .map_or_else(String::new, |n| n.to_string_lossy().into_owned()),
         args: args.args.clone(),
         dir: PathBuf::from("."),
+        inherit_stdio: true,
     };
     if args.no_instrument {
         let bytes = std::fs::read(&args.module).map_err(|e| Error::input(&args.module, e))?;

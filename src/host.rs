@@ -25,6 +25,9 @@ pub struct RunConfig {
     pub args: Vec<String>,
     /// Host directory preopened as `.` and taken as the working directory.
     pub dir: PathBuf,
+    /// Give the program our stdin, stdout and stderr (else it reads nothing and its output
+    /// is discarded, as benchmarks want).
+    pub inherit_stdio: bool,
 }
 
 /// How a run ended.
@@ -76,8 +79,11 @@ pub fn run(wasm: &[u8], config: &RunConfig) -> anyhow::Result<Outcome> {
     }
     let mut argv = vec![config.program.clone()];
     argv.extend(config.args.iter().cloned());
-    let wasi = WasiCtxBuilder::new()
-        .inherit_stdio()
+    let mut wasi = WasiCtxBuilder::new();
+    if config.inherit_stdio {
+        wasi.inherit_stdio();
+    }
+    let wasi = wasi
         .inherit_env()
         .args(&argv)
         .preopened_dir(&config.dir, ".", FsPerms::ReadWrite)

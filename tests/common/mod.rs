@@ -68,6 +68,7 @@ pub fn run(wasm: &[u8]) -> Outcome {
             program: "test.wasm".into(),
             args: Vec::new(),
             dir: PathBuf::from("."),
+            inherit_stdio: true,
         },
     )
     .expect("runs")
