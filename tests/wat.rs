@@ -223,3 +223,14 @@ fn call_ref_and_return_call_ref_count_as_indirect_arcs() {
     assert_eq!(arc(&p, "spin", "spin"), 3);
     assert_eq!(calls(&p, "spin"), 4);
 }
+
+#[test]
+fn instrumenting_is_deterministic() {
+    let wasm = wat::parse_str(PROGRAM).unwrap();
+    let first = cargo_wasmprof::instrument::instrument(&wasm, &Options::default()).unwrap();
+    let second = cargo_wasmprof::instrument::instrument(&wasm, &Options::default()).unwrap();
+    assert!(
+        first.wasm == second.wasm,
+        "the same module instruments to the same bytes"
+    );
+}

@@ -13,7 +13,7 @@
 
 mod runtime;
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
 use walrus::ir::{Instr, InstrLocId, InstrSeqId, InstrSeqType, VisitorMut};
 use walrus::{
@@ -67,7 +67,7 @@ pub enum InstrumentError {
     Produced(String),
 }
 
-/// Instruments `original`, a core module's bytes.
+/// Instruments `original`, a core module's bytes. The same input gives the same output.
 pub fn instrument(original: &[u8], options: &Options) -> Result<Instrumented, InstrumentError> {
     check_input(original)?;
     let symbols =
@@ -107,15 +107,17 @@ pub fn instrument(original: &[u8], options: &Options) -> Result<Instrumented, In
     let mut plans = Vec::new();
     for &id in &original_funcs {
         if let FunctionKind::Local(func) = &module.funcs.get(id).kind {
-            plans.push((
-                id,
-                id.index() as u32,
-                sites.number(func, id.index() as u32, &thunk_for, &symbols),
-            ));
+            let f = id.index() as u32;
+            let site_ids = sites.number(func, f, &thunk_for, &symbols);
+            plans.push(Plan { id, f, site_ids });
         }
     }
     for (&import, &thunk) in &thunks {
-        plans.push((thunk, import.index() as u32, Vec::new()));
+        plans.push(Plan {
+            id: thunk,
+            f: import.index() as u32,
+            site_ids: Vec::new(),
+        });
     }
 
     let layout = Layout::new(
@@ -125,8 +127,8 @@ pub fn instrument(original: &[u8], options: &Options) -> Result<Instrumented, In
         options.max_contexts,
     );
     let rt = runtime::add(&mut module, &layout);
-    for (id, f, site_ids) in plans {
-        let params_locals = [
+    for Plan { id, f, site_ids } in plans {
+        let probe_locals = [
             module.locals.add(ValType::I32),
             module.locals.add(ValType::I32),
             module.locals.add(ValType::I64),
@@ -140,7 +142,7 @@ pub fn instrument(original: &[u8], options: &Options) -> Result<Instrumented, In
         let FunctionKind::Local(func) = &mut module.funcs.get_mut(id).kind else {
             unreachable!("planned functions are defined functions");
         };
-        rewrite_function(func, f, body_ty, &site_ids, &rt, params_locals);
+        rewrite_function(func, f, body_ty, &site_ids, &rt, probe_locals);
     }
     module
         .exports
@@ -163,6 +165,13 @@ pub fn instrument(original: &[u8], options: &Options) -> Result<Instrumented, In
     let wasm = module.emit_wasm();
     validate(&wasm).map_err(InstrumentError::Produced)?;
     Ok(Instrumented { wasm, meta })
+}
+
+/// One function to rewrite: its walrus id, its function id, the ids of its call sites.
+struct Plan {
+    id: FunctionId,
+    f: u32,
+    site_ids: Vec<u32>,
 }
 
 /// Refuses what is not a core module, or is one we already instrumented.
@@ -189,8 +198,12 @@ pub fn validate(wasm: &[u8]) -> Result<(), String> {
 }
 
 /// Adds a thunk for every imported function: a defined function that calls the import.
-fn add_import_thunks(module: &mut Module, funcs: &[FunctionId]) -> HashMap<FunctionId, FunctionId> {
-    let mut thunks = HashMap::new();
+/// Returns import -> thunk, in index order (so that the output is deterministic).
+fn add_import_thunks(
+    module: &mut Module,
+    funcs: &[FunctionId],
+) -> BTreeMap<FunctionId, FunctionId> {
+    let mut thunks = BTreeMap::new();
     for &id in funcs {
         let FunctionKind::Import(_) = module.funcs.get(id).kind else {
             continue;
@@ -215,7 +228,7 @@ fn add_import_thunks(module: &mut Module, funcs: &[FunctionId]) -> HashMap<Funct
 
 /// Points every call, `ref.func`, table slot and global initializer that names an import
 /// at its thunk instead (exports and the thunks' own calls keep the import).
-fn redirect_to_thunks(module: &mut Module, thunks: &HashMap<FunctionId, FunctionId>) {
+fn redirect_to_thunks(module: &mut Module, thunks: &BTreeMap<FunctionId, FunctionId>) {
     let swap = |id: &mut FunctionId| {
         if let Some(&thunk) = thunks.get(id) {
             *id = thunk;
