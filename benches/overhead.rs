@@ -4,7 +4,8 @@
 //! each workload measures, side by side in one run and in the same embedded wasmtime:
 //! - the instrumenter's time on the binary, against a plain walrus parse + emit of it;
 //! - the program's run time uninstrumented and instrumented (median of RUNS runs each,
-//!   interleaved), and their ratio.
+//!   interleaved), and their ratio, with the default clock (the TSC where it is invariant)
+//!   and with `Instant`.
 //!
 //! Run times exclude compilation (the host times `_start` alone).
 
@@ -13,6 +14,7 @@ use std::time::Instant;
 
 use cargo_wasmprof::build::{build_tests, TestBinary};
 use cargo_wasmprof::cli::CargoArgs;
+use cargo_wasmprof::clock::ClockChoice;
 use cargo_wasmprof::host::{self, RunConfig};
 use cargo_wasmprof::instrument::{self, Options};
 
@@ -88,8 +90,16 @@ fn main() {
     ];
 
     println!(
-        "{:<32} {:>8} {:>10} {:>12} {:>12} {:>12} {:>8}",
-        "workload", "size", "walrus rt", "instrument", "plain run", "profiled", "ratio"
+        "{:<30} {:>8} {:>10} {:>11} {:>11} {:>11} {:>8} {:>11} {:>8}",
+        "workload",
+        "size",
+        "walrus rt",
+        "instrument",
+        "plain run",
+        "profiled",
+        "ratio",
+        "(Instant)",
+        "ratio"
     );
     let mut log_sum = 0.0;
     for w in &workloads {
@@ -112,33 +122,35 @@ fn main() {
         );
         let instrumented = instrumented.unwrap().wasm;
         let config = RunConfig {
-            program: "bench.wasm".into(),
-            args: w
-                .args
-                .iter()
-                .cloned()
-                .chain(["--quiet".to_string()])
-                .collect(),
-            dir: w.dir.clone(),
             inherit_stdio: false,
+            ..RunConfig::new("bench.wasm", w.args.clone(), &w.dir)
         };
-        let (mut plain, mut profiled) = (Vec::new(), Vec::new());
+        let with_instant = RunConfig {
+            clock: ClockChoice::Instant,
+            ..config.clone()
+        };
+        let (mut plain, mut profiled, mut instant) = (Vec::new(), Vec::new(), Vec::new());
+        let wall =
+            |wasm: &[u8], config: &RunConfig| host::run(wasm, config).unwrap().wall_ns as f64 / 1e9;
         for _ in 0..RUNS {
-            plain.push(host::run(bytes, &config).unwrap().wall_ns as f64 / 1e9);
-            profiled.push(host::run(&instrumented, &config).unwrap().wall_ns as f64 / 1e9);
+            plain.push(wall(bytes, &config));
+            profiled.push(wall(&instrumented, &config));
+            instant.push(wall(&instrumented, &with_instant));
         }
-        let (plain, profiled) = (median(plain), median(profiled));
+        let (plain, profiled, instant) = (median(plain), median(profiled), median(instant));
         let ratio = profiled / plain;
         log_sum += ratio.ln();
         println!(
-            "{:<32} {:>6.1}MB {:>8.1}ms {:>10.1}ms {:>10.2}ms {:>10.2}ms {:>7.2}x",
+            "{:<30} {:>6.1}MB {:>8.1}ms {:>9.1}ms {:>9.2}ms {:>9.2}ms {:>7.2}x {:>9.2}ms {:>7.2}x",
             w.name,
             bytes.len() as f64 / 1e6,
             round_trip * 1e3,
             instrument_time * 1e3,
             plain * 1e3,
             profiled * 1e3,
-            ratio
+            ratio,
+            instant * 1e3,
+            instant / plain
         );
     }
     println!(

@@ -11,7 +11,7 @@ use crate::fsutil::{relative, write_atomic};
 use crate::host::{self, Outcome, RunConfig};
 use crate::instrument::{self, Options};
 use crate::meta::Meta;
-use crate::profile::{Profile, RunInfo};
+use crate::profile::Profile;
 use crate::report::{self, ReportOptions};
 use crate::status::Status;
 
@@ -70,14 +70,7 @@ fn profile_run(
         .state
         .as_ref()
         .ok_or_else(|| Error::input(path, "the module ran without the profiler's clock"))?;
-    let run = RunInfo {
-        module: relative(path),
-        exit_code: outcome.exit_code,
-        trap: outcome.trap.clone(),
-        open_stack: Vec::new(),
-        wall_ns: outcome.wall_ns,
-    };
-    let profile = Profile::decode(&prepared.meta, &state.memory, state.cur, run)
+    let profile = Profile::decode(&prepared.meta, state, outcome.run_info(relative(path)))
         .map_err(|e| Error::input(path, format!("cannot decode the profile: {e:#}")))?;
     if let Some(trap) = &outcome.trap {
         let innermost: Vec<&str> = profile.runs[0]
@@ -131,15 +124,11 @@ fn test(args: TestArgs, status: Status) -> Result<(), Error> {
             "Running",
             format!("{} ({})", binary.label, relative(&binary.path)),
         );
-        let config = RunConfig {
-            program: binary
-                .path
-                .file_name()
-                .map_or_else(String::new, |n| n.to_string_lossy().into_owned()),
-            args: harness.clone(),
-            dir: binary.package_dir.clone(),
-            inherit_stdio: true,
-        };
+        let program = binary
+            .path
+            .file_name()
+            .map_or_else(String::new, |n| n.to_string_lossy().into_owned());
+        let config = RunConfig::new(program, harness.clone(), &binary.package_dir);
         let (profile, outcome) = profile_run(&binary.path, &prepared, &config)?;
         let file = out_dir.join(binary.profile_name());
         profile.write(&file)?;
@@ -178,15 +167,11 @@ fn rerun_hint(binary: &TestBinary) -> String {
 }
 
 fn run_module(args: RunArgs, status: Status) -> Result<(), Error> {
-    let config = RunConfig {
-        program: args
-            .module
-            .file_name()
-            .map_or_else(String::new, |n| n.to_string_lossy().into_owned()),
-        args: args.args.clone(),
-        dir: PathBuf::from("."),
-        inherit_stdio: true,
-    };
+    let program = args
+        .module
+        .file_name()
+        .map_or_else(String::new, |n| n.to_string_lossy().into_owned());
+    let config = RunConfig::new(program, args.args.clone(), ".");
     if args.no_instrument {
         let bytes = std::fs::read(&args.module).map_err(|e| Error::input(&args.module, e))?;
         let outcome =

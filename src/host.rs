@@ -7,6 +7,9 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use anyhow::Context as _;
+
+use crate::clock::{Clock, ClockChoice};
+use crate::profile::{Dump, RunInfo};
 use wasmtime::{Engine, Linker, Module, Store};
 use wasmtime_wasi::p1::WasiP1Ctx;
 use wasmtime_wasi::{FsPerms, I32Exit, WasiCtxBuilder};
@@ -28,6 +31,25 @@ pub struct RunConfig {
     /// Give the program our stdin, stdout and stderr (else it reads nothing and its output
     /// is discarded, as benchmarks want).
     pub inherit_stdio: bool,
+    /// The clock an instrumented module reads.
+    pub clock: ClockChoice,
+}
+
+impl RunConfig {
+    /// Runs `program` with `args` in `dir`, with inherited stdio and the cheapest clock.
+    pub fn new(
+        program: impl Into<String>,
+        args: Vec<String>,
+        dir: impl Into<PathBuf>,
+    ) -> RunConfig {
+        RunConfig {
+            program: program.into(),
+            args,
+            dir: dir.into(),
+            inherit_stdio: true,
+            clock: ClockChoice::Auto,
+        }
+    }
 }
 
 /// How a run ended.
@@ -38,20 +60,28 @@ pub struct Outcome {
     pub exit_code: i32,
     /// The trap's message, when the program trapped.
     pub trap: Option<String>,
-    /// The profiler's memory and its current context node, for an instrumented module.
-    pub state: Option<RawState>,
+    /// What the profiler left in the module, for an instrumented module.
+    pub state: Option<Dump>,
     /// Wall time of the program's run (compilation excluded).
     pub wall_ns: u64,
 }
 
-/// What the profiler left behind in the module.
-#[derive(Debug, Clone)]
-pub struct RawState {
-    /// The profiler's linear memory.
-    pub memory: Vec<u8>,
-    /// The context-tree node that was current when the run ended (the root after a clean run;
-    /// the innermost open activation after a trap).
-    pub cur: u32,
+impl Outcome {
+    /// How the run ended, for the profile of `module`.
+    pub fn run_info(&self, module: impl Into<String>) -> RunInfo {
+        RunInfo {
+            module: module.into(),
+            exit_code: self.exit_code,
+            trap: self.trap.clone(),
+            open_stack: Vec::new(),
+            wall_ns: self.wall_ns,
+            clock: self
+                .state
+                .as_ref()
+                .map(|d| d.clock.clone())
+                .unwrap_or_default(),
+        }
+    }
 }
 
 /// Compiles and runs `wasm`. An instrumented module (one that imports the profiler's clock)
@@ -71,11 +101,9 @@ pub fn run(wasm: &[u8], config: &RunConfig) -> anyhow::Result<Outcome> {
 
     let mut linker: Linker<WasiP1Ctx> = Linker::new(&engine);
     wasmtime_wasi::p1::add_to_linker_sync(&mut linker, |cx| cx)?;
-    let epoch = Instant::now();
+    let clock = Clock::start(config.clock);
     if profiled {
-        linker.func_wrap(meta::CLOCK_MODULE, meta::CLOCK_NAME, move || -> i64 {
-            epoch.elapsed().as_nanos() as i64
-        })?;
+        linker.func_wrap(meta::CLOCK_MODULE, meta::CLOCK_NAME, clock.reader())?;
     }
     let mut argv = vec![config.program.clone()];
     argv.extend(config.args.iter().cloned());
@@ -119,9 +147,11 @@ pub fn run(wasm: &[u8], config: &RunConfig) -> anyhow::Result<Outcome> {
             .get_global(&mut store, meta::CUR_EXPORT)
             .and_then(|g| g.get(&mut store).i32())
             .context("the instrumented module exports no current-context global")?;
-        Some(RawState {
+        Some(Dump {
             memory: memory.data(&store).to_vec(),
             cur: cur as u32,
+            ticks_per_ns: clock.ticks_per_ns(),
+            clock: clock.name().to_string(),
         })
     } else {
         None

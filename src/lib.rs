@@ -8,6 +8,7 @@
 
 pub mod build;
 pub mod cli;
+pub mod clock;
 pub mod commands;
 pub mod error;
 pub mod fsutil;

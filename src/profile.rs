@@ -64,6 +64,9 @@ pub struct RunInfo {
     pub open_stack: Vec<String>,
     /// Wall time of the run.
     pub wall_ns: u64,
+    /// The clock the module read (`tsc`, `instant`).
+    #[serde(default)]
+    pub clock: String,
 }
 
 /// One function.
@@ -141,6 +144,20 @@ pub struct Context {
     pub self_ns: u64,
 }
 
+/// What the profiler left in a module after a run: the input of [`Profile::decode`].
+#[derive(Debug, Clone)]
+pub struct Dump {
+    /// The profiler's linear memory.
+    pub memory: Vec<u8>,
+    /// The context-tree node that was current when the run ended (the root after a clean
+    /// run; the innermost open activation after a trap).
+    pub cur: u32,
+    /// Clock ticks per nanosecond (1 for a nanosecond clock).
+    pub ticks_per_ns: f64,
+    /// Which clock the module read (`tsc`, `instant`, ...).
+    pub clock: String,
+}
+
 /// A little-endian reader over the profiler's memory.
 struct Raw<'a>(&'a [u8]);
 
@@ -173,9 +190,11 @@ struct RawNode {
 }
 
 impl Profile {
-    /// Decodes the profiler's memory of one run of a module instrumented with `meta`.
-    pub fn decode(meta: &Meta, memory: &[u8], cur: u32, run: RunInfo) -> anyhow::Result<Profile> {
-        let raw = Raw(memory);
+    /// Decodes what one run of a module instrumented with `meta` left behind.
+    pub fn decode(meta: &Meta, dump: &Dump, run: RunInfo) -> anyhow::Result<Profile> {
+        let raw = Raw(&dump.memory);
+        let cur = dump.cur;
+        let ns = |ticks: u64| (ticks as f64 / dump.ticks_per_ns).round() as u64;
         let l: &Layout = &meta.layout;
         anyhow::ensure!(
             raw.u32(layout::HDR_MAGIC)? == layout::MAGIC,
@@ -207,13 +226,14 @@ impl Profile {
             nodes.push(raw_node);
         }
 
-        // Per-function sums, over the nodes of each function.
+        // Per-function sums over the nodes of each function, in clock ticks (converted to
+        // nanoseconds once summed, so that rounding cannot make self exceed total).
         let nf = l.functions as usize;
         let mut calls = vec![0u64; nf];
-        let mut self_ns = vec![0u64; nf];
+        let mut self_ticks = vec![0u64; nf];
         for n in nodes.iter().skip(1) {
             calls[n.func as usize] += n.count;
-            self_ns[n.func as usize] += n.incl.saturating_sub(n.child);
+            self_ticks[n.func as usize] += n.incl.saturating_sub(n.child);
         }
 
         // Functions that ran, renumbered densely.
@@ -232,8 +252,8 @@ impl Profile {
                 line: m.symbol.line,
                 import: m.import,
                 calls: calls[f],
-                self_ns: self_ns[f],
-                total_ns: raw.u64(l.total_off + 8 * f as u32)?,
+                self_ns: ns(self_ticks[f]),
+                total_ns: ns(raw.u64(l.total_off + 8 * f as u32)?),
             });
         }
 
@@ -322,9 +342,14 @@ impl Profile {
                 p => name(nodes[p as usize].func),
             };
             if let Some(arc) = arcs.get_mut(&(caller, name(n.func))) {
+                // Ticks for now; converted below.
                 arc.self_ns += n.incl.saturating_sub(n.child);
                 arc.total_ns += n.incl;
             }
+        }
+        for arc in arcs.values_mut() {
+            arc.self_ns = ns(arc.self_ns);
+            arc.total_ns = ns(arc.total_ns);
         }
 
         // The open activations, from the current node up to the root.
@@ -349,7 +374,11 @@ impl Profile {
             version: FORMAT_VERSION,
             modules: vec![run.module.clone()],
             complete,
-            runs: vec![RunInfo { open_stack, ..run }],
+            runs: vec![RunInfo {
+                open_stack,
+                clock: dump.clock.clone(),
+                ..run
+            }],
             clock: "wall-ns".to_string(),
             functions,
             arcs,

@@ -146,8 +146,9 @@ fn context_tree_and_times_are_consistent() {
     assert_eq!(outer.calls, 1);
     // Inclusive time counts the outermost activation once: the outermost context's time.
     assert_eq!(fib.total_ns, outer.total_ns);
+    // Self time is the sum over its contexts (each context rounded to the nanosecond).
     let self_sum: u64 = fib_contexts.iter().map(|c| c.self_ns).sum();
-    assert_eq!(fib.self_ns, self_sum);
+    assert!(fib.self_ns.abs_diff(self_sum) <= fib_contexts.len() as u64);
 }
 
 #[test]

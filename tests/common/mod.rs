@@ -1,12 +1,12 @@
 //! Helpers shared by the integration tests.
 #![allow(dead_code)] // each test binary uses its own subset
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output};
 
 use cargo_wasmprof::host::{self, Outcome, RunConfig};
 use cargo_wasmprof::instrument::{self, Options};
-use cargo_wasmprof::profile::{Profile, RunInfo};
+use cargo_wasmprof::profile::Profile;
 
 /// The cargo-wasmprof binary under test.
 pub fn wasmprof() -> Command {
@@ -47,31 +47,14 @@ pub fn profile_module_with(wasm: &[u8], options: &Options) -> (Profile, Outcome)
         .expect("the instrumented module validates");
     let outcome = run(&done.wasm);
     let state = outcome.state.clone().expect("profiler state");
-    let run = RunInfo {
-        module: "test.wasm".into(),
-        exit_code: outcome.exit_code,
-        trap: outcome.trap.clone(),
-        open_stack: Vec::new(),
-        wall_ns: outcome.wall_ns,
-    };
-    (
-        Profile::decode(&done.meta, &state.memory, state.cur, run).expect("decodes"),
-        outcome,
-    )
+    let profile =
+        Profile::decode(&done.meta, &state, outcome.run_info("test.wasm")).expect("decodes");
+    (profile, outcome)
 }
 
 /// Runs a module as it is in the embedded host.
 pub fn run(wasm: &[u8]) -> Outcome {
-    host::run(
-        wasm,
-        &RunConfig {
-            program: "test.wasm".into(),
-            args: Vec::new(),
-            dir: PathBuf::from("."),
-            inherit_stdio: true,
-        },
-    )
-    .expect("runs")
+    host::run(wasm, &RunConfig::new("test.wasm", Vec::new(), ".")).expect("runs")
 }
 
 /// The calls of the function named `name`.
