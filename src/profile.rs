@@ -277,12 +277,12 @@ impl Profile {
                 function: (n > 0).then(|| fid[raw_node.func as usize]),
                 folded: is_fold,
                 calls: raw_node.count,
-                total_ns: if n == 0 {
+                total_ns: ns(if n == 0 {
                     raw_node.child
                 } else {
                     raw_node.incl
-                },
-                self_ns: raw_node.incl.saturating_sub(raw_node.child),
+                }),
+                self_ns: ns(raw_node.incl.saturating_sub(raw_node.child)),
             });
         }
 
