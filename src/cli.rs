@@ -5,6 +5,8 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
+use crate::meta::Metric;
+
 /// An instrumenting profiler for WebAssembly.
 ///
 /// Builds your crate for wasm32-wasip1, rewrites each test binary so that it records its
@@ -197,13 +199,37 @@ pub struct ProfileArgs {
     /// Limit each section of the report to its N first rows.
     #[arg(long, value_name = "N")]
     pub top: Option<usize>,
+    /// Write the profiles but print no report.
+    #[arg(long)]
+    pub no_report: bool,
+    /// What the instrumentation measures.
+    #[command(flatten)]
+    pub instrument: InstrumentOptions,
+}
+
+/// What the instrumented module measures.
+#[derive(Debug, Clone, Args)]
+#[command(next_help_heading = "Instrumentation options")]
+pub struct InstrumentOptions {
+    /// What to measure besides exact calls and arcs: `time` (wall time, self and
+    /// inclusive), `instructions` (executed wasm instructions: the same on every run and
+    /// machine, for CI), or `calls` (nothing more: the cheapest).
+    #[arg(long, value_name = "METRIC", default_value = "time")]
+    pub metric: Metric,
     /// Room for this many calling contexts; past it, entries are folded per function
     /// (counts and times stay exact, their paths are lost, and the report says so).
     #[arg(long, value_name = "N", default_value_t = 1 << 18)]
     pub max_contexts: u32,
-    /// Write the profiles but print no report.
-    #[arg(long)]
-    pub no_report: bool,
+}
+
+impl InstrumentOptions {
+    /// The instrumenter's options.
+    pub fn to_options(&self) -> crate::instrument::Options {
+        crate::instrument::Options {
+            max_contexts: self.max_contexts,
+            metric: self.metric,
+        }
+    }
 }
 
 /// `cargo wasmprof test`.
@@ -256,9 +282,9 @@ pub struct InstrumentArgs {
     /// Where to write the instrumented module.
     #[arg(short, long, value_name = "OUT.wasm")]
     pub output: PathBuf,
-    /// Room for this many calling contexts (see `test --help`).
-    #[arg(long, value_name = "N", default_value_t = 1 << 18)]
-    pub max_contexts: u32,
+    /// What the instrumentation measures.
+    #[command(flatten)]
+    pub instrument: InstrumentOptions,
 }
 
 /// `cargo wasmprof report`.

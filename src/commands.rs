@@ -33,14 +33,13 @@ struct Prepared {
 }
 
 /// Instruments `path`'s module, or takes it as it is when it is instrumented already.
-fn prepare(path: &Path, max_contexts: u32, status: Status) -> Result<Prepared, Error> {
+fn prepare(path: &Path, options: &Options, status: Status) -> Result<Prepared, Error> {
     let bytes = std::fs::read(path).map_err(|e| Error::input(path, e))?;
     if let Ok(Some(meta)) = Meta::from_module(&bytes) {
         return Ok(Prepared { wasm: bytes, meta });
     }
     let started = Instant::now();
-    let done = instrument::instrument(&bytes, &Options { max_contexts })
-        .map_err(|e| Error::input(path, e))?;
+    let done = instrument::instrument(&bytes, options).map_err(|e| Error::input(path, e))?;
     status.step(
         "Instrumented",
         format!(
@@ -69,7 +68,7 @@ fn profile_run(
     let state = outcome
         .state
         .as_ref()
-        .ok_or_else(|| Error::input(path, "the module ran without the profiler's clock"))?;
+        .ok_or_else(|| Error::input(path, "the module carries no profiler state"))?;
     let profile = Profile::decode(&prepared.meta, state, outcome.run_info(relative(path)))
         .map_err(|e| Error::input(path, format!("cannot decode the profile: {e:#}")))?;
     if let Some(trap) = &outcome.trap {
@@ -110,6 +109,7 @@ fn finish(profiles: &[Profile], args: &ProfileArgs, status: Status) -> Result<()
 fn test(args: TestArgs, status: Status) -> Result<(), Error> {
     let built = build::build_tests(&args.cargo)?;
     let out_dir = built.target_dir.join("wasmprof");
+    let options = args.profile.instrument.to_options();
     let harness: Vec<String> = args
         .testname
         .iter()
@@ -119,7 +119,7 @@ fn test(args: TestArgs, status: Status) -> Result<(), Error> {
     let mut profiles = Vec::new();
     let mut failed = Vec::new();
     for binary in &built.binaries {
-        let prepared = prepare(&binary.path, args.profile.max_contexts, status)?;
+        let prepared = prepare(&binary.path, &options, status)?;
         status.done(
             "Running",
             format!("{} ({})", binary.label, relative(&binary.path)),
@@ -181,7 +181,7 @@ fn run_module(args: RunArgs, status: Status) -> Result<(), Error> {
         }
         return exit_with(outcome.exit_code);
     }
-    let prepared = prepare(&args.module, args.profile.max_contexts, status)?;
+    let prepared = prepare(&args.module, &args.profile.instrument.to_options(), status)?;
     let (profile, outcome) = profile_run(&args.module, &prepared, &config)?;
     if args.profile.output.is_none() {
         let stem = args
@@ -208,13 +208,8 @@ fn exit_with(code: i32) -> Result<(), Error> {
 
 fn instrument_module(args: InstrumentArgs, status: Status) -> Result<(), Error> {
     let bytes = std::fs::read(&args.input).map_err(|e| Error::input(&args.input, e))?;
-    let done = instrument::instrument(
-        &bytes,
-        &Options {
-            max_contexts: args.max_contexts,
-        },
-    )
-    .map_err(|e| Error::input(&args.input, e))?;
+    let done = instrument::instrument(&bytes, &args.instrument.to_options())
+        .map_err(|e| Error::input(&args.input, e))?;
     write_atomic(&args.output, &done.wasm)?;
     status.done(
         "Instrumented",

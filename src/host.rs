@@ -84,8 +84,8 @@ impl Outcome {
     }
 }
 
-/// Compiles and runs `wasm`. An instrumented module (one that imports the profiler's clock)
-/// gets its clock and has its state collected.
+/// Compiles and runs `wasm`. An instrumented module (one that exports the profiler's memory)
+/// has its state collected, and gets its clock if it imports one.
 pub fn run(wasm: &[u8], config: &RunConfig) -> anyhow::Result<Outcome> {
     let engine = Engine::default();
     let module = Module::new(&engine, wasm)
@@ -95,14 +95,15 @@ pub fn run(wasm: &[u8], config: &RunConfig) -> anyhow::Result<Outcome> {
         module.get_export("_start").is_some(),
         "the module exports no `_start` function, so it is not a WASI command"
     );
-    let profiled = module
+    let profiled = module.get_export(meta::MEMORY_EXPORT).is_some();
+    let timed = module
         .imports()
         .any(|i| i.module() == meta::CLOCK_MODULE && i.name() == meta::CLOCK_NAME);
 
     let mut linker: Linker<WasiP1Ctx> = Linker::new(&engine);
     wasmtime_wasi::p1::add_to_linker_sync(&mut linker, |cx| cx)?;
     let clock = Clock::start(config.clock);
-    if profiled {
+    if timed {
         linker.func_wrap(meta::CLOCK_MODULE, meta::CLOCK_NAME, clock.reader())?;
     }
     let mut argv = vec![config.program.clone()];

@@ -7,7 +7,8 @@
 //!
 //! ```text
 //! header        HEADER_SIZE bytes (see the HDR_* offsets)
-//! total_ns      u64 per function: inclusive time, counted once per outermost activation
+//! total         u64 per function: inclusive cost, counted once per outermost activation
+//! calls         u64 per function: calls
 //! active        u32 per function: how many activations are open right now
 //! direct_arcs   u64 per direct call site (index = site id)
 //! dyn_arcs      DynArc per slot: (site, callee) pairs seen at indirect sites and host entries
@@ -59,8 +60,10 @@ const PAGE: u64 = 65536;
 pub struct Layout {
     /// Number of function ids (imports and defined functions).
     pub functions: u32,
-    /// Offset of `total_ns`.
+    /// Offset of `total`.
     pub total_off: u32,
+    /// Offset of `calls`.
+    pub calls_off: u32,
     /// Offset of `active`.
     pub active_off: u32,
     /// Offset of `direct_arcs`; slot 0 is unused.
@@ -101,7 +104,8 @@ impl Layout {
         let cct_index_cap = (2 * nodes_cap).next_power_of_two();
 
         let total_off = u64::from(HEADER_SIZE);
-        let active_off = total_off + 8 * u64::from(functions);
+        let calls_off = total_off + 8 * u64::from(functions);
+        let active_off = calls_off + 8 * u64::from(functions);
         let direct_arcs_off = align8(active_off + 4 * u64::from(functions));
         let dyn_arcs_off = direct_arcs_off + 8 * (u64::from(direct_sites) + 1);
         let cct_index_off = dyn_arcs_off + u64::from(DYN_ARC_SIZE) * u64::from(dyn_arcs_cap);
@@ -112,6 +116,7 @@ impl Layout {
         Layout {
             functions,
             total_off: to32(total_off),
+            calls_off: to32(calls_off),
             active_off: to32(active_off),
             direct_arcs_off: to32(direct_arcs_off),
             direct_sites,
@@ -144,7 +149,8 @@ mod tests {
     fn regions_do_not_overlap_and_fit_the_pages() {
         let l = Layout::new(1000, 5000, 300, 100_000);
         assert!(l.total_off >= HEADER_SIZE);
-        assert!(l.active_off >= l.total_off + 8 * 1000);
+        assert!(l.calls_off >= l.total_off + 8 * 1000);
+        assert!(l.active_off >= l.calls_off + 8 * 1000);
         assert!(l.direct_arcs_off >= l.active_off + 4 * 1000);
         assert_eq!(l.direct_arcs_off % 8, 0);
         assert!(l.dyn_arcs_off >= l.direct_arcs_off + 8 * 5001);

@@ -24,11 +24,33 @@ pub const CLOCK_NAME: &str = "now";
 /// Version of the [`Meta`] format and of the memory layout.
 pub const VERSION: u32 = 1;
 
+/// What the instrumented module measures besides exact calls and arcs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum Metric {
+    /// Calls and arcs only: no clock, no exit probes, no calling-context tree. The cheapest.
+    Calls,
+    /// Wall time, self and inclusive, per function, arc and calling context.
+    #[default]
+    Time,
+    /// Executed wasm instructions, self and inclusive: the same on every run and machine.
+    Instructions,
+}
+
+impl Metric {
+    /// Whether entries and exits are timed (by a clock or an instruction counter).
+    pub fn has_cost(self) -> bool {
+        self != Metric::Calls
+    }
+}
+
 /// Everything a host needs to decode the profiler's memory.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Meta {
     /// [`VERSION`] of the instrumenter that wrote this.
     pub version: u32,
+    /// What the module measures.
+    pub metric: Metric,
     /// Where the state lies in the profiler's memory.
     pub layout: Layout,
     /// One entry per function id (= the function's index in the original module).

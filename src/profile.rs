@@ -11,7 +11,7 @@ use anyhow::Context as _;
 use serde::{Deserialize, Serialize};
 
 use crate::layout::{self, Layout};
-use crate::meta::Meta;
+use crate::meta::{Meta, Metric};
 use crate::symbols::SourcePos;
 
 /// The `format` field of every profile file.
@@ -34,8 +34,9 @@ pub struct Profile {
     pub complete: bool,
     /// How each module's run ended.
     pub runs: Vec<RunInfo>,
-    /// Unit of every `*_ns` field: nanoseconds of wall time.
-    pub clock: String,
+    /// What was measured besides calls: `time` (the `*_ns` fields, wall-clock
+    /// nanoseconds), `instructions` (the `*_instructions` fields) or `calls` (neither).
+    pub metric: Metric,
     /// Functions that were called at least once.
     pub functions: Vec<Function>,
     /// Caller -> callee arcs, with counts and times.
@@ -87,10 +88,69 @@ pub struct Function {
     pub import: bool,
     /// Exact number of calls.
     pub calls: u64,
-    /// Time in the function itself, callees excluded.
+    /// Cost in the function itself, callees excluded (`self`), and with its callees,
+    /// counted once per outermost activation (`total`).
+    #[serde(flatten)]
+    pub cost: Costs,
+}
+
+/// Self and inclusive cost, in the profile's metric.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Costs {
+    /// Self time, in nanoseconds (0 unless the metric is time).
     pub self_ns: u64,
-    /// Time in the function and its callees, counted once per outermost activation.
+    /// Inclusive time, in nanoseconds (0 unless the metric is time).
     pub total_ns: u64,
+    /// Self executed instructions (with the instructions metric).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub self_instructions: Option<u64>,
+    /// Inclusive executed instructions (with the instructions metric).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub total_instructions: Option<u64>,
+}
+
+impl Costs {
+    /// Costs of `self_` and `total` raw readings (clock ticks or instructions) of `metric`.
+    fn from_raw(metric: Metric, self_: u64, total: u64, ticks_per_ns: f64) -> Costs {
+        let ns = |ticks: u64| (ticks as f64 / ticks_per_ns).round() as u64;
+        match metric {
+            Metric::Calls => Costs::default(),
+            Metric::Time => Costs {
+                self_ns: ns(self_),
+                total_ns: ns(total),
+                ..Costs::default()
+            },
+            Metric::Instructions => Costs {
+                self_instructions: Some(self_),
+                total_instructions: Some(total),
+                ..Costs::default()
+            },
+        }
+    }
+
+    /// Adds `other` in.
+    pub fn add(&mut self, other: &Costs) {
+        let sum = |a: Option<u64>, b: Option<u64>| match (a, b) {
+            (None, None) => None,
+            (a, b) => Some(a.unwrap_or(0) + b.unwrap_or(0)),
+        };
+        self.self_ns += other.self_ns;
+        self.total_ns += other.total_ns;
+        self.self_instructions = sum(self.self_instructions, other.self_instructions);
+        self.total_instructions = sum(self.total_instructions, other.total_instructions);
+    }
+
+    /// (self, total) in `metric`'s unit: nanoseconds, instructions, or (0, 0) for calls.
+    pub fn get(&self, metric: Metric) -> (u64, u64) {
+        match metric {
+            Metric::Calls => (0, 0),
+            Metric::Time => (self.self_ns, self.total_ns),
+            Metric::Instructions => (
+                self.self_instructions.unwrap_or(0),
+                self.total_instructions.unwrap_or(0),
+            ),
+        }
+    }
 }
 
 /// Calls from one function to another.
@@ -102,11 +162,10 @@ pub struct Arc {
     pub callee: String,
     /// Exact number of calls.
     pub count: u64,
-    /// The callee's self time in these calls.
-    pub self_ns: u64,
-    /// The callee's inclusive time in these calls (for a recursive arc, nested calls count
-    /// again).
-    pub total_ns: u64,
+    /// The callee's self and inclusive cost in these calls (for a recursive arc, nested
+    /// calls count again).
+    #[serde(flatten)]
+    pub cost: Costs,
     /// The call sites, with their counts, when known.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub sites: Vec<ArcSite>,
@@ -138,10 +197,9 @@ pub struct Context {
     pub folded: bool,
     /// Calls along this path.
     pub calls: u64,
-    /// Inclusive time along this path.
-    pub total_ns: u64,
-    /// Self time along this path.
-    pub self_ns: u64,
+    /// Self and inclusive cost along this path.
+    #[serde(flatten)]
+    pub cost: Costs,
 }
 
 /// What the profiler left in a module after a run: the input of [`Profile::decode`].
@@ -194,7 +252,9 @@ impl Profile {
     pub fn decode(meta: &Meta, dump: &Dump, run: RunInfo) -> anyhow::Result<Profile> {
         let raw = Raw(&dump.memory);
         let cur = dump.cur;
-        let ns = |ticks: u64| (ticks as f64 / dump.ticks_per_ns).round() as u64;
+        let metric = meta.metric;
+        let cost =
+            |self_: u64, total: u64| Costs::from_raw(metric, self_, total, dump.ticks_per_ns);
         let l: &Layout = &meta.layout;
         anyhow::ensure!(
             raw.u32(layout::HDR_MAGIC)? == layout::MAGIC,
@@ -226,13 +286,11 @@ impl Profile {
             nodes.push(raw_node);
         }
 
-        // Per-function sums over the nodes of each function, in clock ticks (converted to
-        // nanoseconds once summed, so that rounding cannot make self exceed total).
+        // Self cost sums over the nodes of each function, in raw readings (converted once
+        // summed, so that rounding cannot make self exceed total).
         let nf = l.functions as usize;
-        let mut calls = vec![0u64; nf];
         let mut self_ticks = vec![0u64; nf];
         for n in nodes.iter().skip(1) {
-            calls[n.func as usize] += n.count;
             self_ticks[n.func as usize] += n.incl.saturating_sub(n.child);
         }
 
@@ -240,7 +298,8 @@ impl Profile {
         let mut fid = vec![u32::MAX; nf];
         let mut functions = Vec::new();
         for f in 0..nf {
-            if calls[f] == 0 {
+            let calls = raw.u64(l.calls_off + 8 * f as u32)?;
+            if calls == 0 {
                 continue;
             }
             let m = &meta.functions[f];
@@ -251,9 +310,8 @@ impl Profile {
                 file: m.symbol.file.clone(),
                 line: m.symbol.line,
                 import: m.import,
-                calls: calls[f],
-                self_ns: ns(self_ticks[f]),
-                total_ns: ns(raw.u64(l.total_off + 8 * f as u32)?),
+                calls,
+                cost: cost(self_ticks[f], raw.u64(l.total_off + 8 * f as u32)?),
             });
         }
 
@@ -277,12 +335,10 @@ impl Profile {
                 function: (n > 0).then(|| fid[raw_node.func as usize]),
                 folded: is_fold,
                 calls: raw_node.count,
-                total_ns: ns(if n == 0 {
-                    raw_node.child
-                } else {
-                    raw_node.incl
-                }),
-                self_ns: ns(raw_node.incl.saturating_sub(raw_node.child)),
+                cost: match n {
+                    0 => cost(0, raw_node.child),
+                    _ => cost(raw_node.incl.saturating_sub(raw_node.child), raw_node.incl),
+                },
             });
         }
 
@@ -296,8 +352,7 @@ impl Profile {
                     caller,
                     callee: name(callee),
                     count: 0,
-                    self_ns: 0,
-                    total_ns: 0,
+                    cost: Costs::default(),
                     sites: Vec::new(),
                 });
             arc.count += count;
@@ -336,20 +391,21 @@ impl Profile {
                 add(name(s.caller), callee_plus_one - 1, count, s.pos.as_ref());
             }
         }
+        // Raw readings summed per arc, converted once summed.
+        let mut arc_raw: HashMap<(String, String), (u64, u64)> = HashMap::new();
         for n in nodes.iter().skip(l.first_context_node() as usize) {
             let caller = match n.parent {
                 0 => HOST.to_string(),
                 p => name(nodes[p as usize].func),
             };
-            if let Some(arc) = arcs.get_mut(&(caller, name(n.func))) {
-                // Ticks for now; converted below.
-                arc.self_ns += n.incl.saturating_sub(n.child);
-                arc.total_ns += n.incl;
-            }
+            let sums = arc_raw.entry((caller, name(n.func))).or_default();
+            sums.0 += n.incl.saturating_sub(n.child);
+            sums.1 += n.incl;
         }
-        for arc in arcs.values_mut() {
-            arc.self_ns = ns(arc.self_ns);
-            arc.total_ns = ns(arc.total_ns);
+        for (key, (self_, total)) in arc_raw {
+            if let Some(arc) = arcs.get_mut(&key) {
+                arc.cost = cost(self_, total);
+            }
         }
 
         // The open activations, from the current node up to the root.
@@ -379,7 +435,7 @@ impl Profile {
                 clock: dump.clock.clone(),
                 ..run
             }],
-            clock: "wall-ns".to_string(),
+            metric,
             functions,
             arcs,
             contexts,
@@ -397,7 +453,8 @@ impl Profile {
             modules: Vec::new(),
             complete: true,
             runs: Vec::new(),
-            clock: "wall-ns".to_string(),
+            // The profiles of one run share their metric.
+            metric: profiles.first().map_or(Metric::Time, |p| p.metric),
             functions: Vec::new(),
             arcs: Vec::new(),
             contexts: vec![Context {
@@ -406,8 +463,7 @@ impl Profile {
                 function: None,
                 folded: false,
                 calls: 0,
-                total_ns: 0,
-                self_ns: 0,
+                cost: Costs::default(),
             }],
             folded_entries: 0,
             arcs_dropped: 0,
@@ -429,16 +485,14 @@ impl Profile {
                     out.functions.push(Function {
                         id: out.functions.len() as u32,
                         calls: 0,
-                        self_ns: 0,
-                        total_ns: 0,
+                        cost: Costs::default(),
                         ..f.clone()
                     });
                     out.functions.len() as u32 - 1
                 });
                 let g = &mut out.functions[id as usize];
                 g.calls += f.calls;
-                g.self_ns += f.self_ns;
-                g.total_ns += f.total_ns;
+                g.cost.add(&f.cost);
                 fmap.push(id);
             }
             for a in &p.arcs {
@@ -446,8 +500,7 @@ impl Profile {
                 let i = *arc_ids.entry(key).or_insert_with(|| {
                     out.arcs.push(Arc {
                         count: 0,
-                        self_ns: 0,
-                        total_ns: 0,
+                        cost: Costs::default(),
                         sites: Vec::new(),
                         ..a.clone()
                     });
@@ -455,8 +508,7 @@ impl Profile {
                 });
                 let b = &mut out.arcs[i];
                 b.count += a.count;
-                b.self_ns += a.self_ns;
-                b.total_ns += a.total_ns;
+                b.cost.add(&a.cost);
                 for s in &a.sites {
                     match b.sites.iter_mut().find(|t| t.pos == s.pos) {
                         Some(t) => t.count += s.count,
@@ -482,8 +534,7 @@ impl Profile {
                                 function: key.1,
                                 folded: c.folded,
                                 calls: 0,
-                                total_ns: 0,
-                                self_ns: 0,
+                                cost: Costs::default(),
                             });
                             out.contexts.len() as u32 - 1
                         })
@@ -492,8 +543,7 @@ impl Profile {
                 cmap[c.id as usize] = new_id;
                 let d = &mut out.contexts[new_id as usize];
                 d.calls += c.calls;
-                d.total_ns += c.total_ns;
-                d.self_ns += c.self_ns;
+                d.cost.add(&c.cost);
             }
         }
         out

@@ -1,12 +1,14 @@
 //! The gprof-style text report: a flat profile, a call graph and the cost of each test, all
-//! read from a [`Profile`] alone.
+//! read from a [`Profile`] alone. Costs are shown in the profile's metric: time, executed
+//! instructions, or, for the calls metric, counts alone.
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
 
 use anstyle::Style;
 
-use crate::profile::{Arc, Function, Profile};
+use crate::meta::Metric;
+use crate::profile::{Arc, Costs, Function, Profile};
 
 /// What to include in the report.
 #[derive(Debug, Clone, Default)]
@@ -17,31 +19,78 @@ pub struct ReportOptions {
 
 const BOLD: Style = Style::new().bold();
 
+/// How costs read in the profile's metric.
+#[derive(Clone, Copy)]
+struct Units {
+    metric: Metric,
+    /// The whole run's cost: the sum of all self costs (every unit is some function's self).
+    total: u64,
+}
+
+impl Units {
+    fn of(p: &Profile) -> Units {
+        Units {
+            metric: p.metric,
+            total: p.functions.iter().map(|f| f.cost.get(p.metric).0).sum(),
+        }
+    }
+
+    fn has_cost(&self) -> bool {
+        self.metric.has_cost()
+    }
+
+    /// (self, total) of `cost`.
+    fn get(&self, cost: &Costs) -> (u64, u64) {
+        cost.get(self.metric)
+    }
+
+    /// The header of a percentage column: gprof's `%time`, `%instr`, or none for calls.
+    fn percent_header(&self) -> &'static str {
+        match self.metric {
+            Metric::Calls => "",
+            Metric::Instructions => "%instr",
+            Metric::Time => "%time",
+        }
+    }
+
+    /// A cost value as text.
+    fn show(&self, value: u64) -> String {
+        match self.metric {
+            Metric::Instructions => count(value),
+            _ => time(value),
+        }
+    }
+}
+
 /// Renders the whole report. Headings carry ANSI bold, which `anstream` strips where color
 /// is off.
 pub fn render(p: &Profile, options: &ReportOptions) -> String {
     let mut out = String::new();
     let top = options.top.unwrap_or(usize::MAX);
-    let total: u64 = p.functions.iter().map(|f| f.self_ns).sum();
-    header(&mut out, p, total);
-    flat_profile(&mut out, p, total, top);
-    call_graph(&mut out, p, total, top);
-    tests(&mut out, p, total, top);
+    let units = Units::of(p);
+    header(&mut out, p, units);
+    flat_profile(&mut out, p, units, top);
+    call_graph(&mut out, p, units, top);
+    tests(&mut out, p, units, top);
     notes(&mut out, p);
     out
 }
 
-fn header(out: &mut String, p: &Profile, total: u64) {
+fn header(out: &mut String, p: &Profile, units: Units) {
     let calls: u64 = p.functions.iter().map(|f| f.calls).sum();
     let _ = writeln!(
         out,
         "{BOLD}cargo-wasmprof profile{BOLD:#}: {}",
         p.modules.join(", ")
     );
+    let cost = match p.metric {
+        Metric::Calls => String::new(),
+        Metric::Time => format!("{} in ", time(units.total)),
+        Metric::Instructions => format!("{} instructions in ", count(units.total)),
+    };
     let _ = writeln!(
         out,
-        "{} in {} functions, {calls} calls{}",
-        time(total),
+        "{cost}{} functions, {calls} calls{}",
         p.functions.len(),
         if p.complete {
             ""
@@ -51,41 +100,75 @@ fn header(out: &mut String, p: &Profile, total: u64) {
     );
 }
 
-fn flat_profile(out: &mut String, p: &Profile, total: u64, top: usize) {
+fn flat_profile(out: &mut String, p: &Profile, units: Units, top: usize) {
     let mut rows: Vec<&Function> = p.functions.iter().collect();
     rows.sort_by(|a, b| {
-        b.self_ns
-            .cmp(&a.self_ns)
+        let (sa, sb) = (units.get(&a.cost).0, units.get(&b.cost).0);
+        sb.cmp(&sa)
             .then(b.calls.cmp(&a.calls))
             .then(a.name.cmp(&b.name))
     });
-    let _ = writeln!(out, "\n{BOLD}Flat profile{BOLD:#} (self: the function alone; total: with its callees, once per outermost call)\n");
+    if !units.has_cost() {
+        let all: u64 = p.functions.iter().map(|f| f.calls).sum();
+        let _ = writeln!(out, "\n{BOLD}Flat profile{BOLD:#} (calls only)\n");
+        let _ = writeln!(out, "{:>6} {:>10}  name", "%calls", "calls");
+        for f in rows.into_iter().take(top) {
+            let _ = writeln!(
+                out,
+                "{:>6.2} {:>10}  {}{}",
+                percent(f.calls, all),
+                f.calls,
+                f.name,
+                location(f)
+            );
+        }
+        return;
+    }
+    let what = match units.metric {
+        Metric::Instructions => "executed wasm instructions",
+        _ => "wall time",
+    };
+    let _ = writeln!(
+        out,
+        "\n{BOLD}Flat profile{BOLD:#} ({what}; self: the function alone; total: with its callees, once per outermost call)\n"
+    );
     let _ = writeln!(
         out,
         "{:>6} {:>11} {:>11} {:>10} {:>11} {:>11}  name",
-        "%time", "cumulative", "self", "calls", "self/call", "total/call"
+        units.percent_header(),
+        "cumulative",
+        "self",
+        "calls",
+        "self/call",
+        "total/call"
     );
     let mut cumulative = 0;
     for f in rows.into_iter().take(top) {
-        cumulative += f.self_ns;
+        let (self_, total) = units.get(&f.cost);
+        cumulative += self_;
         let _ = writeln!(
             out,
             "{:>6.2} {:>11} {:>11} {:>10} {:>11} {:>11}  {}{}",
-            percent(f.self_ns, total),
-            time(cumulative),
-            time(f.self_ns),
+            percent(self_, units.total),
+            units.show(cumulative),
+            units.show(self_),
             f.calls,
-            time(f.self_ns / f.calls.max(1)),
-            time(f.total_ns / f.calls.max(1)),
+            units.show(self_ / f.calls.max(1)),
+            units.show(total / f.calls.max(1)),
             f.name,
             location(f)
         );
     }
 }
 
-fn call_graph(out: &mut String, p: &Profile, total: u64, top: usize) {
+fn call_graph(out: &mut String, p: &Profile, units: Units, top: usize) {
     let mut order: Vec<&Function> = p.functions.iter().collect();
-    order.sort_by(|a, b| b.total_ns.cmp(&a.total_ns).then(a.name.cmp(&b.name)));
+    order.sort_by(|a, b| {
+        let (ta, tb) = (units.get(&a.cost).1, units.get(&b.cost).1);
+        tb.cmp(&ta)
+            .then(b.calls.cmp(&a.calls))
+            .then(a.name.cmp(&b.name))
+    });
     let index: HashMap<&str, usize> = order
         .iter()
         .enumerate()
@@ -103,22 +186,38 @@ fn call_graph(out: &mut String, p: &Profile, total: u64, top: usize) {
         Some(i) => format!("{name} [{i}]"),
         None => name.to_string(),
     };
-    let arc_line = |out: &mut String, a: &Arc, called: String, name: String| {
-        let _ = writeln!(
-            out,
-            "{:<7} {:>6} {:>11} {:>11} {:>15}      {name}",
-            "",
-            "",
-            time(a.self_ns),
-            time(a.total_ns.saturating_sub(a.self_ns)),
-            called
-        );
+    // Self and children columns, or nothing for the calls metric.
+    let costs = |cost: &Costs| -> String {
+        if !units.has_cost() {
+            return String::new();
+        }
+        let (self_, total) = units.get(cost);
+        format!(
+            "{:>11} {:>11} ",
+            units.show(self_),
+            units.show(total.saturating_sub(self_))
+        )
     };
-    let _ = writeln!(out, "\n{BOLD}Call graph{BOLD:#} (callers above each function, callees below; times are exact, per arc)\n");
     let _ = writeln!(
         out,
-        "{:<7} {:>6} {:>11} {:>11} {:>15}  name",
-        "index", "%time", "self", "children", "called"
+        "\n{BOLD}Call graph{BOLD:#} (callers above each function, callees below{})\n",
+        if units.has_cost() {
+            "; costs are exact, per arc"
+        } else {
+            ""
+        }
+    );
+    let header_costs = if units.has_cost() {
+        format!("{:>11} {:>11} ", "self", "children")
+    } else {
+        String::new()
+    };
+    let _ = writeln!(
+        out,
+        "{:<7} {:>6} {header_costs}{:>15}  name",
+        "index",
+        units.percent_header(),
+        "called"
     );
     for f in order.into_iter().take(top) {
         let name = f.name.as_str();
@@ -129,35 +228,43 @@ fn call_graph(out: &mut String, p: &Profile, total: u64, top: usize) {
             .find(|a| a.caller == f.name)
             .map_or(0, |a| a.count);
         for a in incoming.iter().filter(|a| a.caller != f.name) {
-            arc_line(
+            let called = format!("{}/{}", a.count, f.calls - recursive);
+            let _ = writeln!(
                 out,
-                a,
-                format!("{}/{}", a.count, f.calls - recursive),
-                name_of(&a.caller),
+                "{:<7} {:>6} {}{called:>15}      {}",
+                "",
+                "",
+                costs(&a.cost),
+                name_of(&a.caller)
             );
         }
         let called = match recursive {
             0 => f.calls.to_string(),
             r => format!("{}+{r}", f.calls - r),
         };
+        let share = if units.has_cost() {
+            format!("{:.2}", percent(units.get(&f.cost).1, units.total))
+        } else {
+            String::new()
+        };
         let _ = writeln!(
             out,
-            "{:<7} {:>6.2} {:>11} {:>11} {:>15}  {}{}",
+            "{:<7} {share:>6} {}{called:>15}  {}{}",
             format!("[{}]", index[name]),
-            percent(f.total_ns, total),
-            time(f.self_ns),
-            time(f.total_ns.saturating_sub(f.self_ns)),
-            called,
+            costs(&f.cost),
             name_of(name),
             location(f)
         );
         for a in outgoing.iter().filter(|a| a.callee != f.name) {
             let callee_calls = by_name.get(a.callee.as_str()).map_or(a.count, |c| c.calls);
-            arc_line(
+            let called = format!("{}/{callee_calls}", a.count);
+            let _ = writeln!(
                 out,
-                a,
-                format!("{}/{callee_calls}", a.count),
-                name_of(&a.callee),
+                "{:<7} {:>6} {}{called:>15}      {}",
+                "",
+                "",
+                costs(&a.cost),
+                name_of(&a.callee)
             );
         }
         let _ = writeln!(out, "{}", "-".repeat(60));
@@ -179,27 +286,38 @@ pub fn test_functions(p: &Profile) -> Vec<&Function> {
         })
         .filter_map(|a| p.function_named(&a.callee))
         .collect();
-    found.sort_by(|a, b| b.total_ns.cmp(&a.total_ns).then(a.name.cmp(&b.name)));
+    let metric = p.metric;
+    found.sort_by(|a, b| {
+        let (ta, tb) = (a.cost.get(metric).1, b.cost.get(metric).1);
+        tb.cmp(&ta).then(a.name.cmp(&b.name))
+    });
     found.dedup_by(|a, b| a.name == b.name);
     found
 }
 
-fn tests(out: &mut String, p: &Profile, total: u64, top: usize) {
+fn tests(out: &mut String, p: &Profile, units: Units, top: usize) {
     let tests = test_functions(p);
-    if tests.is_empty() {
+    if tests.is_empty() || !units.has_cost() {
         return;
     }
     let _ = writeln!(
         out,
         "\n{BOLD}Tests by cost{BOLD:#} (each test function with everything it calls)\n"
     );
-    let _ = writeln!(out, "{:>6} {:>11} {:>10}  test", "%time", "total", "calls");
+    let _ = writeln!(
+        out,
+        "{:>6} {:>11} {:>10}  test",
+        units.percent_header(),
+        "total",
+        "calls"
+    );
     for f in tests.into_iter().take(top) {
+        let total = units.get(&f.cost).1;
         let _ = writeln!(
             out,
             "{:>6.2} {:>11} {:>10}  {}{}",
-            percent(f.total_ns, total),
-            time(f.total_ns),
+            percent(total, units.total),
+            units.show(total),
             f.calls,
             f.name,
             location(f)
@@ -223,7 +341,7 @@ fn notes(out: &mut String, p: &Profile) {
         note(
             out,
             format!(
-                "{} ended inside {} (exit code {}{}); the open calls' times are missing: {}{}",
+                "{} ended inside {} (exit code {}{}); the open calls' costs are missing: {}{}",
                 run.module,
                 stack.last().map_or("?", String::as_str),
                 run.exit_code,
@@ -292,6 +410,16 @@ pub fn time(ns: u64) -> String {
     }
 }
 
+/// A count, shortened with k, M and G past four digits.
+pub fn count(n: u64) -> String {
+    match n {
+        0..10_000 => n.to_string(),
+        10_000..1_000_000 => format!("{:.1}k", n as f64 / 1e3),
+        1_000_000..1_000_000_000 => format!("{:.2}M", n as f64 / 1e6),
+        _ => format!("{:.2}G", n as f64 / 1e9),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -302,6 +430,14 @@ mod tests {
         assert_eq!(time(1_500), "1.50 µs");
         assert_eq!(time(2_345_678), "2.35 ms");
         assert_eq!(time(3_000_000_000), "3.000 s");
+    }
+
+    #[test]
+    fn counts_are_shortened() {
+        assert_eq!(count(9_999), "9999");
+        assert_eq!(count(12_345), "12.3k");
+        assert_eq!(count(1_375_400), "1.38M");
+        assert_eq!(count(45_600_000), "45.60M");
     }
 
     #[test]

@@ -3,6 +3,7 @@
 mod common;
 
 use cargo_wasmprof::instrument::Options;
+use cargo_wasmprof::meta::Metric;
 use cargo_wasmprof::profile::HOST;
 use common::{arc, calls, check_invariants, fib_calls, profile_module, profile_module_with, run};
 
@@ -145,10 +146,10 @@ fn context_tree_and_times_are_consistent() {
     let outer = outer.expect("fib's outermost context is under main");
     assert_eq!(outer.calls, 1);
     // Inclusive time counts the outermost activation once: the outermost context's time.
-    assert_eq!(fib.total_ns, outer.total_ns);
+    assert_eq!(fib.cost.total_ns, outer.cost.total_ns);
     // Self time is the sum over its contexts (each context rounded to the nanosecond).
-    let self_sum: u64 = fib_contexts.iter().map(|c| c.self_ns).sum();
-    assert!(fib.self_ns.abs_diff(self_sum) <= fib_contexts.len() as u64);
+    let self_sum: u64 = fib_contexts.iter().map(|c| c.cost.self_ns).sum();
+    assert!(fib.cost.self_ns.abs_diff(self_sum) <= fib_contexts.len() as u64);
 }
 
 #[test]
@@ -190,7 +191,13 @@ fn a_trap_leaves_a_partial_profile_with_the_open_stack() {
 #[test]
 fn a_full_context_tree_folds_but_keeps_exact_counts() {
     let wasm = wat::parse_str(PROGRAM).unwrap();
-    let (p, _) = profile_module_with(&wasm, &Options { max_contexts: 4 });
+    let (p, _) = profile_module_with(
+        &wasm,
+        &Options {
+            max_contexts: 4,
+            ..Options::default()
+        },
+    );
     check_invariants(&p);
     assert!(p.folded_entries > 0);
     assert_eq!(calls(&p, "fib"), fib_calls(10));
@@ -234,4 +241,64 @@ fn instrumenting_is_deterministic() {
         first.wasm == second.wasm,
         "the same module instruments to the same bytes"
     );
+}
+
+fn with_metric(metric: Metric) -> Options {
+    Options {
+        metric,
+        ..Options::default()
+    }
+}
+
+#[test]
+fn the_calls_metric_counts_without_a_clock() {
+    let wasm = wat::parse_str(PROGRAM).unwrap();
+    let done = cargo_wasmprof::instrument::instrument(&wasm, &with_metric(Metric::Calls)).unwrap();
+    let imports = wasmparser::Parser::new(0)
+        .parse_all(&done.wasm)
+        .filter_map(|p| match p.unwrap() {
+            wasmparser::Payload::ImportSection(r) => Some(r.into_imports().count()),
+            _ => None,
+        })
+        .sum::<usize>();
+    assert_eq!(imports, 2, "only the program's own imports: no clock");
+    let (p, outcome) = profile_module_with(&wasm, &with_metric(Metric::Calls));
+    assert_eq!(outcome.exit_code, CHECKSUM);
+    assert_eq!(p.metric, Metric::Calls);
+    assert_eq!(calls(&p, "fib"), fib_calls(10));
+    assert_eq!(arc(&p, "fib", "fib"), fib_calls(10) - 1);
+    assert_eq!(arc(&p, "apply", "inc"), 3);
+    assert_eq!(arc(&p, "count_down", "count_down"), 5);
+    assert_eq!(arc(&p, HOST, "_start"), 1);
+    assert_eq!(p.contexts.len(), 1, "no calling-context tree");
+    assert!(p.functions.iter().all(|f| f.cost == Default::default()));
+}
+
+#[test]
+fn the_instructions_metric_counts_executed_instructions_exactly() {
+    let wasm = wat::parse_str(PROGRAM).unwrap();
+    let (p, outcome) = profile_module_with(&wasm, &with_metric(Metric::Instructions));
+    assert_eq!(outcome.exit_code, CHECKSUM);
+    check_invariants(&p);
+    let instructions = |name: &str| {
+        let cost = p.function_named(name).unwrap().cost;
+        (
+            cost.self_instructions.unwrap(),
+            cost.total_instructions.unwrap(),
+        )
+    };
+    // inc and dbl: local.get, i32.const, i32.add (or mul); 3 calls each.
+    assert_eq!(instructions("inc"), (9, 9));
+    assert_eq!(instructions("dbl"), (9, 9));
+    // fib: 4 to test n, then 1 at a leaf or 9 more to recurse; fib(10) has F(11) = 89 leaves
+    // and 88 inner calls.
+    assert_eq!(instructions("fib"), (89 * 5 + 88 * 13, 89 * 5 + 88 * 13));
+    // count_down(5): 5 activations of 3 + 4 (ending in return_call), then 3 + 1.
+    assert_eq!(instructions("count_down").0, 5 * 7 + 4);
+    // The same on every run.
+    let (again, _) = profile_module_with(&wasm, &with_metric(Metric::Instructions));
+    let costs = |p: &cargo_wasmprof::profile::Profile| {
+        p.functions.iter().map(|f| f.cost).collect::<Vec<_>>()
+    };
+    assert_eq!(costs(&p), costs(&again));
 }

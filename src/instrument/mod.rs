@@ -15,13 +15,16 @@ mod runtime;
 
 use std::collections::{BTreeMap, HashMap};
 
-use walrus::ir::{Instr, InstrLocId, InstrSeqId, InstrSeqType, VisitorMut};
+use walrus::ir::{
+    BinaryOp, Binop, Block, Br, Call, Const, GlobalGet, GlobalSet, Instr, InstrLocId, InstrSeqId,
+    InstrSeqType, LocalGet, LocalSet, Value, VisitorMut,
+};
 use walrus::{
     ExportItem, FunctionBuilder, FunctionId, FunctionKind, LocalFunction, Module, ValType,
 };
 
 use crate::layout::{Layout, INDIRECT_SITE};
-use crate::meta::{self, FunctionMeta, Meta, SiteMeta};
+use crate::meta::{self, FunctionMeta, Meta, Metric, SiteMeta};
 use crate::symbols::SymbolTable;
 
 /// What can be chosen about the instrumentation.
@@ -29,12 +32,15 @@ use crate::symbols::SymbolTable;
 pub struct Options {
     /// Room for this many calling contexts; entries beyond it are folded per function.
     pub max_contexts: u32,
+    /// What to measure besides calls and arcs.
+    pub metric: Metric,
 }
 
 impl Default for Options {
     fn default() -> Self {
         Options {
             max_contexts: 1 << 18,
+            metric: Metric::Time,
         }
     }
 }
@@ -126,7 +132,7 @@ pub fn instrument(original: &[u8], options: &Options) -> Result<Instrumented, In
         sites.indirect.len() as u32,
         options.max_contexts,
     );
-    let rt = runtime::add(&mut module, &layout);
+    let rt = runtime::add(&mut module, &layout, options.metric);
     for Plan { id, f, site_ids } in plans {
         let probe_locals = [
             module.locals.add(ValType::I32),
@@ -153,6 +159,7 @@ pub fn instrument(original: &[u8], options: &Options) -> Result<Instrumented, In
 
     let meta = Meta {
         version: meta::VERSION,
+        metric: options.metric,
         layout,
         functions,
         direct_sites: sites.direct,
@@ -371,8 +378,9 @@ fn sequences(func: &LocalFunction) -> Vec<InstrSeqId> {
     found
 }
 
-/// Adds the probes to one function: site ids before calls, the entry probe, the body in a
-/// block whose exits all reach the exit probe.
+/// Adds the probes to one function: site ids before calls and the entry probe; when a cost
+/// is measured, the body in a block whose exits all reach the exit probe; for the
+/// instructions metric, a counter increment at the start of every straight-line segment.
 fn rewrite_function(
     func: &mut LocalFunction,
     f: u32,
@@ -382,19 +390,22 @@ fn rewrite_function(
     [parent, node, t0]: [walrus::LocalId; 3],
 ) {
     let entry = func.entry_block();
-    let body = func.builder_mut().dangling_instr_seq(body_ty).id();
+    let timing = rt.timing.as_ref();
+    let body = timing.map(|_| func.builder_mut().dangling_instr_seq(body_ty).id());
+    let counter = match timing.map(|t| t.clock) {
+        Some(runtime::Clock::Instructions(global)) => Some(global),
+        _ => None,
+    };
     let exit_probe = |at: InstrLocId| -> Vec<(Instr, InstrLocId)> {
+        let Some(timing) = timing else {
+            return Vec::new();
+        };
         vec![
-            (Instr::LocalGet(walrus::ir::LocalGet { local: parent }), at),
-            (Instr::LocalGet(walrus::ir::LocalGet { local: node }), at),
-            (Instr::LocalGet(walrus::ir::LocalGet { local: t0 }), at),
-            (
-                Instr::Const(walrus::ir::Const {
-                    value: walrus::ir::Value::I32(f as i32),
-                }),
-                at,
-            ),
-            (Instr::Call(walrus::ir::Call { func: rt.exit }), at),
+            (Instr::LocalGet(LocalGet { local: parent }), at),
+            (Instr::LocalGet(LocalGet { local: node }), at),
+            (Instr::LocalGet(LocalGet { local: t0 }), at),
+            (i32_const(f), at),
+            (Instr::Call(Call { func: timing.exit }), at),
         ]
     };
 
@@ -402,41 +413,38 @@ fn rewrite_function(
     for seq in sequences(func) {
         let old = std::mem::take(&mut func.block_mut(seq).instrs);
         let mut new = Vec::with_capacity(old.len() + 8);
+        let mut segment = Segment::default();
         for (mut instr, loc) in old {
-            retarget(&mut instr, entry, body);
-            let is_call = matches!(
-                instr,
-                Instr::Call(_)
-                    | Instr::ReturnCall(_)
-                    | Instr::CallIndirect(_)
-                    | Instr::ReturnCallIndirect(_)
-                    | Instr::CallRef(_)
-                    | Instr::ReturnCallRef(_)
-            );
-            if is_call {
+            if let Some(body) = body {
+                retarget(&mut instr, entry, body);
+            }
+            if is_call(&instr) {
                 let site = *next_site.next().unwrap_or(&0);
                 if site != 0 {
-                    new.push((
-                        Instr::Const(walrus::ir::Const {
-                            value: walrus::ir::Value::I32(site as i32),
-                        }),
-                        loc,
-                    ));
-                    new.push((
-                        Instr::GlobalSet(walrus::ir::GlobalSet { global: rt.site }),
-                        loc,
-                    ));
+                    segment.instrs.push((i32_const(site), loc));
+                    segment
+                        .instrs
+                        .push((Instr::GlobalSet(GlobalSet { global: rt.site }), loc));
                 }
             }
+            let ends_segment = ends_segment(&instr);
+            segment.original += 1;
             match instr {
-                Instr::Return(_) => new.push((Instr::Br(walrus::ir::Br { block: body }), loc)),
-                Instr::ReturnCall(_) | Instr::ReturnCallIndirect(_) | Instr::ReturnCallRef(_) => {
-                    new.extend(exit_probe(loc));
-                    new.push((instr, loc));
+                Instr::Return(_) if body.is_some() => {
+                    let block = body.expect("checked");
+                    segment.instrs.push((Instr::Br(Br { block }), loc));
                 }
-                other => new.push((other, loc)),
+                Instr::ReturnCall(_) | Instr::ReturnCallIndirect(_) | Instr::ReturnCallRef(_) => {
+                    segment.instrs.extend(exit_probe(loc));
+                    segment.instrs.push((instr, loc));
+                }
+                other => segment.instrs.push((other, loc)),
+            }
+            if ends_segment {
+                segment.flush_into(&mut new, counter);
             }
         }
+        segment.flush_into(&mut new, counter);
         func.block_mut(seq).instrs = new;
     }
     debug_assert!(
@@ -444,30 +452,117 @@ fn rewrite_function(
         "every numbered call site was rewritten"
     );
 
-    // The entry sequence now holds: entry probe, the body block, exit probe.
-    let moved = std::mem::take(&mut func.block_mut(entry).instrs);
-    func.block_mut(body).instrs = moved;
     let at = InstrLocId::default();
     let mut probe = vec![
-        (
-            Instr::GlobalGet(walrus::ir::GlobalGet { global: rt.cur }),
-            at,
-        ),
-        (Instr::LocalSet(walrus::ir::LocalSet { local: parent }), at),
-        (
-            Instr::Const(walrus::ir::Const {
-                value: walrus::ir::Value::I32(f as i32),
-            }),
-            at,
-        ),
-        (Instr::Call(walrus::ir::Call { func: rt.enter }), at),
-        (Instr::LocalSet(walrus::ir::LocalSet { local: node }), at),
-        (Instr::Call(walrus::ir::Call { func: rt.now }), at),
-        (Instr::LocalSet(walrus::ir::LocalSet { local: t0 }), at),
-        (Instr::Block(walrus::ir::Block { seq: body }), at),
+        (Instr::GlobalGet(GlobalGet { global: rt.cur }), at),
+        (Instr::LocalSet(LocalSet { local: parent }), at),
+        (i32_const(f), at),
+        (Instr::Call(Call { func: rt.enter }), at),
     ];
+    let (Some(body), Some(timing)) = (body, timing) else {
+        // Calls only: the entry probe, and the body as it was.
+        let original = std::mem::take(&mut func.block_mut(entry).instrs);
+        probe.drain(..2);
+        probe.extend(original);
+        func.block_mut(entry).instrs = probe;
+        return;
+    };
+    // The entry sequence becomes: entry probe, the body block, exit probe.
+    let moved = std::mem::take(&mut func.block_mut(entry).instrs);
+    func.block_mut(body).instrs = moved;
+    probe.extend([
+        (Instr::LocalSet(LocalSet { local: node }), at),
+        (timing.clock.read(), at),
+        (Instr::LocalSet(LocalSet { local: t0 }), at),
+        (Instr::Block(Block { seq: body }), at),
+    ]);
     probe.extend(exit_probe(at));
     func.block_mut(entry).instrs = probe;
+}
+
+/// A straight-line run of rewritten instructions and how many original ones it holds.
+#[derive(Default)]
+struct Segment {
+    instrs: Vec<(Instr, InstrLocId)>,
+    original: i64,
+}
+
+impl Segment {
+    /// Appends the segment to `out`, preceded, with an instruction counter, by the
+    /// counter's increment by the segment's original instruction count.
+    fn flush_into(
+        &mut self,
+        out: &mut Vec<(Instr, InstrLocId)>,
+        counter: Option<walrus::GlobalId>,
+    ) {
+        if let (Some(global), true) = (counter, self.original > 0) {
+            let at = InstrLocId::default();
+            out.extend([
+                (Instr::GlobalGet(GlobalGet { global }), at),
+                (
+                    Instr::Const(Const {
+                        value: Value::I64(self.original),
+                    }),
+                    at,
+                ),
+                (
+                    Instr::Binop(Binop {
+                        op: BinaryOp::I64Add,
+                    }),
+                    at,
+                ),
+                (Instr::GlobalSet(GlobalSet { global }), at),
+            ]);
+        }
+        out.append(&mut self.instrs);
+        self.original = 0;
+    }
+}
+
+fn i32_const(value: u32) -> Instr {
+    Instr::Const(Const {
+        value: Value::I32(value as i32),
+    })
+}
+
+fn is_call(instr: &Instr) -> bool {
+    matches!(
+        instr,
+        Instr::Call(_)
+            | Instr::ReturnCall(_)
+            | Instr::CallIndirect(_)
+            | Instr::ReturnCallIndirect(_)
+            | Instr::CallRef(_)
+            | Instr::ReturnCallRef(_)
+    )
+}
+
+/// Whether the instructions after `instr` may not run whenever it does: after a branch, a
+/// return or a trap, and after a nested block (which may branch past them).
+fn ends_segment(instr: &Instr) -> bool {
+    matches!(
+        instr,
+        Instr::Block(_)
+            | Instr::Loop(_)
+            | Instr::IfElse(_)
+            | Instr::TryTable(_)
+            | Instr::Try(_)
+            | Instr::Br(_)
+            | Instr::BrIf(_)
+            | Instr::BrTable(_)
+            | Instr::BrOnNull(_)
+            | Instr::BrOnNonNull(_)
+            | Instr::BrOnCast(_)
+            | Instr::BrOnCastFail(_)
+            | Instr::Return(_)
+            | Instr::ReturnCall(_)
+            | Instr::ReturnCallIndirect(_)
+            | Instr::ReturnCallRef(_)
+            | Instr::Unreachable(_)
+            | Instr::Throw(_)
+            | Instr::ThrowRef(_)
+            | Instr::Rethrow(_)
+    )
 }
 
 /// Points a branch that targets the function body (`entry`) at the new body block.

@@ -1,15 +1,17 @@
 //! The profiler's runtime, generated as wasm functions inside the instrumented module.
 //!
-//! Every instrumented function calls `enter` once at entry and `exit` once at every exit.
-//! They update the state described in [`crate::layout`] with plain loads and stores on the
-//! profiler's own memory; the only host call is the clock read in the function's probes.
+//! Every instrumented function calls `enter` once at entry and, when a cost is measured,
+//! `exit` once at every exit. They update the state described in [`crate::layout`] with
+//! plain loads and stores on the profiler's own memory; the only host call is the clock
+//! read of the time metric.
 
-use walrus::ir::{BinaryOp, LoadKind, MemArg, StoreKind, UnaryOp};
+use walrus::ir::{BinaryOp, Instr, LoadKind, MemArg, StoreKind, UnaryOp};
 use walrus::{
     FunctionBuilder, FunctionId, GlobalId, InstrSeqBuilder, LocalId, MemoryId, Module, ValType,
 };
 
 use crate::layout::{self, Layout};
+use crate::meta::Metric;
 
 /// Multipliers of the two multiplicative hashes.
 const HASH_A: i32 = 0x9E37_79B1_u32 as i32;
@@ -23,14 +25,40 @@ pub struct Runtime {
     pub cur: GlobalId,
     /// Call-site id set just before a call; 0 when the host makes the call.
     pub site: GlobalId,
-    /// The clock import: `() -> i64`.
-    pub now: FunctionId,
-    /// `enter(f: i32) -> i32`: counts the arc and the call, moves to the callee's context
-    /// node and returns it.
+    /// `enter(f: i32)`: counts the arc and the call. With a cost (`-> i32`): also moves to
+    /// the callee's context node and returns it.
     pub enter: FunctionId,
-    /// `exit(parent: i32, node: i32, t0: i64, f: i32)`: adds the activation's time and
+    /// The exit probe's pieces, when a cost is measured.
+    pub timing: Option<Timing>,
+}
+
+/// What measures the cost of an activation.
+pub struct Timing {
+    /// `exit(parent: i32, node: i32, t0: i64, f: i32)`: adds the activation's cost and
     /// returns to the parent's context.
     pub exit: FunctionId,
+    /// Where the cost is read.
+    pub clock: Clock,
+}
+
+/// A source of monotonic `i64` readings.
+#[derive(Clone, Copy)]
+pub enum Clock {
+    /// The host's clock import, `() -> i64`.
+    Host(FunctionId),
+    /// A global that every straight-line run of the program's code adds its instruction
+    /// count to.
+    Instructions(GlobalId),
+}
+
+impl Clock {
+    /// The instruction that pushes a reading.
+    pub fn read(&self) -> Instr {
+        match *self {
+            Clock::Host(func) => Instr::Call(walrus::ir::Call { func }),
+            Clock::Instructions(global) => Instr::GlobalGet(walrus::ir::GlobalGet { global }),
+        }
+    }
 }
 
 /// Small helpers for loads and stores on the profiler's memory.
@@ -94,8 +122,8 @@ impl Mem {
     }
 }
 
-/// Adds the profiler's memory, globals, clock import and runtime functions to `module`.
-pub fn add(module: &mut Module, layout: &Layout) -> Runtime {
+/// Adds the profiler's memory, globals, clock and runtime functions for `metric` to `module`.
+pub fn add(module: &mut Module, layout: &Layout, metric: Metric) -> Runtime {
     let pages = u64::from(layout.pages);
     let memory = module
         .memories
@@ -116,19 +144,32 @@ pub fn add(module: &mut Module, layout: &Layout) -> Runtime {
         .globals
         .add_local(ValType::I32, true, false, zero.clone());
     let site = module.globals.add_local(ValType::I32, true, false, zero);
-    let clock_ty = module.types.add(&[], &[ValType::I64]);
-    let (now, _) =
-        module.add_import_func(crate::meta::CLOCK_MODULE, crate::meta::CLOCK_NAME, clock_ty);
+    let clock = match metric {
+        Metric::Calls => None,
+        Metric::Time => {
+            let ty = module.types.add(&[], &[ValType::I64]);
+            let (now, _) =
+                module.add_import_func(crate::meta::CLOCK_MODULE, crate::meta::CLOCK_NAME, ty);
+            Some(Clock::Host(now))
+        }
+        Metric::Instructions => {
+            let zero = walrus::ConstExpr::Value(walrus::ir::Value::I64(0));
+            let counter = module.globals.add_local(ValType::I64, true, false, zero);
+            Some(Clock::Instructions(counter))
+        }
+    };
     let mem = Mem(memory);
-    let enter = build_enter(module, layout, &mem, cur, site);
-    let exit = build_exit(module, layout, &mem, cur, now);
+    let enter = build_enter(module, layout, &mem, cur, site, clock.is_some());
+    let timing = clock.map(|clock| Timing {
+        exit: build_exit(module, layout, &mem, cur, clock),
+        clock,
+    });
     Runtime {
         memory,
         cur,
         site,
-        now,
         enter,
-        exit,
+        timing,
     }
 }
 
@@ -138,6 +179,7 @@ fn build_enter(
     mem: &Mem,
     cur: GlobalId,
     site: GlobalId,
+    contexts: bool,
 ) -> FunctionId {
     let f = module.locals.add(ValType::I32);
     let s = module.locals.add(ValType::I32);
@@ -145,7 +187,8 @@ fn build_enter(
     let node = module.locals.add(ValType::I32);
     let addr = module.locals.add(ValType::I32);
     let start = module.locals.add(ValType::I32);
-    let mut builder = FunctionBuilder::new(&mut module.types, &[ValType::I32], &[ValType::I32]);
+    let results: &[ValType] = if contexts { &[ValType::I32] } else { &[] };
+    let mut builder = FunctionBuilder::new(&mut module.types, &[ValType::I32], results);
     builder.name("__wasmprof_enter".into());
     let mut b = builder.func_body();
 
@@ -175,6 +218,18 @@ fn build_enter(
         },
         |other| count_dyn_arc(other, layout, mem, s, f, [addr, start]),
     );
+
+    // The call.
+    b.local_get(f)
+        .i32_const(3)
+        .binop(BinaryOp::I32Shl)
+        .local_set(addr);
+    mem.add64(&mut b, addr, layout.calls_off, |b| {
+        b.i64_const(1);
+    });
+    if !contexts {
+        return builder.finish(vec![f], &mut module.funcs);
+    }
 
     // The context: find or add the child of the current node for this function.
     b.global_get(cur).local_set(parent);
@@ -400,7 +455,7 @@ fn build_exit(
     layout: &Layout,
     mem: &Mem,
     cur: GlobalId,
-    now: FunctionId,
+    clock: Clock,
 ) -> FunctionId {
     let parent = module.locals.add(ValType::I32);
     let node = module.locals.add(ValType::I32);
@@ -414,7 +469,7 @@ fn build_exit(
     builder.name("__wasmprof_exit".into());
     let mut b = builder.func_body();
 
-    b.call(now)
+    b.instr(clock.read())
         .local_get(t0)
         .binop(BinaryOp::I64Sub)
         .local_set(dt);

@@ -92,7 +92,11 @@ pub fn check_invariants(p: &Profile) {
             f.name
         );
         if p.complete {
-            assert!(f.self_ns <= f.total_ns, "self <= total for {}", f.name);
+            assert!(
+                f.cost.self_ns <= f.cost.total_ns,
+                "self <= total for {}",
+                f.name
+            );
         }
     }
     for c in &p.contexts[1..] {
