@@ -3,9 +3,9 @@
 //! Builds the fixture crates' test binaries with the profiler's own build step, then for
 //! each workload measures, side by side in one run and in the same embedded wasmtime:
 //! - the instrumenter's time on the binary, against a plain walrus parse + emit of it;
-//! - the program's run time uninstrumented and instrumented (median of RUNS runs each,
-//!   interleaved), and their ratio, with the default clock (the TSC where it is invariant)
-//!   and with `Instant`.
+//! - the program's run time uninstrumented and instrumented under each metric (time with
+//!   the default clock, the TSC where it is invariant, and with `Instant`; instructions;
+//!   calls), median of RUNS runs each, interleaved, and the ratios to the plain run.
 //!
 //! Run times exclude compilation (the host times `_start` alone).
 
@@ -17,6 +17,7 @@ use cargo_wasmprof::cli::CargoArgs;
 use cargo_wasmprof::clock::ClockChoice;
 use cargo_wasmprof::host::{self, RunConfig};
 use cargo_wasmprof::instrument::{self, Options};
+use cargo_wasmprof::meta::Metric;
 
 const RUNS: usize = 7;
 
@@ -89,73 +90,94 @@ fn main() {
         },
     ];
 
+    // The instrumenter's speed, against a plain walrus round trip of the same module.
     println!(
-        "{:<30} {:>8} {:>10} {:>11} {:>11} {:>11} {:>8} {:>11} {:>8}",
-        "workload",
-        "size",
-        "walrus rt",
-        "instrument",
-        "plain run",
-        "profiled",
-        "ratio",
-        "(Instant)",
-        "ratio"
+        "{:<30} {:>8} {:>11} {:>11} {:>7}",
+        "workload", "size", "walrus rt", "instrument", "ratio"
     );
-    let mut log_sum = 0.0;
     for w in &workloads {
-        let bytes = &w.wasm;
         let round_trip = median(
             (0..RUNS)
-                .map(|_| seconds(|| drop(walrus::Module::from_buffer(bytes).unwrap().emit_wasm())))
-                .collect(),
-        );
-        let mut instrumented = None;
-        let instrument_time = median(
-            (0..RUNS)
                 .map(|_| {
-                    seconds(|| {
-                        instrumented =
-                            Some(instrument::instrument(bytes, &Options::default()).unwrap())
-                    })
+                    seconds(|| drop(walrus::Module::from_buffer(&w.wasm).unwrap().emit_wasm()))
                 })
                 .collect(),
         );
-        let instrumented = instrumented.unwrap().wasm;
-        let config = RunConfig {
+        let instrument_time = median(
+            (0..RUNS)
+                .map(|_| {
+                    seconds(|| drop(instrument::instrument(&w.wasm, &Options::default()).unwrap()))
+                })
+                .collect(),
+        );
+        println!(
+            "{:<30} {:>6.1}MB {:>9.1}ms {:>9.1}ms {:>6.2}x",
+            w.name,
+            w.wasm.len() as f64 / 1e6,
+            round_trip * 1e3,
+            instrument_time * 1e3,
+            instrument_time / round_trip
+        );
+    }
+
+    // Run time, uninstrumented and under each metric (and clock), interleaved.
+    let configs = [
+        ("time", Metric::Time, ClockChoice::Auto),
+        ("time/Instant", Metric::Time, ClockChoice::Instant),
+        ("instructions", Metric::Instructions, ClockChoice::Auto),
+        ("calls", Metric::Calls, ClockChoice::Auto),
+    ];
+    println!();
+    print!("{:<30} {:>10}", "workload", "plain run");
+    for (name, _, _) in &configs {
+        print!(" {name:>13}");
+    }
+    println!();
+    let mut log_sums = [0.0f64; 4];
+    for w in &workloads {
+        let plain_config = RunConfig {
             inherit_stdio: false,
             ..RunConfig::new("bench.wasm", w.args.clone(), &w.dir)
         };
-        let with_instant = RunConfig {
-            clock: ClockChoice::Instant,
-            ..config.clone()
-        };
-        let (mut plain, mut profiled, mut instant) = (Vec::new(), Vec::new(), Vec::new());
+        let variants: Vec<(Vec<u8>, RunConfig)> = configs
+            .iter()
+            .map(|&(_, metric, clock)| {
+                let options = Options {
+                    metric,
+                    ..Options::default()
+                };
+                let wasm = instrument::instrument(&w.wasm, &options).unwrap().wasm;
+                (
+                    wasm,
+                    RunConfig {
+                        clock,
+                        ..plain_config.clone()
+                    },
+                )
+            })
+            .collect();
         let wall =
             |wasm: &[u8], config: &RunConfig| host::run(wasm, config).unwrap().wall_ns as f64 / 1e9;
+        let mut plain = Vec::new();
+        let mut profiled = vec![Vec::new(); configs.len()];
         for _ in 0..RUNS {
-            plain.push(wall(bytes, &config));
-            profiled.push(wall(&instrumented, &config));
-            instant.push(wall(&instrumented, &with_instant));
+            plain.push(wall(&w.wasm, &plain_config));
+            for (times, (wasm, config)) in profiled.iter_mut().zip(&variants) {
+                times.push(wall(wasm, config));
+            }
         }
-        let (plain, profiled, instant) = (median(plain), median(profiled), median(instant));
-        let ratio = profiled / plain;
-        log_sum += ratio.ln();
-        println!(
-            "{:<30} {:>6.1}MB {:>8.1}ms {:>9.1}ms {:>9.2}ms {:>9.2}ms {:>7.2}x {:>9.2}ms {:>7.2}x",
-            w.name,
-            bytes.len() as f64 / 1e6,
-            round_trip * 1e3,
-            instrument_time * 1e3,
-            plain * 1e3,
-            profiled * 1e3,
-            ratio,
-            instant * 1e3,
-            instant / plain
-        );
+        let plain = median(plain);
+        print!("{:<30} {:>8.2}ms", w.name, plain * 1e3);
+        for (k, times) in profiled.into_iter().enumerate() {
+            let ratio = median(times) / plain;
+            log_sums[k] += ratio.ln();
+            print!(" {ratio:>12.2}x");
+        }
+        println!();
     }
-    println!(
-        "geometric mean of the run-time ratios: {:.2}x ({} workloads, median of {RUNS} runs each)",
-        (log_sum / workloads.len() as f64).exp(),
-        workloads.len()
-    );
+    print!("{:<30} {:>10}", "geometric mean", "");
+    for sum in log_sums {
+        print!(" {:>12.2}x", (sum / workloads.len() as f64).exp());
+    }
+    println!("\n(median of {RUNS} runs each; ratios are profiled / plain run time)");
 }

@@ -1,7 +1,7 @@
 //! Command-line interface: `cargo wasmprof <command>`.
 
 use std::ffi::OsString;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
@@ -23,12 +23,31 @@ pub struct Cli {
     /// The command to run.
     #[command(subcommand)]
     pub command: Command,
+}
+
+/// How the commands talk. Each command takes these itself rather than as global flags, so
+/// that `run FILE ARGS` hands every argument after FILE, `--quiet` too, to the program.
+#[derive(Debug, Clone, Copy, Args)]
+#[command(next_help_heading = "Output options")]
+pub struct UiOptions {
     /// Coloring: auto, always, never (NO_COLOR is honoured in auto).
-    #[arg(long, global = true, value_name = "WHEN", default_value = "auto")]
+    #[arg(long, value_name = "WHEN", default_value = "auto")]
     pub color: ColorChoice,
     /// Print no status lines, only the report and the program's own output.
-    #[arg(short, long, global = true)]
+    #[arg(short, long)]
     pub quiet: bool,
+}
+
+impl Command {
+    /// The command's colors and status options.
+    pub fn ui(&self) -> UiOptions {
+        match self {
+            Command::Test(args) => args.ui,
+            Command::Run(args) => args.ui,
+            Command::Instrument(args) => args.ui,
+            Command::Report(args) => args.ui,
+        }
+    }
 }
 
 impl Cli {
@@ -250,6 +269,9 @@ pub struct TestArgs {
     /// The profile and report.
     #[command(flatten)]
     pub profile: ProfileArgs,
+    /// Colors and status lines.
+    #[command(flatten)]
+    pub ui: UiOptions,
 }
 
 /// `cargo wasmprof run`.
@@ -258,19 +280,34 @@ pub struct RunArgs {
     /// Run the module as it is, without the profiler.
     #[arg(long)]
     pub no_instrument: bool,
-    /// The wasip1 command module.
-    #[arg(value_name = "FILE.wasm")]
-    pub module: PathBuf,
-    /// Arguments for the program.
+    /// The wasip1 command module, then the program's arguments: everything after the
+    /// module goes to the program, even what looks like our own options.
     #[arg(
+        value_name = "FILE.wasm [ARGS]",
+        required = true,
+        num_args = 1..,
         trailing_var_arg = true,
-        allow_hyphen_values = true,
-        value_name = "ARGS"
+        allow_hyphen_values = true
     )]
-    pub args: Vec<String>,
+    pub command: Vec<String>,
     /// The profile and report (the profile goes to FILE.wasmprof.json unless --output).
     #[command(flatten)]
     pub profile: ProfileArgs,
+    /// Colors and status lines.
+    #[command(flatten)]
+    pub ui: UiOptions,
+}
+
+impl RunArgs {
+    /// The module to run.
+    pub fn module(&self) -> &Path {
+        Path::new(&self.command[0])
+    }
+
+    /// The program's arguments.
+    pub fn program_args(&self) -> &[String] {
+        &self.command[1..]
+    }
 }
 
 /// `cargo wasmprof instrument`.
@@ -285,6 +322,9 @@ pub struct InstrumentArgs {
     /// What the instrumentation measures.
     #[command(flatten)]
     pub instrument: InstrumentOptions,
+    /// Colors and status lines.
+    #[command(flatten)]
+    pub ui: UiOptions,
 }
 
 /// `cargo wasmprof report`.
@@ -296,4 +336,7 @@ pub struct ReportArgs {
     /// Limit each section of the report to its N first rows.
     #[arg(long, value_name = "N")]
     pub top: Option<usize>,
+    /// Colors.
+    #[command(flatten)]
+    pub ui: UiOptions,
 }

@@ -17,7 +17,8 @@ use crate::status::Status;
 
 /// Runs the command `cli` names.
 pub fn run(cli: Cli) -> Result<(), Error> {
-    let status = Status::new(cli.color, cli.quiet);
+    let ui = cli.command.ui();
+    let status = Status::new(ui.color, ui.quiet);
     match cli.command {
         Command::Test(args) => test(*args, status),
         Command::Run(args) => run_module(args, status),
@@ -124,11 +125,11 @@ fn test(args: TestArgs, status: Status) -> Result<(), Error> {
             "Running",
             format!("{} ({})", binary.label, relative(&binary.path)),
         );
-        let program = binary
-            .path
-            .file_name()
-            .map_or_else(String::new, |n| n.to_string_lossy().into_owned());
-        let config = RunConfig::new(program, harness.clone(), &binary.package_dir);
+        let config = RunConfig::new(
+            program_name(&binary.path),
+            harness.clone(),
+            &binary.package_dir,
+        );
         let (profile, outcome) = profile_run(&binary.path, &prepared, &config)?;
         let file = out_dir.join(binary.profile_name());
         profile.write(&file)?;
@@ -167,36 +168,38 @@ fn rerun_hint(binary: &TestBinary) -> String {
 }
 
 fn run_module(args: RunArgs, status: Status) -> Result<(), Error> {
-    let program = args
-        .module
-        .file_name()
-        .map_or_else(String::new, |n| n.to_string_lossy().into_owned());
-    let config = RunConfig::new(program, args.args.clone(), ".");
+    let module = args.module();
+    let config = RunConfig::new(program_name(module), args.program_args().to_vec(), ".");
     if args.no_instrument {
-        let bytes = std::fs::read(&args.module).map_err(|e| Error::input(&args.module, e))?;
+        let bytes = std::fs::read(module).map_err(|e| Error::input(module, e))?;
         let outcome =
-            host::run(&bytes, &config).map_err(|e| Error::input(&args.module, format!("{e:#}")))?;
+            host::run(&bytes, &config).map_err(|e| Error::input(module, format!("{e:#}")))?;
         if let Some(trap) = &outcome.trap {
-            crate::status::error(format!("{} trapped: {trap}", relative(&args.module)));
+            crate::status::error(format!("{} trapped: {trap}", relative(module)));
         }
         return exit_with(outcome.exit_code);
     }
-    let prepared = prepare(&args.module, &args.profile.instrument.to_options(), status)?;
-    let (profile, outcome) = profile_run(&args.module, &prepared, &config)?;
+    let prepared = prepare(module, &args.profile.instrument.to_options(), status)?;
+    let (profile, outcome) = profile_run(module, &prepared, &config)?;
     if args.profile.output.is_none() {
-        let stem = args
-            .module
+        let stem = module
             .file_stem()
             .map_or_else(|| "module".into(), |s| s.to_string_lossy().into_owned());
         let file = PathBuf::from(format!("{stem}.wasmprof.json"));
         profile.write(&file)?;
         status.done(
             "Profiled",
-            format!("{} -> {}", relative(&args.module), relative(&file)),
+            format!("{} -> {}", relative(module), relative(&file)),
         );
     }
     finish(&[profile], &args.profile, status)?;
     exit_with(outcome.exit_code)
+}
+
+/// `argv[0]` for a module: its file name.
+fn program_name(path: &Path) -> String {
+    path.file_name()
+        .map_or_else(String::new, |n| n.to_string_lossy().into_owned())
 }
 
 fn exit_with(code: i32) -> Result<(), Error> {

@@ -154,6 +154,31 @@ fn an_instrumented_module_runs_and_profiles_on_its_own() {
 }
 
 #[test]
+fn arguments_after_the_module_go_to_the_program() {
+    // A program that exits with its argument count: `run` must not take `--quiet` or
+    // `--color` for itself.
+    let dir = tempfile::tempdir().unwrap();
+    let module = dir.path().join("argc.wasm");
+    let argc = r#"
+      (module
+        (import "wasi_snapshot_preview1" "args_sizes_get" (func $sizes (param i32 i32) (result i32)))
+        (import "wasi_snapshot_preview1" "proc_exit" (func $exit (param i32)))
+        (memory (export "memory") 1)
+        (func (export "_start")
+          (drop (call $sizes (i32.const 0) (i32.const 4)))
+          (call $exit (i32.load (i32.const 0)))))"#;
+    std::fs::write(&module, wat::parse_str(argc).unwrap()).unwrap();
+    let out = output(
+        wasmprof()
+            .args(["run", "-q", "--no-report"])
+            .arg(&module)
+            .args(["--quiet", "--color", "never", "-q"])
+            .current_dir(dir.path()),
+    );
+    assert_eq!(out.status.code(), Some(5), "argv[0] and four arguments");
+}
+
+#[test]
 fn help_explains_the_commands() {
     let out = output(wasmprof().arg("--help"));
     assert!(out.status.success());
