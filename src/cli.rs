@@ -237,7 +237,12 @@ pub struct InstrumentOptions {
     pub metric: Metric,
     /// Room for this many calling contexts; past it, entries are folded per function
     /// (counts and times stay exact, their paths are lost, and the report says so).
-    #[arg(long, value_name = "N", default_value_t = 1 << 18)]
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = 1 << 18,
+        value_parser = clap::value_parser!(u32).range(1..=i64::from(crate::layout::MAX_CONTEXTS))
+    )]
     pub max_contexts: u32,
 }
 

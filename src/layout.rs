@@ -12,8 +12,9 @@
 //! active        u32 per function: how many activations are open right now
 //! direct_arcs   u64 per direct call site (index = site id)
 //! dyn_arcs      DynArc per slot: (site, callee) pairs seen at indirect sites and host entries
-//! cct_index     u32 per slot: open-addressing hash of context-tree nodes
-//! nodes         Node per context-tree node: root, one fold node per function, then contexts
+//! nodes         Node per context-tree node: root, one fold node per function, then contexts,
+//!               allocated in order (each node lists its children, so memory is touched
+//!               densely, which matters: a page touched for the first time costs a fault)
 //! ```
 
 use serde::{Deserialize, Serialize};
@@ -33,8 +34,9 @@ pub const MAGIC: u32 = u32::from_le_bytes(*b"WPRF");
 
 /// Size of one dynamic-arc slot: `site: u32, callee_plus_one: u32, count: u64`.
 pub const DYN_ARC_SIZE: u32 = 16;
-/// Size of one context-tree node: `parent: u32, func: u32, count: u64, incl: u64, child: u64`.
-pub const NODE_SIZE: u32 = 32;
+/// Size of one context-tree node: `parent: u32, func: u32, count: u64, incl: u64, child: u64,
+/// first_child: u32, next_sibling: u32`.
+pub const NODE_SIZE: u32 = 40;
 /// Node field offsets within a node.
 pub const NODE_PARENT: u32 = 0;
 /// See [`NODE_PARENT`].
@@ -45,12 +47,20 @@ pub const NODE_COUNT: u32 = 8;
 pub const NODE_INCL: u32 = 16;
 /// See [`NODE_PARENT`].
 pub const NODE_CHILD: u32 = 24;
+/// See [`NODE_PARENT`].
+pub const NODE_FIRST_CHILD: u32 = 32;
+/// See [`NODE_PARENT`].
+pub const NODE_NEXT_SIBLING: u32 = 36;
 
 /// The parent recorded for the root and for fold nodes.
 pub const NO_PARENT: u32 = u32::MAX;
 /// Site ids with this bit set are indirect sites (`call_indirect`, `call_ref` and their tail
 /// forms); site ids without it are direct sites, and 0 means "entered from the host".
 pub const INDIRECT_SITE: u32 = 0x8000_0000;
+
+/// The most calling contexts a profiler memory can hold (2 GB of nodes, so that the memory
+/// stays within a 32-bit address space).
+pub const MAX_CONTEXTS: u32 = 25_000_000;
 
 /// Wasm page size.
 const PAGE: u64 = 65536;
@@ -74,10 +84,6 @@ pub struct Layout {
     pub dyn_arcs_off: u32,
     /// Slots in `dyn_arcs` (a power of two).
     pub dyn_arcs_cap: u32,
-    /// Offset of `cct_index`.
-    pub cct_index_off: u32,
-    /// Slots in `cct_index` (a power of two, at least twice `nodes_cap`).
-    pub cct_index_cap: u32,
     /// Offset of `nodes`.
     pub nodes_off: u32,
     /// Capacity of `nodes`, root and fold nodes included.
@@ -99,17 +105,15 @@ impl Layout {
         // Room for every indirect site to reach a handful of callees, and for host entries.
         let dyn_wanted = 2 * (u64::from(indirect_sites) * 8 + u64::from(functions) / 4 + 64);
         let dyn_arcs_cap = dyn_wanted.next_power_of_two().clamp(1024, 1 << 22) as u32;
-        let nodes_cap =
-            (u64::from(functions) + 1 + u64::from(max_contexts)).min(u64::from(u32::MAX / 4));
-        let cct_index_cap = (2 * nodes_cap).next_power_of_two();
+        let nodes_cap = (u64::from(functions) + 1 + u64::from(max_contexts.min(MAX_CONTEXTS)))
+            .min(u64::from(MAX_CONTEXTS) * 2);
 
         let total_off = u64::from(HEADER_SIZE);
         let calls_off = total_off + 8 * u64::from(functions);
         let active_off = calls_off + 8 * u64::from(functions);
         let direct_arcs_off = align8(active_off + 4 * u64::from(functions));
         let dyn_arcs_off = direct_arcs_off + 8 * (u64::from(direct_sites) + 1);
-        let cct_index_off = dyn_arcs_off + u64::from(DYN_ARC_SIZE) * u64::from(dyn_arcs_cap);
-        let nodes_off = align8(cct_index_off + 4 * cct_index_cap);
+        let nodes_off = align8(dyn_arcs_off + u64::from(DYN_ARC_SIZE) * u64::from(dyn_arcs_cap));
         let end = nodes_off + u64::from(NODE_SIZE) * nodes_cap;
         let pages = end.div_ceil(PAGE);
         let to32 = |x: u64| u32::try_from(x).expect("profiler memory exceeds 4 GiB");
@@ -122,8 +126,6 @@ impl Layout {
             direct_sites,
             dyn_arcs_off: to32(dyn_arcs_off),
             dyn_arcs_cap,
-            cct_index_off: to32(cct_index_off),
-            cct_index_cap: to32(cct_index_cap),
             nodes_off: to32(nodes_off),
             nodes_cap: to32(nodes_cap),
             pages: to32(pages),
@@ -154,14 +156,12 @@ mod tests {
         assert!(l.direct_arcs_off >= l.active_off + 4 * 1000);
         assert_eq!(l.direct_arcs_off % 8, 0);
         assert!(l.dyn_arcs_off >= l.direct_arcs_off + 8 * 5001);
-        assert!(l.cct_index_off >= l.dyn_arcs_off + DYN_ARC_SIZE * l.dyn_arcs_cap);
-        assert!(l.nodes_off >= l.cct_index_off + 4 * l.cct_index_cap);
+        assert!(l.nodes_off >= l.dyn_arcs_off + DYN_ARC_SIZE * l.dyn_arcs_cap);
         assert!(
             u64::from(l.pages) * PAGE
                 >= u64::from(l.nodes_off) + u64::from(NODE_SIZE * l.nodes_cap)
         );
-        assert!(l.dyn_arcs_cap.is_power_of_two() && l.cct_index_cap.is_power_of_two());
-        assert!(l.cct_index_cap >= 2 * l.nodes_cap);
+        assert!(l.dyn_arcs_cap.is_power_of_two());
         assert_eq!(l.first_context_node(), 1001);
     }
 }

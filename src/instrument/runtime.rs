@@ -187,6 +187,7 @@ fn build_enter(
     let node = module.locals.add(ValType::I32);
     let addr = module.locals.add(ValType::I32);
     let start = module.locals.add(ValType::I32);
+    let prev = module.locals.add(ValType::I32);
     let results: &[ValType] = if contexts { &[ValType::I32] } else { &[] };
     let mut builder = FunctionBuilder::new(&mut module.types, &[ValType::I32], results);
     builder.name("__wasmprof_enter".into());
@@ -233,11 +234,9 @@ fn build_enter(
 
     // The context: find or add the child of the current node for this function.
     b.global_get(cur).local_set(parent);
-    find_child(&mut b, layout, mem, parent, f, node, addr);
-    b.local_get(node)
-        .i32_const(5)
-        .binop(BinaryOp::I32Shl)
-        .local_set(addr);
+    find_child(&mut b, layout, mem, [parent, f, node], [prev, addr]);
+    node_addr(&mut b, node);
+    b.local_set(addr);
     mem.add64(&mut b, addr, layout.nodes_off + layout::NODE_COUNT, |b| {
         b.i64_const(1);
     });
@@ -355,98 +354,104 @@ fn count_dyn_arc(
     });
 }
 
-/// Leaves in `node` the child of `parent` for function `f`, adding it when new. When the
-/// tree is full, the entry goes to f's fold node and the header counts it.
+/// Pushes the address of node `n`, relative to the node region.
+fn node_addr(b: &mut InstrSeqBuilder, n: LocalId) {
+    b.local_get(n)
+        .i32_const(layout::NODE_SIZE as i32)
+        .binop(BinaryOp::I32Mul);
+}
+
+/// Leaves in `node` the child of `parent` for function `f`, adding it when new. Children are
+/// a list (`first_child`, `next_sibling`) kept in most-recently-used order, so a lookup is
+/// one comparison while a function keeps calling the same callee. When the tree is full,
+/// the entry goes to f's fold node and the header counts it.
 fn find_child(
     b: &mut InstrSeqBuilder,
     layout: &Layout,
     mem: &Mem,
-    parent: LocalId,
-    f: LocalId,
-    node: LocalId,
-    slot: LocalId,
+    [parent, f, node]: [LocalId; 3],
+    [prev, at]: [LocalId; 2],
 ) {
-    let mask = (layout.cct_index_cap - 1) as i32;
-    let idx = layout.cct_index_off;
     let nodes = layout.nodes_off;
-    hash(b, parent, f, layout.cct_index_cap, slot);
+    b.i32_const(0).local_set(prev);
+    node_addr(b, parent);
+    mem.load32(b, nodes + layout::NODE_FIRST_CHILD);
+    b.local_set(node);
     b.block(None, |done| {
         let done_id = done.id();
-        done.loop_(None, |lp| {
-            let lp_id = lp.id();
-            lp.local_get(slot).i32_const(2).binop(BinaryOp::I32Shl);
-            mem.load32(lp, idx);
-            lp.local_tee(node).unop(UnaryOp::I32Eqz);
-            lp.if_else(
-                None,
-                |empty| {
-                    // node = header.node_count; full: the fold node.
-                    empty.i32_const(0);
-                    mem.load32(empty, layout::HDR_NODE_COUNT);
-                    empty
-                        .local_tee(node)
-                        .i32_const(layout.nodes_cap as i32)
-                        .binop(BinaryOp::I32GeU);
-                    empty.if_else(
-                        None,
-                        |full| {
-                            full.local_get(f)
-                                .i32_const(1)
-                                .binop(BinaryOp::I32Add)
-                                .local_set(node);
-                            full.i32_const(0).i32_const(0);
-                            mem.load64(full, layout::HDR_FOLDED);
-                            full.i64_const(1).binop(BinaryOp::I64Add);
-                            mem.store64(full, layout::HDR_FOLDED);
-                            full.br(done_id);
-                        },
-                        |_| {},
-                    );
-                    empty
-                        .local_get(slot)
-                        .i32_const(2)
-                        .binop(BinaryOp::I32Shl)
-                        .local_get(node);
-                    mem.store32(empty, idx);
-                    empty
-                        .i32_const(0)
-                        .local_get(node)
-                        .i32_const(1)
-                        .binop(BinaryOp::I32Add);
-                    mem.store32(empty, layout::HDR_NODE_COUNT);
-                    empty
-                        .local_get(node)
-                        .i32_const(5)
-                        .binop(BinaryOp::I32Shl)
-                        .local_get(parent);
-                    mem.store32(empty, nodes + layout::NODE_PARENT);
-                    empty
-                        .local_get(node)
-                        .i32_const(5)
-                        .binop(BinaryOp::I32Shl)
-                        .local_get(f);
-                    mem.store32(empty, nodes + layout::NODE_FUNC);
-                    empty.br(done_id);
-                },
-                |_| {},
-            );
-            // A match: same function, same parent.
-            lp.local_get(node).i32_const(5).binop(BinaryOp::I32Shl);
-            mem.load32(lp, nodes + layout::NODE_FUNC);
-            lp.local_get(f).binop(BinaryOp::I32Eq);
-            lp.local_get(node).i32_const(5).binop(BinaryOp::I32Shl);
-            mem.load32(lp, nodes + layout::NODE_PARENT);
-            lp.local_get(parent)
-                .binop(BinaryOp::I32Eq)
-                .binop(BinaryOp::I32And);
-            lp.br_if(done_id);
-            lp.local_get(slot)
-                .i32_const(1)
-                .binop(BinaryOp::I32Add)
-                .i32_const(mask)
-                .binop(BinaryOp::I32And);
-            lp.local_set(slot).br(lp_id);
+        done.block(None, |missing| {
+            let missing_id = missing.id();
+            missing.loop_(None, |lp| {
+                let lp_id = lp.id();
+                lp.local_get(node).unop(UnaryOp::I32Eqz).br_if(missing_id);
+                node_addr(lp, node);
+                lp.local_tee(at);
+                mem.load32(lp, nodes + layout::NODE_FUNC);
+                lp.local_get(f).binop(BinaryOp::I32Eq);
+                lp.if_else(
+                    None,
+                    |found| {
+                        // Move to the front of the list, unless it is there.
+                        found.local_get(prev).unop(UnaryOp::I32Eqz).br_if(done_id);
+                        node_addr(found, prev);
+                        found.local_get(at);
+                        mem.load32(found, nodes + layout::NODE_NEXT_SIBLING);
+                        mem.store32(found, nodes + layout::NODE_NEXT_SIBLING);
+                        found.local_get(at);
+                        node_addr(found, parent);
+                        mem.load32(found, nodes + layout::NODE_FIRST_CHILD);
+                        mem.store32(found, nodes + layout::NODE_NEXT_SIBLING);
+                        node_addr(found, parent);
+                        found.local_get(node);
+                        mem.store32(found, nodes + layout::NODE_FIRST_CHILD);
+                        found.br(done_id);
+                    },
+                    |_| {},
+                );
+                lp.local_get(node).local_set(prev);
+                lp.local_get(at);
+                mem.load32(lp, nodes + layout::NODE_NEXT_SIBLING);
+                lp.local_set(node).br(lp_id);
+            });
         });
+        // A new child: node = header.node_count; when the tree is full, the fold node.
+        done.i32_const(0);
+        mem.load32(done, layout::HDR_NODE_COUNT);
+        done.local_tee(node)
+            .i32_const(layout.nodes_cap as i32)
+            .binop(BinaryOp::I32GeU);
+        done.if_else(
+            None,
+            |full| {
+                full.local_get(f)
+                    .i32_const(1)
+                    .binop(BinaryOp::I32Add)
+                    .local_set(node);
+                full.i32_const(0).i32_const(0);
+                mem.load64(full, layout::HDR_FOLDED);
+                full.i64_const(1).binop(BinaryOp::I64Add);
+                mem.store64(full, layout::HDR_FOLDED);
+                full.br(done_id);
+            },
+            |_| {},
+        );
+        done.i32_const(0)
+            .local_get(node)
+            .i32_const(1)
+            .binop(BinaryOp::I32Add);
+        mem.store32(done, layout::HDR_NODE_COUNT);
+        node_addr(done, node);
+        done.local_tee(at).local_get(parent);
+        mem.store32(done, nodes + layout::NODE_PARENT);
+        done.local_get(at).local_get(f);
+        mem.store32(done, nodes + layout::NODE_FUNC);
+        done.local_get(at);
+        node_addr(done, parent);
+        mem.load32(done, nodes + layout::NODE_FIRST_CHILD);
+        mem.store32(done, nodes + layout::NODE_NEXT_SIBLING);
+        node_addr(done, parent);
+        done.local_get(node);
+        mem.store32(done, nodes + layout::NODE_FIRST_CHILD);
     });
 }
 
@@ -474,17 +479,13 @@ fn build_exit(
         .binop(BinaryOp::I64Sub)
         .local_set(dt);
     // The activation's node gets its inclusive time, its parent the time spent in children.
-    b.local_get(node)
-        .i32_const(5)
-        .binop(BinaryOp::I32Shl)
-        .local_set(addr);
+    node_addr(&mut b, node);
+    b.local_set(addr);
     mem.add64(&mut b, addr, layout.nodes_off + layout::NODE_INCL, |b| {
         b.local_get(dt);
     });
-    b.local_get(parent)
-        .i32_const(5)
-        .binop(BinaryOp::I32Shl)
-        .local_set(addr);
+    node_addr(&mut b, parent);
+    b.local_set(addr);
     mem.add64(&mut b, addr, layout.nodes_off + layout::NODE_CHILD, |b| {
         b.local_get(dt);
     });
