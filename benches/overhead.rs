@@ -12,7 +12,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use cargo_wasmprof::build::{build_tests, TestBinary};
+use cargo_wasmprof::build::{build, Mode, TestBinary};
 use cargo_wasmprof::cli::CargoArgs;
 use cargo_wasmprof::clock::ClockChoice;
 use cargo_wasmprof::host::{self, RunConfig};
@@ -57,7 +57,7 @@ fn fixture(name: &str) -> Vec<TestBinary> {
         target_dir: Some(root.join("target/bench-fixtures")),
         ..CargoArgs::default()
     };
-    build_tests(&args)
+    build(&args, Mode::Test)
         .unwrap_or_else(|e| panic!("building fixtures/{name}: {e}"))
         .binaries
 }

@@ -1,5 +1,5 @@
-//! The build step: cargo builds the user's test binaries for wasm32-wasip1, with names and
-//! DWARF kept and the user's opt-level left alone.
+//! The build step: cargo builds the user's test or bench binaries for wasm32-wasip1, with
+//! names and DWARF kept and the user's opt-level left alone.
 
 use std::io::BufReader;
 use std::path::{Path, PathBuf};
@@ -14,7 +14,34 @@ use crate::error::Error;
 /// The only target built so far.
 pub const TARGET: &str = "wasm32-wasip1";
 
-/// One test binary cargo built.
+/// Which of cargo's commands builds the binaries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// `cargo test`: unit and integration tests.
+    Test,
+    /// `cargo bench`: benchmarks (the harness is told `--bench`, as cargo does).
+    Bench,
+}
+
+impl Mode {
+    /// The cargo subcommand.
+    pub fn cargo_command(self) -> &'static str {
+        match self {
+            Mode::Test => "test",
+            Mode::Bench => "bench",
+        }
+    }
+
+    /// The arguments cargo gives the harness before the user's.
+    pub fn harness_args(self) -> &'static [&'static str] {
+        match self {
+            Mode::Test => &[],
+            Mode::Bench => &["--bench"],
+        }
+    }
+}
+
+/// One test or bench binary cargo built.
 #[derive(Debug, Clone)]
 pub struct TestBinary {
     /// The `.wasm` file.
@@ -67,8 +94,9 @@ fn check_target(dir: &Path) -> Result<(), Error> {
     Ok(())
 }
 
-/// Builds the test binaries that `args` select (`cargo test --no-run`).
-pub fn build_tests(args: &CargoArgs) -> Result<Built, Error> {
+/// Builds the test or bench binaries that `args` select (`cargo test --no-run` or
+/// `cargo bench --no-run`).
+pub fn build(args: &CargoArgs, mode: Mode) -> Result<Built, Error> {
     let dir = args
         .manifest_path
         .as_deref()
@@ -80,7 +108,7 @@ pub fn build_tests(args: &CargoArgs) -> Result<Built, Error> {
 
     let mut cmd = Command::new(cargo());
     cmd.args([
-        "test",
+        mode.cargo_command(),
         "--no-run",
         "--target",
         TARGET,
@@ -114,7 +142,15 @@ pub fn build_tests(args: &CargoArgs) -> Result<Built, Error> {
         let Some(executable) = artifact.executable else {
             continue;
         };
-        if !artifact.profile.test {
+        // The binaries cargo would run: those built with the test harness, and test or
+        // bench targets that have a harness of their own (`harness = false`).
+        let own_harness = artifact.target.kind.iter().any(|k| {
+            matches!(
+                k,
+                cargo_metadata::TargetKind::Test | cargo_metadata::TargetKind::Bench
+            )
+        });
+        if !artifact.profile.test && !own_harness {
             continue;
         }
         let package_dir = artifact

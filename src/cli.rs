@@ -42,7 +42,7 @@ impl Command {
     /// The command's colors and status options.
     pub fn ui(&self) -> UiOptions {
         match self {
-            Command::Test(args) => args.ui,
+            Command::Test(args) | Command::Bench(args) => args.ui,
             Command::Run(args) => args.ui,
             Command::Instrument(args) => args.ui,
             Command::Report(args) => args.ui,
@@ -82,6 +82,12 @@ pub enum Command {
     /// the test harness (filters, --exact, --nocapture). A profile per test binary is
     /// written under <target-dir>/wasmprof/; the report covers them all.
     Test(Box<TestArgs>),
+    /// Build the crate's benchmarks for wasm32-wasip1, profile them, and report.
+    ///
+    /// Takes `cargo bench`'s selection flags; benches are built with the bench profile,
+    /// names and DWARF kept. The harness gets `--bench`, then BENCHNAME and everything after
+    /// `--`. A profile per bench binary is written under <target-dir>/wasmprof/.
+    Bench(Box<TestArgs>),
     /// Run a wasip1 command module in the embedded host, profiled (or as is).
     Run(RunArgs),
     /// Write an instrumented copy of a module, for any host that gives it a clock.
@@ -256,11 +262,11 @@ impl InstrumentOptions {
     }
 }
 
-/// `cargo wasmprof test`.
+/// `cargo wasmprof test` and `cargo wasmprof bench`.
 #[derive(Debug, Args)]
 pub struct TestArgs {
-    /// Only run tests whose names contain this string (passed to the harness).
-    #[arg(value_name = "TESTNAME")]
+    /// Only run tests (or benches) whose names contain this string (passed to the harness).
+    #[arg(value_name = "NAME")]
     pub testname: Option<String>,
     /// Arguments for the test harness (after `--`).
     #[arg(last = true, value_name = "ARGS")]

@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use crate::build::{self, TestBinary};
+use crate::build::{self, Mode, TestBinary};
 use crate::cli::{Cli, Command, InstrumentArgs, ProfileArgs, ReportArgs, RunArgs, TestArgs};
 use crate::error::Error;
 use crate::fsutil::{relative, write_atomic};
@@ -20,7 +20,8 @@ pub fn run(cli: Cli) -> Result<(), Error> {
     let ui = cli.command.ui();
     let status = Status::new(ui.color, ui.quiet);
     match cli.command {
-        Command::Test(args) => test(*args, status),
+        Command::Test(args) => test(*args, Mode::Test, status),
+        Command::Bench(args) => test(*args, Mode::Bench, status),
         Command::Run(args) => run_module(args, status),
         Command::Instrument(args) => instrument_module(args, status),
         Command::Report(args) => report_profile(args),
@@ -107,15 +108,17 @@ fn finish(profiles: &[Profile], args: &ProfileArgs, status: Status) -> Result<()
     Ok(())
 }
 
-fn test(args: TestArgs, status: Status) -> Result<(), Error> {
-    let built = build::build_tests(&args.cargo)?;
+/// `test` and `bench`: build, then profile every binary.
+fn test(args: TestArgs, mode: Mode, status: Status) -> Result<(), Error> {
+    let built = build::build(&args.cargo, mode)?;
     let out_dir = built.target_dir.join("wasmprof");
     let options = args.profile.instrument.to_options();
-    let harness: Vec<String> = args
-        .testname
+    let harness: Vec<String> = mode
+        .harness_args()
         .iter()
-        .chain(&args.harness_args)
-        .cloned()
+        .map(|a| a.to_string())
+        .chain(args.testname.iter().cloned())
+        .chain(args.harness_args.iter().cloned())
         .collect();
     let mut profiles = Vec::new();
     let mut failed = Vec::new();

@@ -360,3 +360,20 @@ fn a_build_failure_shows_cargos_diagnostics() {
     assert!(err.contains("error: could not build the test binaries"));
     assert!(!dir.path().join("target/wasmprof").exists());
 }
+
+#[test]
+fn bench_profiles_the_benchmarks() {
+    let dir = copy_fixture("benches");
+    let out = output(wasmprof().args(["bench", "--no-report"]).current_dir(dir.path()));
+    assert!(out.status.success());
+    assert!(stdout(&out).contains("squares: 50 iterations"));
+    let p = Profile::read(&dir.path().join("target/wasmprof/benches-squares-bench.json")).unwrap();
+    check_invariants(&p);
+    // ITERATIONS calls of sum_of_squares(N), each N calls of square; built with the bench
+    // profile (optimized), with names and lines kept.
+    assert_eq!(calls(&p, "benches::sum_of_squares"), 50);
+    assert_eq!(calls(&p, "benches::square"), 50 * 1000);
+    let square = p.function_named("benches::square").unwrap();
+    assert_eq!(square.line, Some(line_of(&dir.path().join("src/lib.rs"), "pub fn square(")));
+    assert!(dir.path().join("target/wasm32-wasip1/release").exists());
+}
