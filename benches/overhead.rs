@@ -13,11 +13,13 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use cargo_wasmprof::build::{build, Mode, TestBinary};
+use cargo_wasmprof::calibrate;
 use cargo_wasmprof::cli::CargoArgs;
 use cargo_wasmprof::clock::ClockChoice;
 use cargo_wasmprof::host::{self, RunConfig};
 use cargo_wasmprof::instrument::{self, Options};
 use cargo_wasmprof::meta::Metric;
+use cargo_wasmprof::profile::Profile;
 
 const RUNS: usize = 7;
 
@@ -180,4 +182,52 @@ fn main() {
         print!(" {:>12.2}x", (sum / workloads.len() as f64).exp());
     }
     println!("\n(median of {RUNS} runs each; ratios are profiled / plain run time)");
+
+    // Accuracy of the time metric: the sum of all self times against the plain run time,
+    // as measured and with the probes' cost subtracted.
+    let cost = calibrate::probe_cost(ClockChoice::Auto).unwrap();
+    println!(
+        "\nprobe cost measured at start-up: {:.1} ns in the callee, {:.1} ns in the caller, per call",
+        cost.in_callee_ns, cost.in_caller_ns
+    );
+    println!(
+        "{:<30} {:>10} {:>14} {:>16}",
+        "workload", "plain run", "sum self (raw)", "(compensated)"
+    );
+    for w in &workloads {
+        let config = RunConfig {
+            inherit_stdio: false,
+            ..RunConfig::new("bench.wasm", w.args.clone(), &w.dir)
+        };
+        let instrumented = instrument::instrument(&w.wasm, &Options::default()).unwrap();
+        let (mut plain, mut raw, mut compensated) = (Vec::new(), Vec::new(), Vec::new());
+        for _ in 0..RUNS {
+            plain.push(host::run(&w.wasm, &config).unwrap().wall_ns as f64);
+            let outcome = host::run(&instrumented.wasm, &config).unwrap();
+            let mut p = Profile::decode(
+                &instrumented.meta,
+                outcome.state.as_ref().unwrap(),
+                outcome.run_info("bench"),
+            )
+            .unwrap();
+            let self_sum = |p: &Profile| {
+                p.functions
+                    .iter()
+                    .map(|f| f.cost.self_ns as f64)
+                    .sum::<f64>()
+            };
+            raw.push(self_sum(&p));
+            p.compensate(cost);
+            compensated.push(self_sum(&p));
+        }
+        let plain = median(plain);
+        println!(
+            "{:<30} {:>8.2}ms {:>13.2}x {:>15.2}x",
+            w.name,
+            plain / 1e6,
+            median(raw) / plain,
+            median(compensated) / plain
+        );
+    }
+    println!("(sum of self times / plain run time; 1.00x is exact)");
 }

@@ -227,6 +227,10 @@ pub struct ProfileArgs {
     /// Write the profiles but print no report.
     #[arg(long)]
     pub no_report: bool,
+    /// Keep the times as measured: do not subtract the probes' own cost (which is measured
+    /// at start-up otherwise).
+    #[arg(long)]
+    pub no_compensation: bool,
     /// What the instrumentation measures.
     #[command(flatten)]
     pub instrument: InstrumentOptions,

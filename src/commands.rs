@@ -5,13 +5,16 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use crate::build::{self, Mode, TestBinary};
+use crate::calibrate;
 use crate::cli::{Cli, Command, InstrumentArgs, ProfileArgs, ReportArgs, RunArgs, TestArgs};
+use crate::clock::ClockChoice;
 use crate::error::Error;
 use crate::fsutil::{relative, write_atomic};
 use crate::host::{self, Outcome, RunConfig};
 use crate::instrument::{self, Options};
 use crate::meta::Meta;
-use crate::profile::Profile;
+use crate::meta::Metric;
+use crate::profile::{ProbeCost, Profile};
 use crate::report::{self, ReportOptions};
 use crate::status::Status;
 
@@ -64,6 +67,7 @@ fn profile_run(
     path: &Path,
     prepared: &Prepared,
     config: &RunConfig,
+    compensation: Option<ProbeCost>,
 ) -> Result<(Profile, Outcome), Error> {
     let outcome =
         host::run(&prepared.wasm, config).map_err(|e| Error::input(path, format!("{e:#}")))?;
@@ -71,8 +75,11 @@ fn profile_run(
         .state
         .as_ref()
         .ok_or_else(|| Error::input(path, "the module carries no profiler state"))?;
-    let profile = Profile::decode(&prepared.meta, state, outcome.run_info(relative(path)))
+    let mut profile = Profile::decode(&prepared.meta, state, outcome.run_info(relative(path)))
         .map_err(|e| Error::input(path, format!("cannot decode the profile: {e:#}")))?;
+    if let Some(cost) = compensation {
+        profile.compensate(cost);
+    }
     if let Some(trap) = &outcome.trap {
         let innermost: Vec<&str> = profile.runs[0]
             .open_stack
@@ -88,6 +95,24 @@ fn profile_run(
         ));
     }
     Ok((profile, outcome))
+}
+
+/// Measures the probes' cost, when the profiles measure time and the user wants it
+/// subtracted.
+fn probe_cost(args: &ProfileArgs, status: Status) -> Result<Option<ProbeCost>, Error> {
+    if args.no_compensation || args.instrument.metric != Metric::Time {
+        return Ok(None);
+    }
+    let cost = calibrate::probe_cost(ClockChoice::Auto)
+        .map_err(|e| anyhow::anyhow!("cannot measure the probes' cost: {e:#}"))?;
+    status.step(
+        "Calibrated",
+        format!(
+            "the probes cost {:.1} ns in the callee and {:.1} ns in the caller per call; subtracted",
+            cost.in_callee_ns, cost.in_caller_ns
+        ),
+    );
+    Ok(Some(cost))
 }
 
 /// Writes the merged profile if asked, and prints the report unless told not to.
@@ -112,6 +137,7 @@ fn finish(profiles: &[Profile], args: &ProfileArgs, status: Status) -> Result<()
 fn test(args: TestArgs, mode: Mode, status: Status) -> Result<(), Error> {
     let built = build::build(&args.cargo, mode)?;
     let out_dir = built.target_dir.join("wasmprof");
+    let compensation = probe_cost(&args.profile, status)?;
     let options = args.profile.instrument.to_options();
     let harness: Vec<String> = mode
         .harness_args()
@@ -133,7 +159,7 @@ fn test(args: TestArgs, mode: Mode, status: Status) -> Result<(), Error> {
             harness.clone(),
             &binary.package_dir,
         );
-        let (profile, outcome) = profile_run(&binary.path, &prepared, &config)?;
+        let (profile, outcome) = profile_run(&binary.path, &prepared, &config, compensation)?;
         let file = out_dir.join(binary.profile_name());
         profile.write(&file)?;
         status.done(
@@ -183,7 +209,8 @@ fn run_module(args: RunArgs, status: Status) -> Result<(), Error> {
         return exit_with(outcome.exit_code);
     }
     let prepared = prepare(module, &args.profile.instrument.to_options(), status)?;
-    let (profile, outcome) = profile_run(module, &prepared, &config)?;
+    let compensation = probe_cost(&args.profile, status)?;
+    let (profile, outcome) = profile_run(module, &prepared, &config, compensation)?;
     if args.profile.output.is_none() {
         let stem = module
             .file_stem()

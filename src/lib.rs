@@ -7,6 +7,7 @@
 //! [`report`] (views of it). [`commands`] walks it for each command of [`cli`].
 
 pub mod build;
+pub mod calibrate;
 pub mod cli;
 pub mod clock;
 pub mod commands;

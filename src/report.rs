@@ -353,6 +353,15 @@ fn notes(out: &mut String, p: &Profile) {
             ),
         );
     }
+    if let Some(cost) = p.compensation {
+        note(
+            out,
+            format!(
+                "times exclude the probes' own cost, measured at start-up: {:.1} ns per call in the callee, {:.1} ns per call in the caller (--no-compensation keeps the raw times)",
+                cost.in_callee_ns, cost.in_caller_ns
+            ),
+        );
+    }
     if p.folded_entries > 0 {
         note(
             out,

@@ -183,8 +183,32 @@ fn host_entries_and_tests_view() {
             "{name} in {tests:?}"
         );
     }
-    // fib_of_20 does by far the most work.
-    assert_eq!(tests[0], "calls::tests::fib_of_20");
+}
+
+#[test]
+fn the_instructions_metric_ranks_tests_deterministically() {
+    let dir = copy_fixture("calls");
+    let out = output(
+        wasmprof()
+            .args(["test", "--lib", "--no-report", "--metric", "instructions"])
+            .current_dir(dir.path()),
+    );
+    assert!(out.status.success());
+    let lib = Profile::read(&dir.path().join("target/wasmprof/calls-calls-lib.json")).unwrap();
+    check_invariants(&lib);
+    assert_eq!(calls(&lib, "calls::fib"), fib_calls(20));
+    // fib_of_20 executes by far the most instructions: 21891 calls of fib.
+    let tests = test_functions(&lib);
+    assert_eq!(tests[0].name, "calls::tests::fib_of_20");
+    let fib = lib.function_named("calls::fib").unwrap().cost;
+    assert_eq!(
+        fib.self_instructions, fib.total_instructions,
+        "fib calls nothing else"
+    );
+    assert!(
+        fib.self_instructions.unwrap() >= 10 * fib_calls(20),
+        "a fib call runs at least 10 instructions"
+    );
 }
 
 #[test]
@@ -197,7 +221,7 @@ fn report_reads_a_profile_alone() {
         &file,
     )
     .unwrap();
-    let out = output(wasmprof().args(["report", "--top", "5"]).arg(&file));
+    let out = output(wasmprof().arg("report").arg(&file));
     assert!(out.status.success());
     let text = stdout(&out);
     assert!(text.contains("calls::fib"));
@@ -364,16 +388,27 @@ fn a_build_failure_shows_cargos_diagnostics() {
 #[test]
 fn bench_profiles_the_benchmarks() {
     let dir = copy_fixture("benches");
-    let out = output(wasmprof().args(["bench", "--no-report"]).current_dir(dir.path()));
+    let out = output(
+        wasmprof()
+            .args(["bench", "--no-report"])
+            .current_dir(dir.path()),
+    );
     assert!(out.status.success());
     assert!(stdout(&out).contains("squares: 50 iterations"));
-    let p = Profile::read(&dir.path().join("target/wasmprof/benches-squares-bench.json")).unwrap();
+    let p = Profile::read(
+        &dir.path()
+            .join("target/wasmprof/benches-squares-bench.json"),
+    )
+    .unwrap();
     check_invariants(&p);
     // ITERATIONS calls of sum_of_squares(N), each N calls of square; built with the bench
     // profile (optimized), with names and lines kept.
     assert_eq!(calls(&p, "benches::sum_of_squares"), 50);
     assert_eq!(calls(&p, "benches::square"), 50 * 1000);
     let square = p.function_named("benches::square").unwrap();
-    assert_eq!(square.line, Some(line_of(&dir.path().join("src/lib.rs"), "pub fn square(")));
+    assert_eq!(
+        square.line,
+        Some(line_of(&dir.path().join("src/lib.rs"), "pub fn square("))
+    );
     assert!(dir.path().join("target/wasm32-wasip1/release").exists());
 }
