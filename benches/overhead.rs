@@ -23,23 +23,49 @@ use cargo_wasmprof::profile::Profile;
 
 const RUNS: usize = 7;
 
+/// The groups whose ratios are summarized (geometric means), as the targets are stated.
+const GROUPS: [&str; 3] = ["kernels", "fib", "test suites"];
+
 struct Workload {
-    name: &'static str,
+    name: String,
+    group: &'static str,
     wasm: Vec<u8>,
     args: Vec<String>,
     dir: PathBuf,
 }
 
 impl Workload {
-    fn test_binary(name: &'static str, binary: &TestBinary, args: &[&str]) -> Workload {
+    fn binary(
+        name: impl Into<String>,
+        group: &'static str,
+        binary: &TestBinary,
+        args: &[&str],
+    ) -> Workload {
         Workload {
-            name,
+            name: name.into(),
+            group,
             wasm: std::fs::read(&binary.path).expect("test binary"),
             args: args.iter().map(|a| a.to_string()).collect(),
             dir: binary.package_dir.clone(),
         }
     }
 }
+
+/// The kernels of fixtures/kernels (see its benches/kernels.rs).
+const KERNELS: [&str; 12] = [
+    "multiply-int",
+    "multiply-double",
+    "vector-multiply-int",
+    "vector-multiply-double",
+    "sum-int",
+    "sum-double",
+    "quicksort-int",
+    "quicksort-double",
+    "image-grayscale",
+    "image-threshold",
+    "image-convolve",
+    "json",
+];
 
 fn median(mut xs: Vec<f64>) -> f64 {
     xs.sort_by(f64::total_cmp);
@@ -52,21 +78,21 @@ fn seconds(f: impl FnOnce()) -> f64 {
     t.elapsed().as_secs_f64()
 }
 
-fn fixture(name: &str) -> Vec<TestBinary> {
+fn fixture(name: &str, mode: Mode) -> Vec<TestBinary> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let args = CargoArgs {
         manifest_path: Some(root.join("fixtures").join(name).join("Cargo.toml")),
         target_dir: Some(root.join("target/bench-fixtures")),
         ..CargoArgs::default()
     };
-    build(&args, Mode::Test)
+    build(&args, mode)
         .unwrap_or_else(|e| panic!("building fixtures/{name}: {e}"))
         .binaries
 }
 
 fn main() {
     // `cargo bench` passes --bench; there are no filters to honour.
-    let calls = fixture("calls");
+    let calls = fixture("calls", Mode::Test);
     let lib = calls
         .iter()
         .find(|b| b.kind == "lib")
@@ -76,28 +102,42 @@ fn main() {
         .find(|b| b.kind == "test")
         .expect("calls integration tests");
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let workloads = vec![
-        Workload::test_binary("calls: all unit tests", lib, &[]),
-        Workload::test_binary(
-            "calls: fib_of_20 only",
-            lib,
-            &["--exact", "tests::fib_of_20"],
-        ),
-        Workload::test_binary("calls: integration test", integration, &[]),
+    let kernels = fixture("kernels", Mode::Bench);
+    let kernels = kernels
+        .iter()
+        .find(|b| b.kind == "bench")
+        .expect("the kernels bench");
+    let mut workloads: Vec<Workload> = KERNELS
+        .iter()
+        .map(|&k| Workload::binary(format!("kernel {k}"), "kernels", kernels, &["--bench", k]))
+        .collect();
+    workloads.extend([
         Workload {
-            name: "fib(27) in WAT (call-dense)",
+            name: "fib(27) in WAT (call-dense)".into(),
+            group: "fib",
             wasm: wat::parse_file(root.join("fixtures/wat/fib.wat")).expect("fib.wat"),
             args: vec![],
             dir: root.to_path_buf(),
         },
-    ];
+        Workload::binary("calls: all unit tests", "test suites", lib, &[]),
+        Workload::binary(
+            "calls: fib_of_20 only",
+            "test suites",
+            lib,
+            &["--exact", "tests::fib_of_20"],
+        ),
+        Workload::binary("calls: integration test", "test suites", integration, &[]),
+    ]);
 
     // The instrumenter's speed, against a plain walrus round trip of the same module.
     println!(
         "{:<30} {:>8} {:>11} {:>11} {:>7}",
         "workload", "size", "walrus rt", "instrument", "ratio"
     );
-    for w in &workloads {
+    for (i, w) in workloads.iter().enumerate() {
+        if workloads[..i].iter().any(|earlier| earlier.wasm == w.wasm) {
+            continue; // the same module as an earlier workload
+        }
         let round_trip = median(
             (0..RUNS)
                 .map(|_| {
@@ -135,7 +175,9 @@ fn main() {
         print!(" {name:>13}");
     }
     println!();
-    let mut log_sums = [0.0f64; 4];
+    // Per group: the sum of the logarithms of each configuration's ratios, and the count.
+    let mut log_sums = [[0.0f64; 4]; GROUPS.len()];
+    let mut counts = [0usize; GROUPS.len()];
     for w in &workloads {
         let plain_config = RunConfig {
             inherit_stdio: false,
@@ -169,17 +211,25 @@ fn main() {
             }
         }
         let plain = median(plain);
+        let group = GROUPS
+            .iter()
+            .position(|g| *g == w.group)
+            .expect("a known group");
+        counts[group] += 1;
         print!("{:<30} {:>8.2}ms", w.name, plain * 1e3);
         for (k, times) in profiled.into_iter().enumerate() {
             let ratio = median(times) / plain;
-            log_sums[k] += ratio.ln();
+            log_sums[group][k] += ratio.ln();
             print!(" {ratio:>12.2}x");
         }
         println!();
     }
-    print!("{:<30} {:>10}", "geometric mean", "");
-    for sum in log_sums {
-        print!(" {:>12.2}x", (sum / workloads.len() as f64).exp());
+    for (g, name) in GROUPS.iter().enumerate() {
+        print!("{:<30} {:>10}", format!("geometric mean, {name}"), "");
+        for sum in log_sums[g] {
+            print!(" {:>12.2}x", (sum / counts[g].max(1) as f64).exp());
+        }
+        println!();
     }
     println!("\n(median of {RUNS} runs each; ratios are profiled / plain run time)");
 
