@@ -51,7 +51,7 @@ impl Workload {
     }
 }
 
-/// The kernels of fixtures/kernels (see its benches/kernels.rs).
+/// The kernels of fixtures/kernels: keep in step with the list in its benches/kernels.rs.
 const KERNELS: [&str; 12] = [
     "multiply-int",
     "multiply-double",

@@ -397,13 +397,7 @@ fn find_child(
                         found.local_get(at);
                         mem.load32(found, nodes + layout::NODE_NEXT_SIBLING);
                         mem.store32(found, nodes + layout::NODE_NEXT_SIBLING);
-                        found.local_get(at);
-                        node_addr(found, parent);
-                        mem.load32(found, nodes + layout::NODE_FIRST_CHILD);
-                        mem.store32(found, nodes + layout::NODE_NEXT_SIBLING);
-                        node_addr(found, parent);
-                        found.local_get(node);
-                        mem.store32(found, nodes + layout::NODE_FIRST_CHILD);
+                        link_first(found, layout, mem, [parent, node, at]);
                         found.br(done_id);
                     },
                     |_| {},
@@ -445,14 +439,25 @@ fn find_child(
         mem.store32(done, nodes + layout::NODE_PARENT);
         done.local_get(at).local_get(f);
         mem.store32(done, nodes + layout::NODE_FUNC);
-        done.local_get(at);
-        node_addr(done, parent);
-        mem.load32(done, nodes + layout::NODE_FIRST_CHILD);
-        mem.store32(done, nodes + layout::NODE_NEXT_SIBLING);
-        node_addr(done, parent);
-        done.local_get(node);
-        mem.store32(done, nodes + layout::NODE_FIRST_CHILD);
+        link_first(done, layout, mem, [parent, node, at]);
     });
+}
+
+/// Makes `node` (whose address is in `at`) the first child of `parent`.
+fn link_first(
+    b: &mut InstrSeqBuilder,
+    layout: &Layout,
+    mem: &Mem,
+    [parent, node, at]: [LocalId; 3],
+) {
+    let nodes = layout.nodes_off;
+    b.local_get(at);
+    node_addr(b, parent);
+    mem.load32(b, nodes + layout::NODE_FIRST_CHILD);
+    mem.store32(b, nodes + layout::NODE_NEXT_SIBLING);
+    node_addr(b, parent);
+    b.local_get(node);
+    mem.store32(b, nodes + layout::NODE_FIRST_CHILD);
 }
 
 fn build_exit(
