@@ -13,6 +13,8 @@
 
 mod runtime;
 
+use runtime::Func;
+
 use std::collections::{BTreeMap, HashMap};
 
 use walrus::ir::{
@@ -452,30 +454,31 @@ fn rewrite_function(
         "every numbered call site was rewritten"
     );
 
-    let at = InstrLocId::default();
-    let mut probe = vec![
-        (Instr::GlobalGet(GlobalGet { global: rt.cur }), at),
-        (Instr::LocalSet(LocalSet { local: parent }), at),
-        (i32_const(f), at),
-        (Instr::Call(Call { func: rt.enter }), at),
-    ];
     let (Some(body), Some(timing)) = (body, timing) else {
-        // Calls only: the entry probe, and the body as it was.
+        // Calls only: the counting, inline, then the body as it was.
         let original = std::mem::take(&mut func.block_mut(entry).instrs);
-        probe.drain(..2);
-        probe.extend(original);
-        func.block_mut(entry).instrs = probe;
+        rt.counter.count_call(
+            &mut func.builder_mut().func_body(),
+            Func::Const(f),
+            [parent, node],
+        );
+        func.block_mut(entry).instrs.extend(original);
         return;
     };
     // The entry sequence becomes: entry probe, the body block, exit probe.
     let moved = std::mem::take(&mut func.block_mut(entry).instrs);
     func.block_mut(body).instrs = moved;
-    probe.extend([
+    let at = InstrLocId::default();
+    let mut probe = vec![
+        (Instr::GlobalGet(GlobalGet { global: rt.cur }), at),
+        (Instr::LocalSet(LocalSet { local: parent }), at),
+        (i32_const(f), at),
+        (Instr::Call(Call { func: timing.enter }), at),
         (Instr::LocalSet(LocalSet { local: node }), at),
         (timing.clock.read(), at),
         (Instr::LocalSet(LocalSet { local: t0 }), at),
         (Instr::Block(Block { seq: body }), at),
-    ]);
+    ];
     probe.extend(exit_probe(at));
     func.block_mut(entry).instrs = probe;
 }

@@ -25,20 +25,102 @@ pub struct Runtime {
     pub cur: GlobalId,
     /// Call-site id set just before a call; 0 when the host makes the call.
     pub site: GlobalId,
-    /// `enter(f: i32)`: counts the arc and the call. With a cost (`-> i32`): also moves to
-    /// the callee's context node and returns it.
-    pub enter: FunctionId,
-    /// The exit probe's pieces, when a cost is measured.
+    /// Counts calls and arcs.
+    pub counter: Counter,
+    /// The entry and exit probes' pieces, when a cost is measured.
     pub timing: Option<Timing>,
 }
 
 /// What measures the cost of an activation.
 pub struct Timing {
+    /// `enter(f: i32) -> i32`: counts the arc and the call, moves to the callee's context
+    /// node and returns it.
+    pub enter: FunctionId,
     /// `exit(parent: i32, node: i32, t0: i64, f: i32)`: adds the activation's cost and
     /// returns to the parent's context.
     pub exit: FunctionId,
     /// Where the cost is read.
     pub clock: Clock,
+}
+
+/// A function id, known when the code is generated or held in a local.
+#[derive(Clone, Copy)]
+pub enum Func {
+    /// A constant.
+    Const(u32),
+    /// A local.
+    Local(LocalId),
+}
+
+/// Counts calls and arcs: the part of the entry probe that every metric has.
+pub struct Counter {
+    mem: MemoryId,
+    layout: Layout,
+    site: GlobalId,
+    /// `dyn_arc(site: i32, f: i32)`: counts an arc from an indirect site or the host.
+    dyn_arc: FunctionId,
+}
+
+impl Counter {
+    /// Emits the counting of a call of `f`: takes the call site (clearing it, so that an
+    /// entry nobody announced is the host's), counts the arc (a counter per direct site,
+    /// the dynamic table for the rest) and the call. Uses locals `s` and `addr`.
+    pub fn count_call(&self, b: &mut InstrSeqBuilder, f: Func, [s, addr]: [LocalId; 2]) {
+        let mem = Mem(self.mem);
+        let l = &self.layout;
+        b.global_get(self.site)
+            .local_set(s)
+            .i32_const(0)
+            .global_set(self.site);
+        b.local_get(s)
+            .i32_const(1)
+            .binop(BinaryOp::I32Sub)
+            .i32_const((layout::INDIRECT_SITE - 1) as i32)
+            .binop(BinaryOp::I32LtU);
+        b.if_else(
+            None,
+            |direct| {
+                direct
+                    .local_get(s)
+                    .i32_const(3)
+                    .binop(BinaryOp::I32Shl)
+                    .local_set(addr);
+                mem.add64(direct, addr, l.direct_arcs_off, |b| {
+                    b.i64_const(1);
+                });
+            },
+            |other| {
+                other.local_get(s);
+                push_func(other, f);
+                other.call(self.dyn_arc);
+            },
+        );
+        match f {
+            Func::Const(f) => {
+                let offset = l.calls_off + 8 * f;
+                b.i32_const(0).i32_const(0);
+                mem.load64(b, offset);
+                b.i64_const(1).binop(BinaryOp::I64Add);
+                mem.store64(b, offset);
+            }
+            Func::Local(f) => {
+                b.local_get(f)
+                    .i32_const(3)
+                    .binop(BinaryOp::I32Shl)
+                    .local_set(addr);
+                mem.add64(b, addr, l.calls_off, |b| {
+                    b.i64_const(1);
+                });
+            }
+        }
+    }
+}
+
+fn push_func(b: &mut InstrSeqBuilder, f: Func) {
+    match f {
+        Func::Const(f) => b.i32_const(f as i32),
+        Func::Local(f) => b.local_get(f),
+    };
 }
 
 /// A source of monotonic `i64` readings.
@@ -159,8 +241,14 @@ pub fn add(module: &mut Module, layout: &Layout, metric: Metric) -> Runtime {
         }
     };
     let mem = Mem(memory);
-    let enter = build_enter(module, layout, &mem, cur, site, clock.is_some());
+    let counter = Counter {
+        mem: memory,
+        layout: *layout,
+        site,
+        dyn_arc: build_dyn_arc(module, layout, &mem),
+    };
     let timing = clock.map(|clock| Timing {
+        enter: build_enter(module, layout, &mem, cur, &counter),
         exit: build_exit(module, layout, &mem, cur, clock),
         clock,
     });
@@ -168,9 +256,20 @@ pub fn add(module: &mut Module, layout: &Layout, metric: Metric) -> Runtime {
         memory,
         cur,
         site,
-        enter,
+        counter,
         timing,
     }
+}
+
+fn build_dyn_arc(module: &mut Module, layout: &Layout, mem: &Mem) -> FunctionId {
+    let s = module.locals.add(ValType::I32);
+    let f = module.locals.add(ValType::I32);
+    let slot = module.locals.add(ValType::I32);
+    let start = module.locals.add(ValType::I32);
+    let mut builder = FunctionBuilder::new(&mut module.types, &[ValType::I32, ValType::I32], &[]);
+    builder.name("__wasmprof_dyn_arc".into());
+    count_dyn_arc(&mut builder.func_body(), layout, mem, s, f, [slot, start]);
+    builder.finish(vec![s, f], &mut module.funcs)
 }
 
 fn build_enter(
@@ -178,59 +277,18 @@ fn build_enter(
     layout: &Layout,
     mem: &Mem,
     cur: GlobalId,
-    site: GlobalId,
-    contexts: bool,
+    counter: &Counter,
 ) -> FunctionId {
     let f = module.locals.add(ValType::I32);
     let s = module.locals.add(ValType::I32);
     let parent = module.locals.add(ValType::I32);
     let node = module.locals.add(ValType::I32);
     let addr = module.locals.add(ValType::I32);
-    let start = module.locals.add(ValType::I32);
     let prev = module.locals.add(ValType::I32);
-    let results: &[ValType] = if contexts { &[ValType::I32] } else { &[] };
-    let mut builder = FunctionBuilder::new(&mut module.types, &[ValType::I32], results);
+    let mut builder = FunctionBuilder::new(&mut module.types, &[ValType::I32], &[ValType::I32]);
     builder.name("__wasmprof_enter".into());
     let mut b = builder.func_body();
-
-    // Take the call site and clear it, so that an entry nobody announced is the host's.
-    b.global_get(site)
-        .local_set(s)
-        .i32_const(0)
-        .global_set(site);
-
-    // The arc: direct sites have a counter each; indirect sites and host entries are
-    // counted per (site, callee) in the dynamic table.
-    b.local_get(s)
-        .i32_const(1)
-        .binop(BinaryOp::I32Sub)
-        .i32_const((layout::INDIRECT_SITE - 1) as i32);
-    b.binop(BinaryOp::I32LtU);
-    b.if_else(
-        None,
-        |then| {
-            then.local_get(s)
-                .i32_const(3)
-                .binop(BinaryOp::I32Shl)
-                .local_set(addr);
-            mem.add64(then, addr, layout.direct_arcs_off, |b| {
-                b.i64_const(1);
-            });
-        },
-        |other| count_dyn_arc(other, layout, mem, s, f, [addr, start]),
-    );
-
-    // The call.
-    b.local_get(f)
-        .i32_const(3)
-        .binop(BinaryOp::I32Shl)
-        .local_set(addr);
-    mem.add64(&mut b, addr, layout.calls_off, |b| {
-        b.i64_const(1);
-    });
-    if !contexts {
-        return builder.finish(vec![f], &mut module.funcs);
-    }
+    counter.count_call(&mut b, Func::Local(f), [s, addr]);
 
     // The context: find or add the child of the current node for this function.
     b.global_get(cur).local_set(parent);
