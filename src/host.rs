@@ -152,7 +152,7 @@ pub fn run(wasm: &[u8], config: &RunConfig) -> anyhow::Result<Outcome> {
             memory: memory.data(&store).to_vec(),
             cur: cur as u32,
             ticks_per_ns: clock.ticks_per_ns(),
-            clock: clock.name().to_string(),
+            clock: if timed { clock.name() } else { "none" }.to_string(),
         })
     } else {
         None

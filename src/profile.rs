@@ -226,7 +226,7 @@ pub struct Dump {
     pub cur: u32,
     /// Clock ticks per nanosecond (1 for a nanosecond clock).
     pub ticks_per_ns: f64,
-    /// Which clock the module read (`tsc`, `instant`, ...).
+    /// Which clock the module read (`tsc`, `instant`; `none` when it read none).
     pub clock: String,
 }
 
