@@ -80,12 +80,7 @@ impl Counter {
         b.if_else(
             None,
             |direct| {
-                direct
-                    .local_get(s)
-                    .i32_const(3)
-                    .binop(BinaryOp::I32Shl)
-                    .local_set(addr);
-                mem.add64(direct, addr, l.direct_arcs_off, |b| {
+                mem.add64_element(direct, l.direct_arcs_off, s, addr, |b| {
                     b.i64_const(1);
                 });
             },
@@ -104,11 +99,7 @@ impl Counter {
                 mem.store64(b, offset);
             }
             Func::Local(f) => {
-                b.local_get(f)
-                    .i32_const(3)
-                    .binop(BinaryOp::I32Shl)
-                    .local_set(addr);
-                mem.add64(b, addr, l.calls_off, |b| {
+                mem.add64_element(b, l.calls_off, f, addr, |b| {
                     b.i64_const(1);
                 });
             }
@@ -186,6 +177,23 @@ impl Mem {
                 offset: offset.into(),
             },
         );
+    }
+
+    /// `array[index] += value` for the u64 array at `offset`, with `index` in a local and
+    /// `value` pushed by `push`; `scratch` holds the element's address.
+    fn add64_element(
+        &self,
+        b: &mut InstrSeqBuilder,
+        offset: u32,
+        index: LocalId,
+        scratch: LocalId,
+        push: impl FnOnce(&mut InstrSeqBuilder),
+    ) {
+        b.local_get(index)
+            .i32_const(3)
+            .binop(BinaryOp::I32Shl)
+            .local_set(scratch);
+        self.add64(b, scratch, offset, push);
     }
 
     /// `mem64[addr + offset] += value`, where `addr` is in a local and `value` is pushed by `push`.
@@ -565,12 +573,7 @@ fn build_exit(
     b.if_else(
         None,
         |outer| {
-            outer
-                .local_get(f)
-                .i32_const(3)
-                .binop(BinaryOp::I32Shl)
-                .local_set(addr);
-            mem.add64(outer, addr, layout.total_off, |b| {
+            mem.add64_element(outer, layout.total_off, f, addr, |b| {
                 b.local_get(dt);
             });
         },
