@@ -12,7 +12,9 @@
 //! active        u32 per function: how many activations are open right now
 //! direct_arcs   u64 per direct call site (index = site id)
 //! dyn_arcs      DynArc per slot: (site, callee) pairs seen at indirect sites and host entries
-//! nodes         Node per context-tree node: root, one fold node per function, then contexts,
+//! nodes         Node per context-tree node: the root (node 0), one fold node per function
+//!               (function f's at node f + 1: it collects f's entries once the tree is
+//!               full), then the contexts,
 //!               allocated in order (each node lists its children, so memory is touched
 //!               densely, which matters: a page touched for the first time costs a fault)
 //! ```
@@ -130,11 +132,6 @@ impl Layout {
             nodes_cap: to32(nodes_cap),
             pages: to32(pages),
         }
-    }
-
-    /// The node that collects the entries of function `f` once the context tree is full.
-    pub fn fold_node(f: u32) -> u32 {
-        f + 1
     }
 
     /// The first node available for calling contexts (after the root and the fold nodes).

@@ -674,11 +674,6 @@ impl Profile {
         crate::fsutil::write_atomic(path, &json)
     }
 
-    /// The function with this id.
-    pub fn function(&self, id: u32) -> &Function {
-        &self.functions[id as usize]
-    }
-
     /// The function with this name.
     pub fn function_named(&self, name: &str) -> Option<&Function> {
         self.functions.iter().find(|f| f.name == name)

@@ -166,11 +166,6 @@ impl<'a> SymbolTable<'a> {
         &self.functions
     }
 
-    /// Consumes the table, keeping the function symbols.
-    pub fn into_functions(self) -> Vec<Symbol> {
-        self.functions
-    }
-
     /// The file:line of the instruction at `file_offset` in the module, when the line
     /// program covers it.
     pub fn location(&self, file_offset: u64) -> Option<SourcePos> {
