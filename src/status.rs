@@ -15,7 +15,6 @@ pub struct Status {
 
 const GREEN: Style = AnsiColor::Green.on_default().bold();
 const CYAN: Style = AnsiColor::Cyan.on_default().bold();
-const YELLOW: Style = AnsiColor::Yellow.on_default().bold();
 const RED: Style = AnsiColor::Red.on_default().bold();
 
 impl Status {
@@ -38,11 +37,6 @@ impl Status {
     /// A cyan status line for a step that follows: `Instrumenting ...`.
     pub fn step(&self, word: &str, message: impl std::fmt::Display) {
         self.line(CYAN, word, message);
-    }
-
-    /// A warning, printed even with `--quiet`.
-    pub fn warn(&self, message: impl std::fmt::Display) {
-        let _ = writeln!(anstream::stderr(), "{YELLOW}warning{YELLOW:#}: {message}");
     }
 
     fn line(&self, style: Style, word: &str, message: impl std::fmt::Display) {
