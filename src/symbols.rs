@@ -109,16 +109,59 @@ impl<'a> ModuleFacts<'a> {
 }
 
 /// Symbols of one original module.
-pub struct SymbolTable<'a> {
+pub struct SymbolTable {
     functions: Vec<Symbol>,
     code_start: u64,
-    lines: Option<addr2line::Context<R<'a>>>,
+    lines: LineTable,
 }
 
-impl<'a> SymbolTable<'a> {
+/// Every row of the line program, read once: address ranges, sorted by start, with their
+/// file (an index into `files`) and line. Looking up thousands of call sites one by one
+/// through addr2line costs far more than one sweep.
+#[derive(Default)]
+struct LineTable {
+    rows: Vec<(u64, u64, u32, u32)>,
+    files: Vec<String>,
+}
+
+impl LineTable {
+    fn read(dwarf: gimli::Dwarf<R<'_>>) -> LineTable {
+        let mut table = LineTable::default();
+        let Ok(context) = addr2line::Context::from_dwarf(dwarf) else {
+            return table;
+        };
+        let Ok(ranges) = context.find_location_range(0, u64::MAX) else {
+            return table;
+        };
+        let mut file_ids: HashMap<String, u32> = HashMap::new();
+        for (start, len, location) in ranges {
+            let (Some(file), Some(line)) = (location.file, location.line) else {
+                continue;
+            };
+            let id = *file_ids.entry(file.to_string()).or_insert_with(|| {
+                table.files.push(file.to_string());
+                table.files.len() as u32 - 1
+            });
+            table.rows.push((start, start + len, id, line));
+        }
+        table.rows.sort_unstable();
+        table
+    }
+
+    fn find(&self, address: u64) -> Option<SourcePos> {
+        let after = self.rows.partition_point(|row| row.0 <= address);
+        let &(_, end, file, line) = self.rows.get(after.checked_sub(1)?)?;
+        (address < end).then(|| SourcePos {
+            file: self.files[file as usize].clone(),
+            line,
+        })
+    }
+}
+
+impl SymbolTable {
     /// Reads the symbols of `wasm`, which must be the original module (its DWARF speaks of
     /// its own code offsets).
-    pub fn load(wasm: &'a [u8]) -> anyhow::Result<SymbolTable<'a>> {
+    pub fn load(wasm: &[u8]) -> anyhow::Result<SymbolTable> {
         let facts = ModuleFacts::read(wasm)?;
         let dwarf = load_dwarf(&facts.debug);
         let subprograms = match &dwarf {
@@ -153,7 +196,7 @@ impl<'a> SymbolTable<'a> {
             functions.push(symbol);
         }
         make_unique(&mut functions);
-        let lines = dwarf.and_then(|d| addr2line::Context::from_dwarf(d).ok());
+        let lines = dwarf.map(LineTable::read).unwrap_or_default();
         Ok(SymbolTable {
             functions,
             code_start: facts.code_start,
@@ -169,12 +212,7 @@ impl<'a> SymbolTable<'a> {
     /// The file:line of the instruction at `file_offset` in the module, when the line
     /// program covers it.
     pub fn location(&self, file_offset: u64) -> Option<SourcePos> {
-        let address = file_offset.checked_sub(self.code_start)?;
-        let loc = self.lines.as_ref()?.find_location(address).ok()??;
-        Some(SourcePos {
-            file: loc.file?.to_string(),
-            line: loc.line?,
-        })
+        self.lines.find(file_offset.checked_sub(self.code_start)?)
     }
 }
 

@@ -78,11 +78,18 @@ pub enum InstrumentError {
 /// Instruments `original`, a core module's bytes. The same input gives the same output.
 pub fn instrument(original: &[u8], options: &Options) -> Result<Instrumented, InstrumentError> {
     check_input(original)?;
-    let symbols =
-        SymbolTable::load(original).map_err(|e| InstrumentError::Invalid(format!("{e:#}")))?;
-    let mut module = walrus::ModuleConfig::new()
-        .parse(original)
-        .map_err(|e| InstrumentError::Invalid(format!("{e:#}")))?;
+    // Symbolize on a second thread while walrus parses: they read the same bytes.
+    let (symbols, module) = std::thread::scope(|scope| {
+        let symbols = scope.spawn(|| SymbolTable::load(original));
+        let module = walrus::ModuleConfig::new().parse(original);
+        let symbols = symbols
+            .join()
+            .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+        (symbols, module)
+    });
+    let invalid = |e: anyhow::Error| InstrumentError::Invalid(format!("{e:#}"));
+    let symbols = symbols.map_err(invalid)?;
+    let mut module = module.map_err(invalid)?;
 
     // Function ids: walrus allocates functions in index order when it parses.
     let original_funcs: Vec<FunctionId> = module.funcs.iter().map(|f| f.id()).collect();
