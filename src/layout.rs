@@ -8,7 +8,8 @@
 //! ```text
 //! header        HEADER_SIZE bytes (see the HDR_* offsets)
 //! total         u64 per function: inclusive cost, counted once per outermost activation
-//! calls         u64 per function: calls
+//! calls         u64 per function: calls (the calls metric only; with a cost, the
+//!               context nodes count them)
 //! active        u32 per function: how many activations are open right now
 //! direct_arcs   u64 per direct call site (index = site id)
 //! dyn_arcs      DynArc per slot: (site, callee) pairs seen at indirect sites and host entries

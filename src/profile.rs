@@ -303,16 +303,23 @@ impl Profile {
         // Self cost sums over the nodes of each function, in raw readings (converted once
         // summed, so that rounding cannot make self exceed total).
         let nf = l.functions as usize;
+        // Calls: with a cost, the sum of the function's context nodes (fold nodes
+        // included); for the calls metric, the function's own counter.
         let mut self_ticks = vec![0u64; nf];
+        let mut node_calls = vec![0u64; nf];
         for n in nodes.iter().skip(1) {
             self_ticks[n.func as usize] += n.incl.saturating_sub(n.child);
+            node_calls[n.func as usize] += n.count;
         }
 
         // Functions that ran, renumbered densely.
         let mut fid = vec![u32::MAX; nf];
         let mut functions = Vec::new();
         for f in 0..nf {
-            let calls = raw.u64(l.calls_off + 8 * f as u32)?;
+            let calls = match metric {
+                Metric::Calls => raw.u64(l.calls_off + 8 * f as u32)?,
+                _ => node_calls[f],
+            };
             if calls == 0 {
                 continue;
             }

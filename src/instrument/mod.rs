@@ -13,8 +13,6 @@
 
 mod runtime;
 
-use runtime::Func;
-
 use std::collections::{BTreeMap, HashMap};
 
 use walrus::ir::{
@@ -464,11 +462,8 @@ fn rewrite_function(
     let (Some(body), Some(timing)) = (body, timing) else {
         // Calls only: the counting, inline, then the body as it was.
         let original = std::mem::take(&mut func.block_mut(entry).instrs);
-        rt.counter.count_call(
-            &mut func.builder_mut().func_body(),
-            Func::Const(f),
-            [parent, node],
-        );
+        rt.counter
+            .count_call(&mut func.builder_mut().func_body(), f, [parent, node]);
         func.block_mut(entry).instrs.extend(original);
         return;
     };

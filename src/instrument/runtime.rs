@@ -45,7 +45,7 @@ pub struct Timing {
 
 /// A function id, known when the code is generated or held in a local.
 #[derive(Clone, Copy)]
-pub enum Func {
+enum Func {
     /// A constant.
     Const(u32),
     /// A local.
@@ -62,10 +62,17 @@ pub struct Counter {
 }
 
 impl Counter {
-    /// Emits the counting of a call of `f`: takes the call site (clearing it, so that an
-    /// entry nobody announced is the host's), counts the arc (a counter per direct site,
-    /// the dynamic table for the rest) and the call. Uses locals `s` and `addr`.
-    pub fn count_call(&self, b: &mut InstrSeqBuilder, f: Func, [s, addr]: [LocalId; 2]) {
+    /// Emits the calls metric's whole entry probe for function `f`: the arc, and the call in
+    /// `f`'s counter (with a cost, the context node counts the call instead).
+    pub fn count_call(&self, b: &mut InstrSeqBuilder, f: u32, locals: [LocalId; 2]) {
+        self.count_arc(b, Func::Const(f), locals);
+        Mem(self.mem).bump64(b, self.layout.calls_off + 8 * f);
+    }
+
+    /// Emits the counting of the arc into `f`: takes the call site (clearing it, so that an
+    /// entry nobody announced is the host's) and counts it (a counter per direct site, the
+    /// dynamic table for the rest). Uses locals `s` and `addr`.
+    fn count_arc(&self, b: &mut InstrSeqBuilder, f: Func, [s, addr]: [LocalId; 2]) {
         let mem = Mem(self.mem);
         let l = &self.layout;
         b.global_get(self.site)
@@ -90,20 +97,6 @@ impl Counter {
                 other.call(self.dyn_arc);
             },
         );
-        match f {
-            Func::Const(f) => {
-                let offset = l.calls_off + 8 * f;
-                b.i32_const(0).i32_const(0);
-                mem.load64(b, offset);
-                b.i64_const(1).binop(BinaryOp::I64Add);
-                mem.store64(b, offset);
-            }
-            Func::Local(f) => {
-                mem.add64_element(b, l.calls_off, f, addr, |b| {
-                    b.i64_const(1);
-                });
-            }
-        }
     }
 }
 
@@ -177,6 +170,14 @@ impl Mem {
                 offset: offset.into(),
             },
         );
+    }
+
+    /// `mem64[offset] += 1`, at an address known when the code is generated.
+    fn bump64(&self, b: &mut InstrSeqBuilder, offset: u32) {
+        b.i32_const(0).i32_const(0);
+        self.load64(b, offset);
+        b.i64_const(1).binop(BinaryOp::I64Add);
+        self.store64(b, offset);
     }
 
     /// `array[index] += value` for the u64 array at `offset`, with `index` in a local and
@@ -296,7 +297,7 @@ fn build_enter(
     let mut builder = FunctionBuilder::new(&mut module.types, &[ValType::I32], &[ValType::I32]);
     builder.name("__wasmprof_enter".into());
     let mut b = builder.func_body();
-    counter.count_call(&mut b, Func::Local(f), [s, addr]);
+    counter.count_arc(&mut b, Func::Local(f), [s, addr]);
 
     // The context: find or add the child of the current node for this function.
     b.global_get(cur).local_set(parent);
@@ -412,10 +413,7 @@ fn count_dyn_arc(
                 .local_get(start)
                 .binop(BinaryOp::I32Ne)
                 .br_if(lp_id);
-            lp.i32_const(0).i32_const(0);
-            mem.load64(lp, layout::HDR_ARCS_DROPPED);
-            lp.i64_const(1).binop(BinaryOp::I64Add);
-            mem.store64(lp, layout::HDR_ARCS_DROPPED);
+            mem.bump64(lp, layout::HDR_ARCS_DROPPED);
         });
     });
 }
@@ -487,10 +485,7 @@ fn find_child(
                     .i32_const(1)
                     .binop(BinaryOp::I32Add)
                     .local_set(node);
-                full.i32_const(0).i32_const(0);
-                mem.load64(full, layout::HDR_FOLDED);
-                full.i64_const(1).binop(BinaryOp::I64Add);
-                mem.store64(full, layout::HDR_FOLDED);
+                mem.bump64(full, layout::HDR_FOLDED);
                 full.br(done_id);
             },
             |_| {},
