@@ -46,6 +46,10 @@ impl Command {
             Command::Run(args) => args.ui,
             Command::Instrument(args) => args.ui,
             Command::Report(args) => args.ui,
+            Command::Emcc(_) | Command::Emxx(_) => UiOptions {
+                color: ColorChoice::Auto,
+                quiet: false,
+            },
         }
     }
 }
@@ -94,6 +98,25 @@ pub enum Command {
     Instrument(InstrumentArgs),
     /// Print the report of a profile file again.
     Report(ReportArgs),
+    /// Run Emscripten's emcc as `wasmprof-emcc` does: a final link's module comes out
+    /// instrumented, with the runtime that saves its profile.
+    ///
+    /// Every argument goes to emcc; compile steps get `-g` unless you chose a `-g` level.
+    /// Set WASMPROF_EMCC to use another emcc than the one on PATH.
+    #[command(name = "emcc", disable_help_flag = true)]
+    Emcc(DriverArgs),
+    /// Run Emscripten's em++ as `wasmprof-emxx` does (see `emcc`; WASMPROF_EMXX names
+    /// another em++).
+    #[command(name = "em++", alias = "emxx", disable_help_flag = true)]
+    Emxx(DriverArgs),
+}
+
+/// The arguments of `emcc` and `em++`: all of them go to the driver.
+#[derive(Debug, Args)]
+pub struct DriverArgs {
+    /// Arguments for the driver.
+    #[arg(trailing_var_arg = true, allow_hyphen_values = true, value_name = "ARGS")]
+    pub args: Vec<OsString>,
 }
 
 /// `cargo test`'s flags that choose what to build.
@@ -254,6 +277,12 @@ pub struct InstrumentOptions {
         value_parser = clap::value_parser!(u32).range(1..=i64::from(crate::layout::MAX_CONTEXTS))
     )]
     pub max_contexts: u32,
+    /// Where the profiler keeps its state: `own-memory` (a memory of its own in the module:
+    /// the fastest, for wasmtime and current browsers) or `state-module` (a small module
+    /// carried inside the instrumented one, for hosts that allow one memory per module,
+    /// such as node 20).
+    #[arg(long, value_name = "WHERE", default_value = "own-memory")]
+    pub state: crate::meta::StateLocation,
 }
 
 impl InstrumentOptions {
@@ -262,6 +291,7 @@ impl InstrumentOptions {
         crate::instrument::Options {
             max_contexts: self.max_contexts,
             metric: self.metric,
+            state: self.state,
         }
     }
 }

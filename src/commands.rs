@@ -8,6 +8,7 @@ use crate::build::{self, Mode, TestBinary};
 use crate::calibrate;
 use crate::cli::{Cli, Command, InstrumentArgs, ProfileArgs, ReportArgs, RunArgs, TestArgs};
 use crate::clock::ClockChoice;
+use crate::emcc::{self, Driver};
 use crate::error::Error;
 use crate::fsutil::{relative, write_atomic};
 use crate::host::{self, Outcome, RunConfig};
@@ -27,6 +28,8 @@ pub fn run(cli: Cli) -> Result<(), Error> {
         Command::Run(args) => run_module(args, status),
         Command::Instrument(args) => instrument_module(args, status),
         Command::Report(args) => report_profile(args),
+        Command::Emcc(args) => exit_with(emcc::run(Driver::Cc, &args.args)?),
+        Command::Emxx(args) => exit_with(emcc::run(Driver::Cxx, &args.args)?),
     }
 }
 

@@ -84,8 +84,8 @@ impl Outcome {
     }
 }
 
-/// Compiles and runs `wasm`. An instrumented module (one that exports the profiler's memory)
-/// has its state collected, and gets its clock if it imports one.
+/// Compiles and runs `wasm`. An instrumented module (one that exports the profiler's memory,
+/// or carries a state module) has its state collected, and gets its clock if it imports one.
 pub fn run(wasm: &[u8], config: &RunConfig) -> anyhow::Result<Outcome> {
     let engine = Engine::default();
     let module = Module::new(&engine, wasm)
@@ -95,7 +95,12 @@ pub fn run(wasm: &[u8], config: &RunConfig) -> anyhow::Result<Outcome> {
         module.get_export("_start").is_some(),
         "the module exports no `_start` function, so it is not a WASI command"
     );
-    let profiled = module.get_export(meta::MEMORY_EXPORT).is_some();
+    let state_module = meta::custom_section(wasm, meta::STATE_SECTION)?
+        .map(|bytes| Module::new(&engine, bytes))
+        .transpose()
+        .map_err(anyhow::Error::from)
+        .context("wasmtime could not compile the profiler's state module")?;
+    let profiled = state_module.is_some() || module.get_export(meta::MEMORY_EXPORT).is_some();
     let timed = module
         .imports()
         .any(|i| i.module() == meta::CLOCK_MODULE && i.name() == meta::CLOCK_NAME);
@@ -122,10 +127,23 @@ pub fn run(wasm: &[u8], config: &RunConfig) -> anyhow::Result<Outcome> {
     let mut store = Store::new(&engine, wasi);
 
     let started = Instant::now();
+    // The state module first: the program imports its probes, memory and globals.
+    let state_instance = match &state_module {
+        Some(state_module) => {
+            let instance = linker
+                .instantiate(&mut store, state_module)
+                .map_err(anyhow::Error::from)
+                .context("cannot instantiate the profiler's state module")?;
+            linker.instance(&mut store, meta::STATE_MODULE, instance)?;
+            Some(instance)
+        }
+        None => None,
+    };
     let instance = linker
         .instantiate(&mut store, &module)
         .map_err(anyhow::Error::from)
         .context("cannot instantiate the module")?;
+    let state_instance = state_instance.unwrap_or(instance);
     let start = instance
         .get_typed_func::<(), ()>(&mut store, "_start")
         .map_err(anyhow::Error::from)
@@ -141,10 +159,10 @@ pub fn run(wasm: &[u8], config: &RunConfig) -> anyhow::Result<Outcome> {
         },
     };
     let state = if profiled {
-        let memory = instance
+        let memory = state_instance
             .get_memory(&mut store, meta::MEMORY_EXPORT)
             .context("the instrumented module exports no profiler memory")?;
-        let cur = instance
+        let cur = state_instance
             .get_global(&mut store, meta::CUR_EXPORT)
             .and_then(|g| g.get(&mut store).i32())
             .context("the instrumented module exports no current-context global")?;

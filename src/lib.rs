@@ -4,13 +4,15 @@
 //! [`build`] (cargo, wasm32-wasip1) -> [`instrument`] (walrus; it also reads the original
 //! module's DWARF through [`symbols`] into the tables of [`meta`]) -> [`host`] (wasmtime) ->
 //! [`profile`] (one data model, decoded from the memory laid out by [`layout`]) ->
-//! [`report`] (views of it). [`commands`] walks it for each command of [`cli`].
+//! [`report`] (views of it). [`commands`] walks it for each command of [`cli`]; [`emcc`]
+//! is the compiler wrapper that instruments what Emscripten links.
 
 pub mod build;
 pub mod calibrate;
 pub mod cli;
 pub mod clock;
 pub mod commands;
+pub mod emcc;
 pub mod error;
 pub mod fsutil;
 pub mod host;

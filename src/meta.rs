@@ -18,11 +18,31 @@ pub const MEMORY_EXPORT: &str = "__wasmprof_memory";
 /// context-tree node (after a trap: the innermost open activation).
 pub const CUR_EXPORT: &str = "__wasmprof_cur";
 /// Import module of the clock the instrumented module reads at entries and exits.
-pub const CLOCK_MODULE: &str = "wasmprof";
+pub const CLOCK_MODULE: &str = STATE_MODULE;
 /// Import name of the clock: `() -> i64`, monotonic nanoseconds.
 pub const CLOCK_NAME: &str = "now";
 /// Version of the [`Meta`] format and of the memory layout.
 pub const VERSION: u32 = 1;
+/// Import module of everything an instrumented module takes from outside: the clock, and
+/// with [`StateLocation::StateModule`] the state module's exports.
+pub const STATE_MODULE: &str = "wasmprof";
+/// Name of the custom section that holds the state module, with
+/// [`StateLocation::StateModule`].
+pub const STATE_SECTION: &str = "wasmprof.state";
+
+/// Where the profiler keeps its state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum StateLocation {
+    /// A memory of its own inside the instrumented module: the fastest, for hosts with
+    /// multi-memory (wasmtime, current browsers).
+    #[default]
+    OwnMemory,
+    /// A small second module, carried in the instrumented module's `wasmprof.state`
+    /// section, that owns the memory and the probes; the instrumented module imports them.
+    /// For hosts that allow one memory per module (node 20).
+    StateModule,
+}
 
 /// What the instrumented module measures besides exact calls and arcs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, clap::ValueEnum)]
@@ -51,6 +71,9 @@ pub struct Meta {
     pub version: u32,
     /// What the module measures.
     pub metric: Metric,
+    /// Where the profiler's state is.
+    #[serde(default)]
+    pub state: StateLocation,
     /// Where the state lies in the profiler's memory.
     pub layout: Layout,
     /// One entry per function id (= the function's index in the original module).

@@ -20,6 +20,8 @@ pub const FORMAT: &str = "wasmprof-profile";
 pub const FORMAT_VERSION: u32 = 1;
 /// The caller name of arcs that enter the module from the host.
 pub const HOST: &str = "<host>";
+/// The `format` field of a [`DumpFile`].
+pub const DUMP_FORMAT: &str = "wasmprof-dump";
 
 /// A whole profile.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -228,6 +230,49 @@ pub struct Dump {
     pub ticks_per_ns: f64,
     /// Which clock the module read (`tsc`, `instant`; `none` when it read none).
     pub clock: String,
+}
+
+/// What a host without the Rust decoder (the JS runtime under node or in a browser) saves
+/// after a run: the profiler's memory, base64-encoded, with the tables to decode it. Read
+/// like a profile: [`Profile::read`] decodes it.
+#[derive(Debug, Deserialize)]
+pub struct DumpFile {
+    /// [`crate::meta::VERSION`] of the runtime that wrote it.
+    pub version: u32,
+    /// The instrumented module's tables.
+    pub meta: Meta,
+    /// How the run ended (its `open_stack` is decoded from the memory).
+    #[serde(flatten)]
+    pub run: RunInfo,
+    /// The used part of the profiler's memory, base64.
+    pub memory: String,
+    /// The context-tree node current at the end.
+    pub cur: u32,
+    /// Clock ticks per nanosecond.
+    pub ticks_per_ns: f64,
+}
+
+impl DumpFile {
+    /// Decodes the dump into a profile.
+    pub fn decode(self) -> anyhow::Result<Profile> {
+        use base64::Engine as _;
+        anyhow::ensure!(
+            self.version == crate::meta::VERSION,
+            "a dump of version {}, this cargo-wasmprof reads version {}",
+            self.version,
+            crate::meta::VERSION
+        );
+        let memory = base64::engine::general_purpose::STANDARD
+            .decode(self.memory.as_bytes())
+            .context("its memory is not base64")?;
+        let dump = Dump {
+            memory,
+            cur: self.cur,
+            ticks_per_ns: self.ticks_per_ns,
+            clock: self.run.clock.clone(),
+        };
+        Profile::decode(&self.meta, &dump, self.run)
+    }
 }
 
 /// A little-endian reader over the profiler's memory.
@@ -664,15 +709,23 @@ impl Profile {
         true
     }
 
-    /// Reads a profile file, checking its format. Errors do not repeat the path.
+    /// Reads a profile file, or a [`DumpFile`] that it decodes, checking the format. Errors
+    /// do not repeat the path.
     pub fn read(path: &Path) -> anyhow::Result<Profile> {
         let text = std::fs::read(path).context("cannot read it")?;
         let value: serde_json::Value = serde_json::from_slice(&text).context("not JSON")?;
-        anyhow::ensure!(
-            value.get("format").and_then(|f| f.as_str()) == Some(FORMAT),
-            "not a cargo-wasmprof profile (no \"format\": \"{FORMAT}\")"
-        );
-        serde_json::from_value(value).context("not a valid cargo-wasmprof profile")
+        match value.get("format").and_then(|f| f.as_str()) {
+            Some(FORMAT) => {
+                serde_json::from_value(value).context("not a valid cargo-wasmprof profile")
+            }
+            Some(DUMP_FORMAT) => serde_json::from_value::<DumpFile>(value)
+                .context("not a valid cargo-wasmprof dump")?
+                .decode()
+                .context("cannot decode the dump"),
+            _ => anyhow::bail!(
+                "not a cargo-wasmprof profile (no \"format\": \"{FORMAT}\" or \"{DUMP_FORMAT}\")"
+            ),
+        }
     }
 
     /// Writes the profile as JSON, atomically (a temporary file renamed into place).

@@ -16,6 +16,7 @@ pub struct Status {
 const GREEN: Style = AnsiColor::Green.on_default().bold();
 const CYAN: Style = AnsiColor::Cyan.on_default().bold();
 const RED: Style = AnsiColor::Red.on_default().bold();
+const YELLOW: Style = AnsiColor::Yellow.on_default().bold();
 
 impl Status {
     /// Sets the process-wide color choice and returns a status printer.
@@ -44,6 +45,11 @@ impl Status {
             let _ = writeln!(anstream::stderr(), "{style}{word:>12}{style:#} {message}");
         }
     }
+}
+
+/// Prints `warning: message` on stderr, as cargo does.
+pub fn warning(message: impl std::fmt::Display) {
+    let _ = writeln!(anstream::stderr(), "{YELLOW}warning{YELLOW:#}: {message}");
 }
 
 /// Prints `error: message` on stderr, as cargo does.

@@ -20,11 +20,11 @@ use walrus::ir::{
     InstrSeqType, LocalGet, LocalSet, Value, VisitorMut,
 };
 use walrus::{
-    ExportItem, FunctionBuilder, FunctionId, FunctionKind, LocalFunction, Module, ValType,
+    FunctionBuilder, FunctionId, FunctionKind, LocalFunction, Module, ValType,
 };
 
 use crate::layout::{Layout, INDIRECT_SITE};
-use crate::meta::{self, FunctionMeta, Meta, Metric, SiteMeta};
+use crate::meta::{self, FunctionMeta, Meta, Metric, SiteMeta, StateLocation};
 use crate::symbols::SymbolTable;
 
 /// What can be chosen about the instrumentation.
@@ -34,6 +34,8 @@ pub struct Options {
     pub max_contexts: u32,
     /// What to measure besides calls and arcs.
     pub metric: Metric,
+    /// Where the profiler keeps its state.
+    pub state: StateLocation,
 }
 
 impl Default for Options {
@@ -41,6 +43,7 @@ impl Default for Options {
         Options {
             max_contexts: 1 << 18,
             metric: Metric::Time,
+            state: StateLocation::OwnMemory,
         }
     }
 }
@@ -139,7 +142,18 @@ pub fn instrument(original: &[u8], options: &Options) -> Result<Instrumented, In
         sites.indirect.len() as u32,
         options.max_contexts,
     );
-    let rt = runtime::add(&mut module, &layout, options.metric);
+    let rt = match options.state {
+        StateLocation::OwnMemory => runtime::add(&mut module, &layout, options.metric),
+        StateLocation::StateModule => {
+            let (rt, state) = runtime::import_state_module(&mut module, &layout, options.metric);
+            validate(&state).map_err(InstrumentError::Produced)?;
+            module.customs.add(walrus::RawCustomSection {
+                name: meta::STATE_SECTION.to_string(),
+                data: state,
+            });
+            rt
+        }
+    };
     for Plan { id, f, site_ids } in plans {
         let probe_locals = [
             module.locals.add(ValType::I32),
@@ -157,16 +171,10 @@ pub fn instrument(original: &[u8], options: &Options) -> Result<Instrumented, In
         };
         rewrite_function(func, f, body_ty, &site_ids, &rt, probe_locals);
     }
-    module
-        .exports
-        .add(meta::MEMORY_EXPORT, ExportItem::Memory(rt.memory));
-    module
-        .exports
-        .add(meta::CUR_EXPORT, ExportItem::Global(rt.cur));
-
     let meta = Meta {
         version: meta::VERSION,
         metric: options.metric,
+        state: options.state,
         layout,
         functions,
         direct_sites: sites.direct,
@@ -397,7 +405,10 @@ fn rewrite_function(
     [parent, node, t0]: [walrus::LocalId; 3],
 ) {
     let entry = func.entry_block();
-    let timing = rt.timing.as_ref();
+    let timing = match &rt.probes {
+        runtime::Probes::Timed(timing) => Some(timing),
+        runtime::Probes::Count(_) => None,
+    };
     let body = timing.map(|_| func.builder_mut().dangling_instr_seq(body_ty).id());
     let counter = match timing.map(|t| t.clock) {
         Some(runtime::Clock::Instructions(global)) => Some(global),
@@ -459,11 +470,13 @@ fn rewrite_function(
         "every numbered call site was rewritten"
     );
 
-    let (Some(body), Some(timing)) = (body, timing) else {
-        // Calls only: the counting, inline, then the body as it was.
+    let (Some(body), runtime::Probes::Timed(timing)) = (body, &rt.probes) else {
+        let runtime::Probes::Count(counter) = &rt.probes else {
+            unreachable!("a timed function has a body block");
+        };
+        // Calls only: the counting, then the body as it was.
         let original = std::mem::take(&mut func.block_mut(entry).instrs);
-        rt.counter
-            .count_call(&mut func.builder_mut().func_body(), f, [parent, node]);
+        counter.count_call(&mut func.builder_mut().func_body(), f, [parent, node]);
         func.block_mut(entry).instrs.extend(original);
         return;
     };

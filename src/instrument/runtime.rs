@@ -1,17 +1,36 @@
-//! The profiler's runtime, generated as wasm functions inside the instrumented module.
+//! The profiler's runtime, generated as wasm functions.
 //!
 //! Every instrumented function calls `enter` once at entry and, when a cost is measured,
 //! `exit` once at every exit. They update the state described in [`crate::layout`] with
 //! plain loads and stores on the profiler's own memory; the only host call is the clock
 //! read of the time metric.
+//!
+//! The runtime lives where [`StateLocation`] says: inside the instrumented module, with a
+//! memory of its own ([`add`]), or in a state module that the instrumented module imports
+//! its probes and globals from ([`import_state_module`]), for hosts that allow a module
+//! only one memory. The probes are the same code either way.
 
 use walrus::ir::{BinaryOp, Instr, LoadKind, MemArg, StoreKind, UnaryOp};
 use walrus::{
-    FunctionBuilder, FunctionId, GlobalId, InstrSeqBuilder, LocalId, MemoryId, Module, ValType,
+    ExportItem, FunctionBuilder, FunctionId, GlobalId, InstrSeqBuilder, LocalId, MemoryId,
+    Module, ValType,
 };
 
 use crate::layout::{self, Layout};
-use crate::meta::Metric;
+use crate::meta::{self, Metric};
+#[cfg(doc)]
+use crate::meta::StateLocation;
+
+/// The state module's export (and the instrumented module's import) of the call-site global.
+const SITE_EXPORT: &str = "site";
+/// The state module's export of the instruction counter.
+const INSTRUCTIONS_EXPORT: &str = "instructions";
+/// The state module's export of `enter`.
+const ENTER_EXPORT: &str = "enter";
+/// The state module's export of `exit`.
+const EXIT_EXPORT: &str = "exit";
+/// The state module's export of `count_call`.
+const COUNT_CALL_EXPORT: &str = "count_call";
 
 /// Multipliers of the two multiplicative hashes.
 const HASH_A: i32 = 0x9E37_79B1_u32 as i32;
@@ -19,16 +38,49 @@ const HASH_B: i32 = 0x85EB_CA6B_u32 as i32;
 
 /// The ids of the runtime pieces that the probes use.
 pub struct Runtime {
-    /// The profiler's memory.
-    pub memory: MemoryId,
     /// Current context-tree node.
     pub cur: GlobalId,
     /// Call-site id set just before a call; 0 when the host makes the call.
     pub site: GlobalId,
-    /// Counts calls and arcs.
-    pub counter: Counter,
-    /// The entry and exit probes' pieces, when a cost is measured.
-    pub timing: Option<Timing>,
+    /// What the entry and exit probes call.
+    pub probes: Probes,
+}
+
+/// The probes of a metric.
+pub enum Probes {
+    /// The calls metric: an entry probe that counts the call and its arc.
+    Count(CallCounter),
+    /// A cost metric: entry and exit probes around a clock.
+    Timed(Timing),
+}
+
+impl Probes {
+    fn new(counter: Counter, timing: Option<Timing>) -> Probes {
+        match timing {
+            Some(timing) => Probes::Timed(timing),
+            None => Probes::Count(CallCounter::Inline(counter)),
+        }
+    }
+}
+
+/// The calls metric's entry probe.
+pub enum CallCounter {
+    /// Loads and stores on the profiler's memory, inline.
+    Inline(Counter),
+    /// A call of the state module's `count_call(f: i32)`.
+    Call(FunctionId),
+}
+
+impl CallCounter {
+    /// Emits the counting of a call of function `f` and its arc, using `locals` as scratch.
+    pub fn count_call(&self, b: &mut InstrSeqBuilder, f: u32, locals: [LocalId; 2]) {
+        match self {
+            CallCounter::Inline(counter) => counter.count_call(b, Func::Const(f), locals),
+            CallCounter::Call(count_call) => {
+                b.i32_const(f as i32).call(*count_call);
+            }
+        }
+    }
 }
 
 /// What measures the cost of an activation.
@@ -64,9 +116,15 @@ pub struct Counter {
 impl Counter {
     /// Emits the calls metric's whole entry probe for function `f`: the arc, and the call in
     /// `f`'s counter (with a cost, the context node counts the call instead).
-    pub fn count_call(&self, b: &mut InstrSeqBuilder, f: u32, locals: [LocalId; 2]) {
-        self.count_arc(b, Func::Const(f), locals);
-        Mem(self.mem).bump64(b, self.layout.calls_off + 8 * f);
+    fn count_call(&self, b: &mut InstrSeqBuilder, f: Func, locals: [LocalId; 2]) {
+        self.count_arc(b, f, locals);
+        let mem = Mem(self.mem);
+        match f {
+            Func::Const(f) => mem.bump64(b, self.layout.calls_off + 8 * f),
+            Func::Local(f) => mem.add64_element(b, self.layout.calls_off, f, locals[1], |b| {
+                b.i64_const(1);
+            }),
+        }
     }
 
     /// Emits the counting of the arc into `f`: takes the call site (clearing it, so that an
@@ -213,8 +271,112 @@ impl Mem {
     }
 }
 
-/// Adds the profiler's memory, globals, clock and runtime functions for `metric` to `module`.
+/// Adds the profiler's memory, globals, clock and runtime functions for `metric` to
+/// `module`, and exports the memory and the current-node global for the host.
 pub fn add(module: &mut Module, layout: &Layout, metric: Metric) -> Runtime {
+    let parts = Parts::build(module, layout, metric);
+    module
+        .exports
+        .add(meta::MEMORY_EXPORT, ExportItem::Memory(parts.memory));
+    module
+        .exports
+        .add(meta::CUR_EXPORT, ExportItem::Global(parts.cur));
+    Runtime {
+        cur: parts.cur,
+        site: parts.site,
+        probes: Probes::new(parts.counter, parts.timing),
+    }
+}
+
+/// Builds the state module for `metric` (the profiler's memory, globals and probes, all
+/// exported) and makes `module` import what its probes use from it. Returns the runtime as
+/// `module` sees it and the state module's bytes.
+pub fn import_state_module(
+    module: &mut Module,
+    layout: &Layout,
+    metric: Metric,
+) -> (Runtime, Vec<u8>) {
+    let mut state = Module::default();
+    let parts = Parts::build(&mut state, layout, metric);
+    let exports = &mut state.exports;
+    exports.add(meta::MEMORY_EXPORT, ExportItem::Memory(parts.memory));
+    exports.add(meta::CUR_EXPORT, ExportItem::Global(parts.cur));
+    exports.add(SITE_EXPORT, ExportItem::Global(parts.site));
+
+    let import_global = |module: &mut Module, name: &str, ty: ValType| {
+        module
+            .add_import_global(meta::STATE_MODULE, name, ty, true, false)
+            .0
+    };
+    let import_func = |module: &mut Module, name: &str, params: &[ValType], results: &[ValType]| {
+        let ty = module.types.add(params, results);
+        module.add_import_func(meta::STATE_MODULE, name, ty).0
+    };
+    let cur = import_global(module, meta::CUR_EXPORT, ValType::I32);
+    let site = import_global(module, SITE_EXPORT, ValType::I32);
+    let probes = match parts.timing {
+        None => {
+            let count_call = build_count_call(&mut state, &parts.counter);
+            state
+                .exports
+                .add(COUNT_CALL_EXPORT, ExportItem::Function(count_call));
+            let count_call = import_func(module, COUNT_CALL_EXPORT, &[ValType::I32], &[]);
+            Probes::Count(CallCounter::Call(count_call))
+        }
+        Some(timing) => {
+            let exports = &mut state.exports;
+            exports.add(ENTER_EXPORT, ExportItem::Function(timing.enter));
+            exports.add(EXIT_EXPORT, ExportItem::Function(timing.exit));
+            let clock = match timing.clock {
+                Clock::Host(_) => Clock::Host(import_func(
+                    module,
+                    meta::CLOCK_NAME,
+                    &[],
+                    &[ValType::I64],
+                )),
+                Clock::Instructions(global) => {
+                    exports.add(INSTRUCTIONS_EXPORT, ExportItem::Global(global));
+                    Clock::Instructions(import_global(module, INSTRUCTIONS_EXPORT, ValType::I64))
+                }
+            };
+            Probes::Timed(Timing {
+                enter: import_func(module, ENTER_EXPORT, &[ValType::I32], &[ValType::I32]),
+                exit: import_func(module, EXIT_EXPORT, &EXIT_PARAMS, &[]),
+                clock,
+            })
+        }
+    };
+    let runtime = Runtime { cur, site, probes };
+    (runtime, state.emit_wasm())
+}
+
+/// `count_call(f: i32)`: the calls metric's entry probe, out of line.
+fn build_count_call(module: &mut Module, counter: &Counter) -> FunctionId {
+    let f = module.locals.add(ValType::I32);
+    let locals = [
+        module.locals.add(ValType::I32),
+        module.locals.add(ValType::I32),
+    ];
+    let mut builder = FunctionBuilder::new(&mut module.types, &[ValType::I32], &[]);
+    builder.name("__wasmprof_count_call".into());
+    counter.count_call(&mut builder.func_body(), Func::Local(f), locals);
+    builder.finish(vec![f], &mut module.funcs)
+}
+
+/// The parameters of `exit`: parent, node, t0, f.
+const EXIT_PARAMS: [ValType; 4] = [ValType::I32, ValType::I32, ValType::I64, ValType::I32];
+
+/// The runtime's pieces inside the module that holds the state.
+struct Parts {
+    memory: MemoryId,
+    cur: GlobalId,
+    site: GlobalId,
+    counter: Counter,
+    timing: Option<Timing>,
+}
+
+impl Parts {
+    fn build(module: &mut Module, layout: &Layout, metric: Metric) -> Parts {
     let pages = u64::from(layout.pages);
     let memory = module
         .memories
@@ -261,12 +423,13 @@ pub fn add(module: &mut Module, layout: &Layout, metric: Metric) -> Runtime {
         exit: build_exit(module, layout, &mem, cur, clock),
         clock,
     });
-    Runtime {
+    Parts {
         memory,
         cur,
         site,
         counter,
         timing,
+    }
     }
 }
 
@@ -535,8 +698,7 @@ fn build_exit(
     let dt = module.locals.add(ValType::I64);
     let addr = module.locals.add(ValType::I32);
     let active = module.locals.add(ValType::I32);
-    let params = [ValType::I32, ValType::I32, ValType::I64, ValType::I32];
-    let mut builder = FunctionBuilder::new(&mut module.types, &params, &[]);
+    let mut builder = FunctionBuilder::new(&mut module.types, &EXIT_PARAMS, &[]);
     builder.name("__wasmprof_exit".into());
     let mut b = builder.func_body();
 

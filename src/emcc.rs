@@ -1,0 +1,416 @@
+//! `wasmprof-emcc` and `wasmprof-emxx`: compiler wrappers that a build uses as CC and CXX.
+//!
+//! Every step goes to the real `emcc` (or `em++`) with the user's arguments unchanged, plus:
+//! - compile steps get `-g` when the user chose no `-g` level of their own (clang's code does
+//!   not change with `-g`; objects grow), so that DWARF can name functions and lines;
+//! - a final link gets `-g` on the same terms (emcc then keeps the DWARF in the .wasm; at
+//!   `-O2` and above it also runs fewer binaryen passes, which can cost a few percent of
+//!   speed), `--profiling-funcs` (names even under `-g0`), and for JS outputs the runtime as
+//!   `--pre-js`. After the link the .wasm is instrumented in place and the original kept
+//!   beside it as `NAME.orig.wasm`.
+//!
+//! JS outputs (.js, .mjs, .html, no extension) get the profiler's state in a state module
+//! ([`StateLocation::StateModule`]), because node 20 refuses a second memory; a bare .wasm
+//! output (standalone) keeps it in a memory of its own, for wasmtime.
+
+use std::ffi::{OsStr, OsString};
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use anyhow::Context as _;
+
+use crate::error::Error;
+use crate::fsutil::{relative, write_atomic};
+use crate::instrument::{self, Options};
+use crate::meta::StateLocation;
+
+/// The JS runtime, with [`WASM_FILE_MARK`] standing for the module's file name.
+const RUNTIME: &str = include_str!("../templates/wasmprof-runtime.js");
+/// What the runtime template has where the .wasm file's name goes.
+const WASM_FILE_MARK: &str = "__WASMPROF_WASM_FILE__";
+
+/// Which of Emscripten's drivers a wrapper stands for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Driver {
+    /// `emcc`, the C driver.
+    Cc,
+    /// `em++`, the C++ driver.
+    Cxx,
+}
+
+impl Driver {
+    /// The driver a wrapper called `argv0` stands for: C++ when the name ends in `++`,
+    /// `xx` or `pp` (`wasmprof-em++`, `wasmprof-emxx`), else C.
+    pub fn from_program_name(argv0: &OsStr) -> Driver {
+        let name = Path::new(argv0)
+            .file_stem()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        if ["++", "xx", "pp"].iter().any(|end| name.ends_with(end)) {
+            Driver::Cxx
+        } else {
+            Driver::Cc
+        }
+    }
+
+    /// The real driver's name.
+    pub fn real_name(self) -> &'static str {
+        match self {
+            Driver::Cc => "emcc",
+            Driver::Cxx => "em++",
+        }
+    }
+
+    /// The environment variable that names the real driver, overriding the search.
+    pub fn override_var(self) -> &'static str {
+        match self {
+            Driver::Cc => "WASMPROF_EMCC",
+            Driver::Cxx => "WASMPROF_EMXX",
+        }
+    }
+
+    /// The real driver: the override variable's value, else the first on PATH.
+    fn find(self) -> Result<PathBuf, Error> {
+        if let Some(path) = std::env::var_os(self.override_var()).filter(|p| !p.is_empty()) {
+            return Ok(PathBuf::from(path));
+        }
+        which::which(self.real_name()).map_err(|_| {
+            anyhow::anyhow!(
+                "cannot find `{}` on PATH; install Emscripten, or name the driver in {}",
+                self.real_name(),
+                self.override_var()
+            )
+            .into()
+        })
+    }
+}
+
+/// What a command line asks of emcc, as far as the wrapper cares.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Step {
+    /// The output of a final link, when the step is one.
+    pub link_output: Option<PathBuf>,
+    /// Whether the user chose a `-g` level.
+    pub chose_debug: bool,
+    /// Whether the module is inlined into the JS (`-sSINGLE_FILE`): nothing to instrument.
+    pub single_file: bool,
+}
+
+/// Flags after which emcc stops before linking, or does not build at all.
+const NO_LINK: &[&str] = &[
+    "-c",
+    "-S",
+    "-E",
+    "-M",
+    "-MM",
+    "-fsyntax-only",
+    "-r",
+    "--version",
+    "--help",
+    "-dumpmachine",
+    "-dumpversion",
+    "--cflags",
+    "--show-ports",
+    "--clear-cache",
+    "--clear-ports",
+    "-###",
+];
+
+impl Step {
+    /// Classifies `args` (response files `@file` are read for this; what emcc gets is
+    /// unchanged). The default output of a link is `a.out.js`. A step taken for a link may
+    /// still write no module (`emcc -v`); [`run`] instruments only a module the step wrote.
+    pub fn classify(args: &[OsString]) -> Step {
+        let args = expand_response_files(args);
+        let mut output = None;
+        let mut links = true;
+        let mut chose_debug = false;
+        let mut single_file = false;
+        let mut iter = args.iter();
+        while let Some(arg) = iter.next() {
+            if arg == "-o" {
+                output = iter.next().map(PathBuf::from);
+            } else if let Some(path) = arg.strip_prefix("-o").filter(|p| !p.is_empty()) {
+                output = Some(PathBuf::from(path));
+            } else if NO_LINK.contains(&arg.as_str()) || arg.starts_with("-print") {
+                links = false;
+            } else if arg.contains("SINGLE_FILE") && !arg.ends_with("=0") {
+                single_file = true;
+            } else if arg.starts_with("-g") {
+                chose_debug = true;
+            }
+        }
+        let link_output = output.unwrap_or_else(|| PathBuf::from("a.out.js"));
+        let linked = matches!(
+            Output::of(&link_output),
+            Some(Output::Js { .. } | Output::Wasm)
+        );
+        Step {
+            link_output: (links && linked && !single_file).then_some(link_output),
+            chose_debug,
+            single_file,
+        }
+    }
+}
+
+/// The arguments with every `@file` replaced by the file's words (quotes and backslashes
+/// as GCC reads them). An unreadable file stays as it is: emcc will say what is wrong.
+fn expand_response_files(args: &[OsString]) -> Vec<String> {
+    let mut out = Vec::new();
+    for arg in args {
+        let arg = arg.to_string_lossy();
+        match arg
+            .strip_prefix('@')
+            .and_then(|file| std::fs::read_to_string(file).ok())
+        {
+            Some(text) => out.extend(split_words(&text)),
+            None => out.push(arg.into_owned()),
+        }
+    }
+    out
+}
+
+/// Splits a response file into words: whitespace separates, quotes group, `\` escapes.
+fn split_words(text: &str) -> Vec<String> {
+    let mut words = Vec::new();
+    let mut word: Option<String> = None;
+    let mut quote = None;
+    let mut chars = text.chars();
+    while let Some(c) = chars.next() {
+        match (c, quote) {
+            ('\\', _) => word.get_or_insert_with(String::new).extend(chars.next()),
+            (q, None) if q == '"' || q == '\'' => {
+                quote = Some(q);
+                word.get_or_insert_with(String::new);
+            }
+            (q, Some(open)) if q == open => quote = None,
+            (c, None) if c.is_whitespace() => words.extend(word.take()),
+            (c, _) => word.get_or_insert_with(String::new).push(c),
+        }
+    }
+    words.extend(word);
+    words
+}
+
+/// What a final link writes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Output {
+    /// JS glue (or an HTML page with it) beside a .wasm file.
+    Js {
+        /// The .wasm file the glue loads.
+        wasm: PathBuf,
+    },
+    /// A standalone .wasm.
+    Wasm,
+}
+
+impl Output {
+    /// What emcc writes for output path `path`, when it is a final link's output.
+    fn of(path: &Path) -> Option<Output> {
+        let ext = path.extension().and_then(OsStr::to_str);
+        match ext {
+            Some("wasm") => Some(Output::Wasm),
+            Some("js" | "mjs" | "html" | "htm") | None => Some(Output::Js {
+                wasm: path.with_extension("wasm"),
+            }),
+            Some(_) => None,
+        }
+    }
+}
+
+/// Runs the wrapper for `driver` with the user's `args` (without argv[0]); returns the exit
+/// code to leave with.
+pub fn run(driver: Driver, args: &[OsString]) -> Result<i32, Error> {
+    let real = driver.find()?;
+    let step = Step::classify(args);
+    let mut command = Command::new(&real);
+    command.args(args);
+    if !step.chose_debug {
+        command.arg("-g");
+    }
+    if step.single_file {
+        crate::status::warning(
+            "-sSINGLE_FILE inlines the module into the JS, where wasmprof cannot instrument it; \
+             linking without the profiler",
+        );
+    }
+    let Some(output) = step.link_output.clone() else {
+        return exit_code(&real, command);
+    };
+    command.arg("--profiling-funcs");
+    let kind = Output::of(&output).expect("a link output has a kind");
+    // The runtime knows the .wasm by name; it lives as long as the link.
+    let runtime = match &kind {
+        Output::Js { wasm } => Some(runtime_file(wasm)?),
+        Output::Wasm => None,
+    };
+    if let Some(runtime) = &runtime {
+        command.arg("--pre-js").arg(runtime.path());
+    }
+    let started = std::time::SystemTime::now();
+    let code = exit_code(&real, command)?;
+    let (wasm, state) = match kind {
+        Output::Js { wasm } => (wasm, StateLocation::StateModule),
+        Output::Wasm => (output, StateLocation::OwnMemory),
+    };
+    let written = std::fs::metadata(&wasm)
+        .and_then(|m| m.modified())
+        .is_ok_and(|modified| modified >= started);
+    if code == 0 && written {
+        instrument_in_place(&wasm, state)?;
+    }
+    Ok(code)
+}
+
+/// Runs the real driver, with our stdio, and returns its exit code.
+fn exit_code(real: &Path, mut command: Command) -> Result<i32, Error> {
+    let status = command
+        .status()
+        .with_context(|| format!("cannot run {}", real.display()))?;
+    Ok(status.code().unwrap_or(1))
+}
+
+/// Writes the runtime for the module `wasm` to a temporary file.
+fn runtime_file(wasm: &Path) -> Result<tempfile::NamedTempFile, Error> {
+    let name = wasm
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let quoted = serde_json::to_string(&name).expect("strings serialize");
+    let text = RUNTIME.replace(
+        &format!("'{WASM_FILE_MARK}'"),
+        &quoted, // a JS string literal
+    );
+    let mut file = tempfile::Builder::new()
+        .prefix("wasmprof-runtime-")
+        .suffix(".js")
+        .tempfile()
+        .context("cannot write the profiler's runtime to a temporary file")?;
+    file.write_all(text.as_bytes())
+        .context("cannot write the profiler's runtime to a temporary file")?;
+    Ok(file)
+}
+
+/// Instruments `wasm` in place, keeping the original as `NAME.orig.wasm`.
+fn instrument_in_place(wasm: &Path, state: StateLocation) -> Result<(), Error> {
+    let bytes = std::fs::read(wasm).map_err(|e| Error::input(wasm, e))?;
+    let options = Options {
+        state,
+        ..Options::default()
+    };
+    let done = instrument::instrument(&bytes, &options).map_err(|e| Error::input(wasm, e))?;
+    write_atomic(&original_path(wasm), &bytes)?;
+    write_atomic(wasm, &done.wasm)?;
+    crate::status::Status::new(crate::cli::ColorChoice::Auto, false).done(
+        "Instrumented",
+        format!(
+            "{} ({} functions; original kept as {})",
+            relative(wasm),
+            done.meta.functions.len(),
+            relative(&original_path(wasm))
+        ),
+    );
+    Ok(())
+}
+
+/// Where the uninstrumented module is kept.
+pub fn original_path(wasm: &Path) -> PathBuf {
+    wasm.with_extension("orig.wasm")
+}
+
+/// The wrappers' `main`: the driver chosen by the program's name.
+pub fn main() -> ! {
+    let mut args = std::env::args_os();
+    let argv0 = args.next().unwrap_or_default();
+    let args: Vec<OsString> = args.collect();
+    let driver = Driver::from_program_name(&argv0);
+    let code = run(driver, &args).unwrap_or_else(|error| {
+        crate::status::error(format!("wasmprof-{}: {error}", driver.real_name()));
+        error.exit_code()
+    });
+    std::process::exit(code)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn step(args: &[&str]) -> Step {
+        let args: Vec<OsString> = args.iter().map(OsString::from).collect();
+        Step::classify(&args)
+    }
+
+    #[test]
+    fn compile_steps_are_not_links() {
+        for args in [
+            &["-c", "a.c", "-o", "a.o"][..],
+            &["-E", "a.c"],
+            &["-M", "a.c"],
+            &["--version"],
+            &["-print-search-dirs"],
+        ] {
+            assert_eq!(step(args).link_output, None, "{args:?}");
+        }
+    }
+
+    #[test]
+    fn links_and_their_outputs() {
+        assert_eq!(
+            step(&["a.o", "b.o", "-o", "out/prog.js"]).link_output,
+            Some(PathBuf::from("out/prog.js"))
+        );
+        assert_eq!(
+            step(&["a.o", "-oprog.html"]).link_output,
+            Some(PathBuf::from("prog.html"))
+        );
+        assert_eq!(
+            step(&["a.o"]).link_output,
+            Some(PathBuf::from("a.out.js"))
+        );
+        assert_eq!(step(&["a.o", "-o", "liba.a"]).link_output, None);
+        assert_eq!(
+            Output::of(Path::new("out/prog.js")),
+            Some(Output::Js {
+                wasm: PathBuf::from("out/prog.wasm")
+            })
+        );
+        assert_eq!(Output::of(Path::new("prog.wasm")), Some(Output::Wasm));
+    }
+
+    #[test]
+    fn a_chosen_debug_level_is_kept() {
+        assert!(step(&["-g0", "-c", "a.c"]).chose_debug);
+        assert!(step(&["-gline-tables-only", "a.o"]).chose_debug);
+        assert!(!step(&["-O2", "-c", "a.c"]).chose_debug);
+    }
+
+    #[test]
+    fn response_files_are_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let rsp = dir.path().join("args.rsp");
+        std::fs::write(&rsp, "-c \"my file.c\" -o 'a b.o'\n").unwrap();
+        let at = format!("@{}", rsp.display());
+        assert_eq!(step(&[&at]).link_output, None);
+        assert_eq!(
+            split_words("-c \"my file.c\" -o 'a b.o' x\\ y"),
+            ["-c", "my file.c", "-o", "a b.o", "x y"]
+        );
+    }
+
+    #[test]
+    fn the_driver_follows_the_program_name() {
+        assert_eq!(
+            Driver::from_program_name(OsStr::new("/usr/bin/wasmprof-em++")),
+            Driver::Cxx
+        );
+        assert_eq!(
+            Driver::from_program_name(OsStr::new("wasmprof-emxx")),
+            Driver::Cxx
+        );
+        assert_eq!(
+            Driver::from_program_name(OsStr::new("wasmprof-emcc")),
+            Driver::Cc
+        );
+    }
+}

@@ -1,0 +1,143 @@
+// cargo-wasmprof's runtime for programs that Emscripten links (added by wasmprof-emcc with
+// --pre-js). It loads the instrumented module itself through Module.instantiateWasm (the
+// hook Emscripten documents for this), instantiates the profiler's state module that the
+// module carries, gives both the clock, and saves the profile when the program ends:
+// under node, to $WASMPROF_OUT or <program>.wasmprof.json in the working directory; in a
+// browser, `wasmprof.profile()` returns it and `wasmprof.save()` downloads it.
+// It uses nothing of Emscripten's glue but Module.instantiateWasm and Module.locateFile.
+var wasmprof = (function () {
+  'use strict';
+  var WASM_FILE = '__WASMPROF_WASM_FILE__';
+  var PROGRAM = WASM_FILE.replace(/\.wasm$/, '');
+  var isNode = typeof process === 'object' && !!(process.versions && process.versions.node);
+  var scriptUrl = typeof document === 'object' && document.currentScript ? document.currentScript.src
+    : typeof self === 'object' && self.location ? self.location.href : '';
+  var now = isNode ? process.hrtime.bigint
+    : function () { return BigInt(Math.round(performance.now() * 1e6)); };
+  var run = { meta: null, state: null, started: null, wallNs: 0, trap: null, saved: null };
+
+  function locate() {
+    if (Module['locateFile']) return Module['locateFile'](WASM_FILE, '');
+    if (isNode) return require('path').join(__dirname, WASM_FILE);
+    return new URL(WASM_FILE, scriptUrl || undefined).href;
+  }
+
+  function load() {
+    var where = locate();
+    if (isNode) return Promise.resolve(require('fs').readFileSync(where));
+    return fetch(where, { credentials: 'same-origin' }).then(function (response) {
+      if (!response.ok) throw new Error('cannot load ' + where + ': HTTP ' + response.status);
+      return response.arrayBuffer();
+    });
+  }
+
+  function section(module, name) {
+    var found = WebAssembly.Module.customSections(module, name);
+    if (!found.length) throw new Error(WASM_FILE + ' carries no `' + name + '` section: was it instrumented by wasmprof-emcc?');
+    return found[0];
+  }
+
+  // Wasm traps leave the program through an export; remember the first one's message.
+  function watchTraps(exports) {
+    var wrapped = {};
+    Object.keys(exports).forEach(function (name) {
+      var value = exports[name];
+      if (typeof value !== 'function') { wrapped[name] = value; return; }
+      wrapped[name] = function () {
+        try {
+          return value.apply(this, arguments);
+        } catch (e) {
+          if (e instanceof WebAssembly.RuntimeError && !run.trap) run.trap = e.message;
+          throw e;
+        }
+      };
+    });
+    return wrapped;
+  }
+
+  Module['instantiateWasm'] = function (imports, receive) {
+    load().then(function (bytes) {
+      return WebAssembly.compile(bytes);
+    }).then(function (module) {
+      run.meta = JSON.parse(new TextDecoder().decode(section(module, 'wasmprof')));
+      var stateModule = new WebAssembly.Module(section(module, 'wasmprof.state'));
+      run.state = new WebAssembly.Instance(stateModule, { wasmprof: { now: now } }).exports;
+      imports['wasmprof'] = Object.assign({ now: now }, run.state);
+      return WebAssembly.instantiate(module, imports).then(function (instance) {
+        return { instance: instance, module: module };
+      });
+    }, function (e) {
+      console.error('wasmprof: cannot load ' + WASM_FILE + ': ' + (e && e.message || e));
+      if (isNode) process.exit(1);
+      throw e;
+    }).then(function (loaded) {
+      // The program runs from here on; what it throws takes the way it takes without us.
+      run.started = now();
+      receive({ exports: watchTraps(loaded.instance.exports) }, loaded.module);
+    });
+    return {};
+  };
+
+  function base64(bytes) {
+    if (isNode) return Buffer.from(bytes.buffer, bytes.byteOffset, bytes.length).toString('base64');
+    var text = '';
+    for (var i = 0; i < bytes.length; i += 0x8000) {
+      text += String.fromCharCode.apply(null, bytes.subarray(i, i + 0x8000));
+    }
+    return btoa(text);
+  }
+
+  // The dump that `cargo wasmprof report` decodes: the used part of the profiler's memory.
+  function profile(exitCode) {
+    if (!run.state) return null;
+    var layout = run.meta.layout;
+    var memory = new Uint8Array(run.state['__wasmprof_memory'].buffer);
+    var nodes = new DataView(memory.buffer).getUint32(8, true);
+    var used = Math.min(memory.length, layout.nodes_off + 40 * Math.min(nodes, layout.nodes_cap));
+    return {
+      format: 'wasmprof-dump',
+      version: run.meta.version,
+      module: WASM_FILE,
+      exit_code: exitCode === undefined ? 0 : exitCode,
+      trap: run.trap,
+      wall_ns: Number(now() - run.started),
+      clock: isNode ? 'hrtime' : 'performance.now',
+      ticks_per_ns: 1,
+      cur: run.state['__wasmprof_cur'].value,
+      memory: base64(memory.subarray(0, used)),
+      meta: run.meta
+    };
+  }
+
+  if (isNode) {
+    process.on('exit', function (code) {
+      var dump = profile(code);
+      if (!dump) return;
+      var fs = require('fs');
+      var path = require('path');
+      var out = process.env.WASMPROF_OUT || path.join(process.cwd(), PROGRAM + '.wasmprof.json');
+      var tmp = out + '.' + process.pid + '.tmp';
+      try {
+        fs.writeFileSync(tmp, JSON.stringify(dump));
+        fs.renameSync(tmp, out);
+      } catch (e) {
+        console.error('wasmprof: cannot write ' + out + ': ' + e.message);
+      }
+    });
+  }
+
+  return {
+    /** The profile so far, as `cargo wasmprof report` reads it. */
+    profile: function () { return profile(0); },
+    /** Downloads the profile as <program>.wasmprof.json. */
+    save: function (name) {
+      var blob = new Blob([JSON.stringify(profile(0))], { type: 'application/json' });
+      var link = document.createElement('a');
+      link.href = URL.createObjectURL(blob);
+      link.download = name || PROGRAM + '.wasmprof.json';
+      link.click();
+      setTimeout(function () { URL.revokeObjectURL(link.href); }, 0);
+    }
+  };
+})();
+if (typeof globalThis === 'object') globalThis['wasmprof'] = wasmprof;
