@@ -115,7 +115,11 @@ pub enum Command {
 #[derive(Debug, Args)]
 pub struct DriverArgs {
     /// Arguments for the driver.
-    #[arg(trailing_var_arg = true, allow_hyphen_values = true, value_name = "ARGS")]
+    #[arg(
+        trailing_var_arg = true,
+        allow_hyphen_values = true,
+        value_name = "ARGS"
+    )]
     pub args: Vec<OsString>,
 }
 

@@ -364,10 +364,7 @@ mod tests {
             step(&["a.o", "-oprog.html"]).link_output,
             Some(PathBuf::from("prog.html"))
         );
-        assert_eq!(
-            step(&["a.o"]).link_output,
-            Some(PathBuf::from("a.out.js"))
-        );
+        assert_eq!(step(&["a.o"]).link_output, Some(PathBuf::from("a.out.js")));
         assert_eq!(step(&["a.o", "-o", "liba.a"]).link_output, None);
         assert_eq!(
             Output::of(Path::new("out/prog.js")),

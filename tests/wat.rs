@@ -3,7 +3,7 @@
 mod common;
 
 use cargo_wasmprof::instrument::Options;
-use cargo_wasmprof::meta::Metric;
+use cargo_wasmprof::meta::{Metric, StateLocation};
 use cargo_wasmprof::profile::HOST;
 use common::{arc, calls, check_invariants, fib_calls, profile_module, profile_module_with, run};
 
@@ -301,4 +301,55 @@ fn the_instructions_metric_counts_executed_instructions_exactly() {
         p.functions.iter().map(|f| f.cost).collect::<Vec<_>>()
     };
     assert_eq!(costs(&p), costs(&again));
+}
+
+#[test]
+fn a_state_module_gives_the_same_profile_as_an_own_memory() {
+    let wasm = wat::parse_str(PROGRAM).unwrap();
+    for metric in [Metric::Calls, Metric::Time, Metric::Instructions] {
+        let (own, _) = profile_module_with(&wasm, &with_metric(metric));
+        let options = Options {
+            state: StateLocation::StateModule,
+            ..with_metric(metric)
+        };
+        let done = cargo_wasmprof::instrument::instrument(&wasm, &options).unwrap();
+        let memories = wasmparser::Parser::new(0)
+            .parse_all(&done.wasm)
+            .filter_map(|p| match p.unwrap() {
+                wasmparser::Payload::MemorySection(r) => Some(r.count()),
+                _ => None,
+            })
+            .sum::<u32>();
+        assert_eq!(memories, 1, "{metric:?}: only the program's memory");
+        let (split, outcome) = profile_module_with(&wasm, &options);
+        assert_eq!(outcome.exit_code, CHECKSUM, "{metric:?}");
+        if metric.has_cost() {
+            check_invariants(&split);
+        }
+        let counts = |p: &cargo_wasmprof::profile::Profile| {
+            let mut arcs: Vec<_> = p
+                .arcs
+                .iter()
+                .map(|a| (a.caller.clone(), a.callee.clone(), a.count))
+                .collect();
+            arcs.sort();
+            let functions: Vec<_> = p
+                .functions
+                .iter()
+                .map(|f| (f.name.clone(), f.calls))
+                .collect();
+            (functions, arcs, p.contexts.len())
+        };
+        assert_eq!(counts(&own), counts(&split), "{metric:?}");
+        if metric == Metric::Instructions {
+            let costs = |p: &cargo_wasmprof::profile::Profile| {
+                p.functions.iter().map(|f| f.cost).collect::<Vec<_>>()
+            };
+            assert_eq!(
+                costs(&own),
+                costs(&split),
+                "{metric:?}: the same instructions"
+            );
+        }
+    }
 }

@@ -19,9 +19,7 @@ use walrus::ir::{
     BinaryOp, Binop, Block, Br, Call, Const, GlobalGet, GlobalSet, Instr, InstrLocId, InstrSeqId,
     InstrSeqType, LocalGet, LocalSet, Value, VisitorMut,
 };
-use walrus::{
-    FunctionBuilder, FunctionId, FunctionKind, LocalFunction, Module, ValType,
-};
+use walrus::{FunctionBuilder, FunctionId, FunctionKind, LocalFunction, Module, ValType};
 
 use crate::layout::{Layout, INDIRECT_SITE};
 use crate::meta::{self, FunctionMeta, Meta, Metric, SiteMeta, StateLocation};

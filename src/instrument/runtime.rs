@@ -12,14 +12,14 @@
 
 use walrus::ir::{BinaryOp, Instr, LoadKind, MemArg, StoreKind, UnaryOp};
 use walrus::{
-    ExportItem, FunctionBuilder, FunctionId, GlobalId, InstrSeqBuilder, LocalId, MemoryId,
-    Module, ValType,
+    ExportItem, FunctionBuilder, FunctionId, GlobalId, InstrSeqBuilder, LocalId, MemoryId, Module,
+    ValType,
 };
 
 use crate::layout::{self, Layout};
-use crate::meta::{self, Metric};
 #[cfg(doc)]
 use crate::meta::StateLocation;
+use crate::meta::{self, Metric};
 
 /// The state module's export (and the instrumented module's import) of the call-site global.
 const SITE_EXPORT: &str = "site";
@@ -328,12 +328,9 @@ pub fn import_state_module(
             exports.add(ENTER_EXPORT, ExportItem::Function(timing.enter));
             exports.add(EXIT_EXPORT, ExportItem::Function(timing.exit));
             let clock = match timing.clock {
-                Clock::Host(_) => Clock::Host(import_func(
-                    module,
-                    meta::CLOCK_NAME,
-                    &[],
-                    &[ValType::I64],
-                )),
+                Clock::Host(_) => {
+                    Clock::Host(import_func(module, meta::CLOCK_NAME, &[], &[ValType::I64]))
+                }
                 Clock::Instructions(global) => {
                     exports.add(INSTRUCTIONS_EXPORT, ExportItem::Global(global));
                     Clock::Instructions(import_global(module, INSTRUCTIONS_EXPORT, ValType::I64))
@@ -377,59 +374,59 @@ struct Parts {
 
 impl Parts {
     fn build(module: &mut Module, layout: &Layout, metric: Metric) -> Parts {
-    let pages = u64::from(layout.pages);
-    let memory = module
-        .memories
-        .add_local(false, false, pages, Some(pages), None);
-    let mut header = Vec::with_capacity(layout::HEADER_SIZE as usize);
-    header.extend_from_slice(&layout::MAGIC.to_le_bytes());
-    header.extend_from_slice(&crate::meta::VERSION.to_le_bytes());
-    header.extend_from_slice(&layout.first_context_node().to_le_bytes());
-    module.data.add(
-        walrus::DataKind::Active {
+        let pages = u64::from(layout.pages);
+        let memory = module
+            .memories
+            .add_local(false, false, pages, Some(pages), None);
+        let mut header = Vec::with_capacity(layout::HEADER_SIZE as usize);
+        header.extend_from_slice(&layout::MAGIC.to_le_bytes());
+        header.extend_from_slice(&crate::meta::VERSION.to_le_bytes());
+        header.extend_from_slice(&layout.first_context_node().to_le_bytes());
+        module.data.add(
+            walrus::DataKind::Active {
+                memory,
+                offset: walrus::ConstExpr::Value(walrus::ir::Value::I32(0)),
+            },
+            header,
+        );
+        let zero = walrus::ConstExpr::Value(walrus::ir::Value::I32(0));
+        let cur = module
+            .globals
+            .add_local(ValType::I32, true, false, zero.clone());
+        let site = module.globals.add_local(ValType::I32, true, false, zero);
+        let clock = match metric {
+            Metric::Calls => None,
+            Metric::Time => {
+                let ty = module.types.add(&[], &[ValType::I64]);
+                let (now, _) =
+                    module.add_import_func(crate::meta::CLOCK_MODULE, crate::meta::CLOCK_NAME, ty);
+                Some(Clock::Host(now))
+            }
+            Metric::Instructions => {
+                let zero = walrus::ConstExpr::Value(walrus::ir::Value::I64(0));
+                let counter = module.globals.add_local(ValType::I64, true, false, zero);
+                Some(Clock::Instructions(counter))
+            }
+        };
+        let mem = Mem(memory);
+        let counter = Counter {
+            mem: memory,
+            layout: *layout,
+            site,
+            dyn_arc: build_dyn_arc(module, layout, &mem),
+        };
+        let timing = clock.map(|clock| Timing {
+            enter: build_enter(module, layout, &mem, cur, &counter),
+            exit: build_exit(module, layout, &mem, cur, clock),
+            clock,
+        });
+        Parts {
             memory,
-            offset: walrus::ConstExpr::Value(walrus::ir::Value::I32(0)),
-        },
-        header,
-    );
-    let zero = walrus::ConstExpr::Value(walrus::ir::Value::I32(0));
-    let cur = module
-        .globals
-        .add_local(ValType::I32, true, false, zero.clone());
-    let site = module.globals.add_local(ValType::I32, true, false, zero);
-    let clock = match metric {
-        Metric::Calls => None,
-        Metric::Time => {
-            let ty = module.types.add(&[], &[ValType::I64]);
-            let (now, _) =
-                module.add_import_func(crate::meta::CLOCK_MODULE, crate::meta::CLOCK_NAME, ty);
-            Some(Clock::Host(now))
+            cur,
+            site,
+            counter,
+            timing,
         }
-        Metric::Instructions => {
-            let zero = walrus::ConstExpr::Value(walrus::ir::Value::I64(0));
-            let counter = module.globals.add_local(ValType::I64, true, false, zero);
-            Some(Clock::Instructions(counter))
-        }
-    };
-    let mem = Mem(memory);
-    let counter = Counter {
-        mem: memory,
-        layout: *layout,
-        site,
-        dyn_arc: build_dyn_arc(module, layout, &mem),
-    };
-    let timing = clock.map(|clock| Timing {
-        enter: build_enter(module, layout, &mem, cur, &counter),
-        exit: build_exit(module, layout, &mem, cur, clock),
-        clock,
-    });
-    Parts {
-        memory,
-        cur,
-        site,
-        counter,
-        timing,
-    }
     }
 }
 

@@ -6,6 +6,7 @@ use std::process::{Command, Output};
 
 use cargo_wasmprof::host::{self, Outcome, RunConfig};
 use cargo_wasmprof::instrument::{self, Options};
+use cargo_wasmprof::meta;
 use cargo_wasmprof::profile::Profile;
 
 /// The cargo-wasmprof binary under test.
@@ -42,14 +43,25 @@ pub fn profile_module(wasm: &[u8]) -> (Profile, Outcome) {
 /// [`profile_module`] with instrumentation options.
 pub fn profile_module_with(wasm: &[u8], options: &Options) -> (Profile, Outcome) {
     let done = instrument::instrument(wasm, options).expect("instruments");
-    wasmparser::Validator::new_with_features(wasmparser::WasmFeatures::all())
-        .validate_all(&done.wasm)
-        .expect("the instrumented module validates");
+    validate(&done.wasm);
     let outcome = run(&done.wasm);
     let state = outcome.state.clone().expect("profiler state");
     let profile =
         Profile::decode(&done.meta, &state, outcome.run_info("test.wasm")).expect("decodes");
     (profile, outcome)
+}
+
+/// Checks an instrumented module, and the state module it may carry, with wasmparser.
+pub fn validate(wasm: &[u8]) {
+    let validate = |bytes: &[u8]| {
+        wasmparser::Validator::new_with_features(wasmparser::WasmFeatures::all())
+            .validate_all(bytes)
+            .map(|_| ())
+    };
+    validate(wasm).expect("the instrumented module validates");
+    if let Some(state) = meta::custom_section(wasm, meta::STATE_SECTION).unwrap() {
+        validate(state).expect("the state module validates");
+    }
 }
 
 /// Runs a module as it is in the embedded host.
@@ -117,7 +129,8 @@ pub fn copy_fixture(name: &str) -> tempfile::TempDir {
     tmp
 }
 
-fn copy_dir(from: &Path, to: &Path) {
+/// Copies the directory tree `from` to `to`, leaving out `target` directories.
+pub fn copy_dir(from: &Path, to: &Path) {
     std::fs::create_dir_all(to).unwrap();
     for entry in std::fs::read_dir(from).unwrap() {
         let entry = entry.unwrap();
