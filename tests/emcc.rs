@@ -293,3 +293,105 @@ fn an_emcc_error_passes_through_unchanged() {
     assert_ne!(out.status.code(), Some(0), "a failed link stays failed");
     assert!(!dir.path().join("prog.orig.wasm").exists());
 }
+
+/// Serves the files under `root` over HTTP on a free local port, until the process ends.
+fn serve(root: PathBuf) -> u16 {
+    use std::io::{BufRead as _, BufReader, Write as _};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            let mut request = String::new();
+            let _ = BufReader::new(&stream).read_line(&mut request);
+            let path = request.split_whitespace().nth(1).unwrap_or("/");
+            let file = root.join(path.trim_start_matches('/'));
+            let kind = match file.extension().and_then(|e| e.to_str()) {
+                Some("html") => "text/html",
+                Some("js") => "text/javascript",
+                Some("wasm") => "application/wasm",
+                _ => "application/octet-stream",
+            };
+            let response = match std::fs::read(&file) {
+                Ok(body) => {
+                    let head = format!(
+                        "HTTP/1.1 200 OK\r\nContent-Type: {kind}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+                        body.len()
+                    );
+                    [head.into_bytes(), body].concat()
+                }
+                Err(_) => {
+                    b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+                        .to_vec()
+                }
+            };
+            let _ = stream.write_all(&response);
+        }
+    });
+    port
+}
+
+#[test]
+fn in_headless_chromium_the_page_gets_the_profile() {
+    if !have(&["emcc", "make", "chromium"]) {
+        return;
+    }
+    let dir = built();
+    // A page as a user would write one: it runs the program and asks for the profile with
+    // the runtime's console API.
+    let page = r#"<!doctype html>
+<html><body><pre id="profile">pending</pre>
+<script>
+var Module = {
+  arguments: ['10'],
+  postRun: [function () {
+    document.getElementById('profile').textContent =
+      typeof wasmprof.save === 'function' ? JSON.stringify(wasmprof.profile()) : 'no save()';
+  }]
+};
+</script>
+<script src="build/calls.js"></script>
+</body></html>
+"#;
+    std::fs::write(dir.join("browser.html"), page).unwrap();
+    let port = serve(dir.to_path_buf());
+    let profile_dir = tempfile::tempdir().unwrap();
+    let out = output(
+        Command::new("chromium")
+            .args([
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-quic",
+                "--no-first-run",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--disable-sync",
+                "--dump-dom",
+                "--virtual-time-budget=20000",
+            ])
+            .arg(format!("--user-data-dir={}", profile_dir.path().display()))
+            .arg(format!("http://127.0.0.1:{port}/browser.html")),
+    );
+    assert!(out.status.success());
+    let dom = String::from_utf8_lossy(&out.stdout);
+    let text = dom
+        .split_once("<pre id=\"profile\">")
+        .and_then(|(_, rest)| rest.split_once("</pre>"))
+        .map(|(text, _)| text)
+        .expect("the page has its profile element");
+    let json = text
+        .replace("&lt;", "<")
+        .replace("&gt;", ">")
+        .replace("&amp;", "&");
+    assert!(
+        json.starts_with('{'),
+        "the page got the profile: {json:.200}"
+    );
+    let file = profile_dir.path().join("calls.wasmprof.json");
+    std::fs::write(&file, json).unwrap();
+    let p = Profile::read(&file).expect("the browser's dump decodes");
+    check_invariants(&p);
+    assert_eq!(calls(&p, "fib"), fib_calls(10));
+    assert_eq!(arc(&p, "apply", "mul"), 3);
+}
