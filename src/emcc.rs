@@ -9,6 +9,8 @@
 //!   `--pre-js`. After the link the .wasm is instrumented in place and the original kept
 //!   beside it as `NAME.orig.wasm`.
 //!
+//! `WASMPROF_METRIC` chooses what is measured besides calls, as `--metric` does.
+//!
 //! JS outputs (.js, .mjs, .html, no extension) get the profiler's state in a state module
 //! ([`StateLocation::StateModule`]), because node 20 refuses a second memory; a bare .wasm
 //! output (standalone) keeps it in a memory of its own, for wasmtime.
@@ -23,10 +25,12 @@ use anyhow::Context as _;
 use crate::error::Error;
 use crate::fsutil::{relative, write_atomic};
 use crate::instrument::{self, Options};
-use crate::meta::StateLocation;
+use crate::meta::{Metric, StateLocation};
 
 /// The JS runtime, with [`WASM_FILE_MARK`] standing for the module's file name.
 const RUNTIME: &str = include_str!("../templates/wasmprof-runtime.js");
+/// The environment variable that chooses the metric (`calls`, `time`, `instructions`).
+pub const METRIC_VAR: &str = "WASMPROF_METRIC";
 /// What the runtime template has where the .wasm file's name goes.
 const WASM_FILE_MARK: &str = "__WASMPROF_WASM_FILE__";
 
@@ -297,6 +301,7 @@ fn instrument_in_place(wasm: &Path, state: StateLocation) -> Result<(), Error> {
     let bytes = std::fs::read(wasm).map_err(|e| Error::input(wasm, e))?;
     let options = Options {
         state,
+        metric: metric_from_env()?,
         ..Options::default()
     };
     let done = instrument::instrument(&bytes, &options).map_err(|e| Error::input(wasm, e))?;
@@ -312,6 +317,19 @@ fn instrument_in_place(wasm: &Path, state: StateLocation) -> Result<(), Error> {
         ),
     );
     Ok(())
+}
+
+/// The metric named by [`METRIC_VAR`], else time.
+fn metric_from_env() -> Result<Metric, Error> {
+    match std::env::var(METRIC_VAR) {
+        Ok(name) if !name.is_empty() => {
+            use clap::ValueEnum as _;
+            Metric::from_str(&name, true).map_err(|_| {
+                anyhow::anyhow!("{METRIC_VAR}={name}: expected calls, time or instructions").into()
+            })
+        }
+        _ => Ok(Metric::Time),
+    }
 }
 
 /// Where the uninstrumented module is kept.
