@@ -14,7 +14,7 @@ var wasmprof = (function () {
     : typeof self === 'object' && self.location ? self.location.href : '';
   var now = isNode ? process.hrtime.bigint
     : function () { return BigInt(Math.round(performance.now() * 1e6)); };
-  var run = { meta: null, state: null, started: null, wallNs: 0, trap: null, saved: null };
+  var run = { meta: null, state: null, started: null, trap: null };
 
   function locate() {
     if (Module['locateFile']) return Module['locateFile'](WASM_FILE, '');
@@ -37,7 +37,10 @@ var wasmprof = (function () {
     return found[0];
   }
 
-  // Wasm traps leave the program through an export; remember the first one's message.
+  // Wasm traps leave the program through an export; remember the first one's message and,
+  // under node, save the profile at once: when the glue rethrows the trap from node's
+  // uncaughtException handler (Emscripten 3.1.6), node exits with 7 without an 'exit' event.
+  // The exit code saved then is 1 (a trap's); an 'exit' event, if one comes, saves the real one.
   function watchTraps(exports) {
     var wrapped = {};
     Object.keys(exports).forEach(function (name) {
@@ -47,7 +50,10 @@ var wasmprof = (function () {
         try {
           return value.apply(this, arguments);
         } catch (e) {
-          if (e instanceof WebAssembly.RuntimeError && !run.trap) run.trap = e.message;
+          if (e instanceof WebAssembly.RuntimeError && !run.trap) {
+            run.trap = e.message;
+            if (isNode) writeProfile(1);
+          }
           throw e;
         }
       };
@@ -100,7 +106,7 @@ var wasmprof = (function () {
       module: WASM_FILE,
       exit_code: exitCode === undefined ? 0 : exitCode,
       trap: run.trap,
-      wall_ns: Number(now() - run.started),
+      wall_ns: run.started === null ? 0 : Number(now() - run.started),
       clock: isNode ? 'hrtime' : 'performance.now',
       ticks_per_ns: 1,
       cur: run.state['__wasmprof_cur'].value,
@@ -109,22 +115,24 @@ var wasmprof = (function () {
     };
   }
 
-  if (isNode) {
-    process.on('exit', function (code) {
-      var dump = profile(code);
-      if (!dump) return;
-      var fs = require('fs');
-      var path = require('path');
-      var out = process.env.WASMPROF_OUT || path.join(process.cwd(), PROGRAM + '.wasmprof.json');
-      var tmp = out + '.' + process.pid + '.tmp';
-      try {
-        fs.writeFileSync(tmp, JSON.stringify(dump));
-        fs.renameSync(tmp, out);
-      } catch (e) {
-        console.error('wasmprof: cannot write ' + out + ': ' + e.message);
-      }
-    });
+  // Under node: writes the profile to $WASMPROF_OUT or <program>.wasmprof.json, through a
+  // temporary file renamed into place.
+  function writeProfile(exitCode) {
+    var dump = profile(exitCode);
+    if (!dump) return;
+    var fs = require('fs');
+    var path = require('path');
+    var out = process.env.WASMPROF_OUT || path.join(process.cwd(), PROGRAM + '.wasmprof.json');
+    var tmp = out + '.' + process.pid + '.tmp';
+    try {
+      fs.writeFileSync(tmp, JSON.stringify(dump));
+      fs.renameSync(tmp, out);
+    } catch (e) {
+      console.error('wasmprof: cannot write ' + out + ': ' + e.message);
+    }
   }
+
+  if (isNode) process.on('exit', writeProfile);
 
   return {
     /** The profile so far, as `cargo wasmprof report` reads it. */

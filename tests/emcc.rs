@@ -193,6 +193,33 @@ fn exit_3_leaves_the_profile_and_exits_3() {
     assert_eq!(calls(&p, "fib"), fib_calls(12));
 }
 
+#[test]
+fn a_trap_leaves_the_profile_with_the_open_stack() {
+    if !have(&["emcc", "node", "make"]) {
+        return;
+    }
+    let out = built().join("calls.trap.json");
+    let mut cmd = Command::new("node");
+    cmd.current_dir(built())
+        .args(["build/calls.js", "12", "trap"])
+        .env("WASMPROF_OUT", &out);
+    let run = output(&mut cmd);
+    assert!(!run.status.success());
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert!(
+        stderr.contains("RuntimeError: unreachable"),
+        "the program's own error output stays: {stderr}"
+    );
+    let p = Profile::read(&out).expect("a profile after the trap");
+    assert!(!p.complete);
+    assert_eq!(p.runs[0].trap.as_deref(), Some("unreachable"));
+    assert_eq!(
+        p.runs[0].open_stack.last().map(String::as_str),
+        Some("crash")
+    );
+    assert_eq!(calls(&p, "fib"), fib_calls(12));
+}
+
 /// `called` of each function in gprof's call graph (`1+21890` counts 21891).
 fn gprof_calls(text: &str) -> Vec<(String, u64)> {
     text.lines()
