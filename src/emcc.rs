@@ -25,7 +25,7 @@ use anyhow::Context as _;
 use crate::error::Error;
 use crate::fsutil::{relative, write_atomic};
 use crate::instrument::{self, Options};
-use crate::meta::{Metric, StateLocation};
+use crate::meta::{self, Metric, StateLocation};
 
 /// The JS runtime, with [`WASM_FILE_MARK`] standing for the module's file name.
 const RUNTIME: &str = include_str!("../templates/wasmprof-runtime.js");
@@ -258,9 +258,12 @@ pub fn run(driver: Driver, args: &[OsString]) -> Result<i32, Error> {
         Output::Js { wasm } => (wasm, StateLocation::StateModule),
         Output::Wasm => (output, StateLocation::OwnMemory),
     };
+    // What this step wrote: a module modified since it started (with room for file systems
+    // that keep whole seconds) that does not carry the profiler yet.
+    let recent = started - std::time::Duration::from_secs(2);
     let written = std::fs::metadata(&wasm)
         .and_then(|m| m.modified())
-        .is_ok_and(|modified| modified >= started);
+        .is_ok_and(|modified| modified >= recent);
     if code == 0 && written {
         instrument_in_place(&wasm, state)?;
     }
@@ -299,6 +302,9 @@ fn runtime_file(wasm: &Path) -> Result<tempfile::NamedTempFile, Error> {
 /// Instruments `wasm` in place, keeping the original as `NAME.orig.wasm`.
 fn instrument_in_place(wasm: &Path, state: StateLocation) -> Result<(), Error> {
     let bytes = std::fs::read(wasm).map_err(|e| Error::input(wasm, e))?;
+    if meta::custom_section(&bytes, meta::SECTION).is_ok_and(|s| s.is_some()) {
+        return Ok(()); // instrumented by an earlier step that emcc left alone
+    }
     let options = Options {
         state,
         metric: metric_from_env()?,
