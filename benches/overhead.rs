@@ -85,7 +85,7 @@ fn fixture(name: &str, mode: Mode) -> Vec<TestBinary> {
         target_dir: Some(root.join("target/bench-fixtures")),
         ..CargoArgs::default()
     };
-    build(&args, mode)
+    build(&args, mode, cargo_wasmprof::meta::Metric::Time)
         .unwrap_or_else(|e| panic!("building fixtures/{name}: {e}"))
         .binaries
 }

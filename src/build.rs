@@ -1,5 +1,5 @@
-//! The build step: cargo builds the user's test or bench binaries for wasm32-wasip1, with
-//! names and DWARF kept and the user's opt-level left alone.
+//! The build step: cargo builds the user's test or bench binaries for wasm32-wasip1 (or
+//! wasm32-unknown-emscripten), with names and DWARF kept and the user's opt-level left alone.
 
 use std::io::BufReader;
 use std::path::{Path, PathBuf};
@@ -9,10 +9,31 @@ use anyhow::Context as _;
 use cargo_metadata::Message;
 
 use crate::cli::CargoArgs;
+use crate::emscripten;
 use crate::error::Error;
+use crate::meta::Metric;
 
-/// The only target built so far.
-pub const TARGET: &str = "wasm32-wasip1";
+/// The targets cargo-wasmprof builds for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum Target {
+    /// WASI preview 1: runs in the embedded wasmtime.
+    #[default]
+    #[value(name = "wasm32-wasip1")]
+    Wasip1,
+    /// Emscripten: linked through wasmprof-emcc, run under node.
+    #[value(name = "wasm32-unknown-emscripten")]
+    Emscripten,
+}
+
+impl Target {
+    /// The target triple.
+    pub fn triple(self) -> &'static str {
+        match self {
+            Target::Wasip1 => "wasm32-wasip1",
+            Target::Emscripten => "wasm32-unknown-emscripten",
+        }
+    }
+}
 
 /// Which of cargo's commands builds the binaries.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -78,9 +99,9 @@ fn cargo() -> PathBuf {
     std::env::var_os("CARGO").map_or_else(|| PathBuf::from("cargo"), PathBuf::from)
 }
 
-/// Fails with the rustup command to run when the toolchain has no wasm32-wasip1 standard
-/// library.
-fn check_target(dir: &Path) -> Result<(), Error> {
+/// Fails with the rustup command to run when the toolchain has no standard library for
+/// `target`.
+fn check_target(dir: &Path, target: Target) -> Result<(), Error> {
     let rustc = std::env::var_os("RUSTC").unwrap_or_else(|| "rustc".into());
     let output = Command::new(&rustc)
         .args(["--print", "sysroot"])
@@ -88,22 +109,23 @@ fn check_target(dir: &Path) -> Result<(), Error> {
         .output()
         .with_context(|| format!("cannot run {}", rustc.to_string_lossy()))?;
     let sysroot = PathBuf::from(String::from_utf8_lossy(&output.stdout).trim());
-    if output.status.success() && !sysroot.join("lib/rustlib").join(TARGET).exists() {
-        return Err(Error::MissingTarget);
+    if output.status.success() && !sysroot.join("lib/rustlib").join(target.triple()).exists() {
+        return Err(Error::MissingTarget(target.triple()));
     }
     Ok(())
 }
 
 /// Builds the test or bench binaries that `args` select (`cargo test --no-run` or
 /// `cargo bench --no-run`).
-pub fn build(args: &CargoArgs, mode: Mode) -> Result<Built, Error> {
+/// With wasm32-unknown-emscripten, the link instruments each binary for `metric`.
+pub fn build(args: &CargoArgs, mode: Mode, metric: Metric) -> Result<Built, Error> {
     let dir = args
         .manifest_path
         .as_deref()
         .and_then(Path::parent)
         .filter(|p| !p.as_os_str().is_empty())
         .map_or_else(|| PathBuf::from("."), Path::to_path_buf);
-    check_target(&dir)?;
+    check_target(&dir, args.target)?;
     let metadata = metadata(args)?;
 
     let mut cmd = Command::new(cargo());
@@ -111,7 +133,7 @@ pub fn build(args: &CargoArgs, mode: Mode) -> Result<Built, Error> {
         mode.cargo_command(),
         "--no-run",
         "--target",
-        TARGET,
+        args.target.triple(),
         "--message-format=json-render-diagnostics",
     ]);
     cmd.args(args.to_cargo_args());
@@ -127,6 +149,9 @@ pub fn build(args: &CargoArgs, mode: Mode) -> Result<Built, Error> {
     {
         cmd.env(format!("CARGO_PROFILE_{profile}_DEBUG"), "true");
         cmd.env(format!("CARGO_PROFILE_{profile}_STRIP"), "none");
+    }
+    if args.target == Target::Emscripten {
+        cmd.envs(emscripten::linker_env(metric)?);
     }
     cmd.stdout(Stdio::piped()).stderr(Stdio::inherit());
     let mut child = cmd.spawn().context("cannot run cargo")?;

@@ -92,7 +92,8 @@ pub enum Command {
     /// names and DWARF kept. The harness gets `--bench`, then NAME and everything after
     /// `--`. A profile per bench binary is written under <target-dir>/wasmprof/.
     Bench(Box<TestArgs>),
-    /// Run a wasip1 command module in the embedded host, profiled (or as is).
+    /// Run a wasip1 command module in the embedded host, profiled (or as is); or a .js
+    /// program that wasmprof-emcc linked, under node.
     Run(RunArgs),
     /// Write an instrumented copy of a module, for any host that gives it a clock.
     Instrument(InstrumentArgs),
@@ -166,6 +167,11 @@ pub struct CargoArgs {
     /// Build with the given profile.
     #[arg(long, value_name = "NAME")]
     pub profile: Option<String>,
+    /// Build for this target: wasm32-wasip1 runs in the embedded wasmtime;
+    /// wasm32-unknown-emscripten links through wasmprof-emcc (wrapping the linker you
+    /// configured for it, else emcc) and runs under node.
+    #[arg(long, value_name = "TRIPLE", default_value = "wasm32-wasip1")]
+    pub target: crate::build::Target,
     /// Path to Cargo.toml.
     #[arg(long, value_name = "PATH")]
     pub manifest_path: Option<PathBuf>,
@@ -329,8 +335,9 @@ pub struct RunArgs {
     /// Run the module as it is, without the profiler.
     #[arg(long)]
     pub no_instrument: bool,
-    /// The wasip1 command module, then the program's arguments: everything after the
-    /// module goes to the program, even what looks like our own options.
+    /// The wasip1 command module (or a .js program linked by wasmprof-emcc), then the
+    /// program's arguments: everything after it goes to the program, even what looks like
+    /// our own options.
     #[arg(
         value_name = "FILE.wasm [ARGS]",
         required = true,

@@ -4,16 +4,17 @@
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use crate::build::{self, Mode, TestBinary};
+use crate::build::{self, Mode, Target, TestBinary};
 use crate::calibrate;
 use crate::cli::{Cli, Command, InstrumentArgs, ProfileArgs, ReportArgs, RunArgs, TestArgs};
 use crate::clock::ClockChoice;
 use crate::emcc::{self, Driver};
+use crate::emscripten;
 use crate::error::Error;
 use crate::fsutil::{relative, write_atomic};
 use crate::host::{self, Outcome, RunConfig};
 use crate::instrument::{self, Options};
-use crate::meta::{Meta, Metric};
+use crate::meta::{Meta, Metric, StateLocation};
 use crate::profile::{ProbeCost, Profile};
 use crate::report::{self, ReportOptions};
 use crate::status::Status;
@@ -63,6 +64,25 @@ fn prepare(path: &Path, options: &Options, status: Status) -> Result<Prepared, E
     })
 }
 
+/// Instruments the module that the Emscripten program `js` loads, in place, unless the
+/// link instrumented it with the same options already.
+fn prepare_beside(js: &Path, options: &Options, status: Status) -> Result<(), Error> {
+    let wasm = js.with_extension("wasm");
+    let started = Instant::now();
+    if let Some(meta) = emcc::instrument_in_place(&wasm, options)? {
+        status.step(
+            "Instrumented",
+            format!(
+                "{} ({} functions) in {:.2}s",
+                relative(&wasm),
+                meta.functions.len(),
+                started.elapsed().as_secs_f64()
+            ),
+        );
+    }
+    Ok(())
+}
+
 /// Runs a prepared module and decodes its profile; the profile exists whatever way the
 /// program ended.
 fn profile_run(
@@ -82,8 +102,15 @@ fn profile_run(
     if let Some(cost) = compensation {
         profile.compensate(cost);
     }
-    if let Some(trap) = &outcome.trap {
-        let innermost: Vec<&str> = profile.runs[0]
+    report_trap(path, &profile);
+    Ok((profile, outcome))
+}
+
+/// Says where the program trapped, if it did.
+fn report_trap(path: &Path, profile: &Profile) {
+    let run = &profile.runs[0];
+    if let Some(trap) = &run.trap {
+        let innermost: Vec<&str> = run
             .open_stack
             .iter()
             .rev()
@@ -96,7 +123,6 @@ fn profile_run(
             innermost.join(" <- ")
         ));
     }
-    Ok((profile, outcome))
 }
 
 /// Measures the probes' cost, when the profiles measure time and the user wants it
@@ -137,10 +163,22 @@ fn finish(profiles: &[Profile], args: &ProfileArgs, status: Status) -> Result<()
 
 /// `test` and `bench`: build, then profile every binary.
 fn test(args: TestArgs, mode: Mode, status: Status) -> Result<(), Error> {
-    let built = build::build(&args.cargo, mode)?;
-    let out_dir = built.target_dir.join("wasmprof");
-    let compensation = probe_cost(&args.profile, status)?;
-    let options = args.profile.instrument.to_options();
+    let target = args.cargo.target;
+    let mut options = args.profile.instrument.to_options();
+    let built = build::build(&args.cargo, mode, options.metric)?;
+    // Profiles of the default target in wasmprof/, others in wasmprof/<triple>/ (as cargo
+    // keeps its own outputs).
+    let out_dir = match target {
+        Target::Wasip1 => built.target_dir.join("wasmprof"),
+        other => built.target_dir.join("wasmprof").join(other.triple()),
+    };
+    let compensation = match target {
+        Target::Wasip1 => probe_cost(&args.profile, status)?,
+        Target::Emscripten => None, // the calibration measures wasmtime's probes, not node's
+    };
+    if target == Target::Emscripten {
+        options.state = StateLocation::StateModule; // node 20 allows one memory per module
+    }
     let harness: Vec<String> = mode
         .harness_args()
         .iter()
@@ -151,17 +189,34 @@ fn test(args: TestArgs, mode: Mode, status: Status) -> Result<(), Error> {
     let mut profiles = Vec::new();
     let mut failed = Vec::new();
     for binary in &built.binaries {
-        let prepared = prepare(&binary.path, &options, status)?;
-        status.done(
-            "Running",
-            format!("{} ({})", binary.label, relative(&binary.path)),
-        );
-        let config = RunConfig::new(
-            program_name(&binary.path),
-            harness.clone(),
-            &binary.package_dir,
-        );
-        let (profile, outcome) = profile_run(&binary.path, &prepared, &config, compensation)?;
+        let (profile, exit_code) = match target {
+            Target::Wasip1 => {
+                let prepared = prepare(&binary.path, &options, status)?;
+                status.done(
+                    "Running",
+                    format!("{} ({})", binary.label, relative(&binary.path)),
+                );
+                let config = RunConfig::new(
+                    program_name(&binary.path),
+                    harness.clone(),
+                    &binary.package_dir,
+                );
+                let (profile, outcome) =
+                    profile_run(&binary.path, &prepared, &config, compensation)?;
+                (profile, outcome.exit_code)
+            }
+            Target::Emscripten => {
+                prepare_beside(&binary.path, &options, status)?;
+                status.done(
+                    "Running",
+                    format!("{} ({})", binary.label, relative(&binary.path)),
+                );
+                let (profile, exit_code) =
+                    emscripten::profile_run(&binary.path, &harness, &binary.package_dir)?;
+                report_trap(&binary.path, &profile);
+                (profile, exit_code)
+            }
+        };
         let file = out_dir.join(binary.profile_name());
         profile.write(&file)?;
         status.done(
@@ -169,7 +224,7 @@ fn test(args: TestArgs, mode: Mode, status: Status) -> Result<(), Error> {
             format!("{} -> {}", binary.label, relative(&file)),
         );
         profiles.push(profile);
-        if outcome.exit_code != 0 {
+        if exit_code != 0 {
             failed.push(rerun_hint(binary));
             if !args.no_fail_fast {
                 break;
@@ -200,6 +255,9 @@ fn rerun_hint(binary: &TestBinary) -> String {
 
 fn run_module(args: RunArgs, status: Status) -> Result<(), Error> {
     let module = args.module();
+    if emscripten::is_program(module) {
+        return run_program(args, status);
+    }
     let config = RunConfig::new(program_name(module), args.program_args().to_vec(), ".");
     if args.no_instrument {
         let bytes = std::fs::read(module).map_err(|e| Error::input(module, e))?;
@@ -213,19 +271,50 @@ fn run_module(args: RunArgs, status: Status) -> Result<(), Error> {
     let prepared = prepare(module, &args.profile.instrument.to_options(), status)?;
     let compensation = probe_cost(&args.profile, status)?;
     let (profile, outcome) = profile_run(module, &prepared, &config, compensation)?;
-    if args.profile.output.is_none() {
-        let stem = module
-            .file_stem()
-            .map_or_else(|| "module".into(), |s| s.to_string_lossy().into_owned());
-        let file = PathBuf::from(format!("{stem}.wasmprof.json"));
-        profile.write(&file)?;
-        status.done(
-            "Profiled",
-            format!("{} -> {}", relative(module), relative(&file)),
-        );
-    }
+    write_default_profile(module, &profile, &args.profile, status)?;
     finish(&[profile], &args.profile, status)?;
     exit_with(outcome.exit_code)
+}
+
+/// `run` of a program that wasmprof-emcc linked (`.js`, `.mjs`): under node.
+fn run_program(args: RunArgs, status: Status) -> Result<(), Error> {
+    let js = args.module();
+    if args.no_instrument {
+        return Err(Error::input(
+            js,
+            "--no-instrument runs wasip1 modules; run a JS program with node itself",
+        ));
+    }
+    let mut options = args.profile.instrument.to_options();
+    options.state = StateLocation::StateModule;
+    prepare_beside(js, &options, status)?;
+    let (profile, exit_code) = emscripten::profile_run(js, args.program_args(), Path::new("."))?;
+    report_trap(js, &profile);
+    write_default_profile(js, &profile, &args.profile, status)?;
+    finish(&[profile], &args.profile, status)?;
+    exit_with(exit_code)
+}
+
+/// `run` writes the profile to MODULE.wasmprof.json unless told where (`--output`).
+fn write_default_profile(
+    module: &Path,
+    profile: &Profile,
+    args: &ProfileArgs,
+    status: Status,
+) -> Result<(), Error> {
+    if args.output.is_some() {
+        return Ok(());
+    }
+    let stem = module
+        .file_stem()
+        .map_or_else(|| "module".into(), |s| s.to_string_lossy().into_owned());
+    let file = PathBuf::from(format!("{stem}.wasmprof.json"));
+    profile.write(&file)?;
+    status.done(
+        "Profiled",
+        format!("{} -> {}", relative(module), relative(&file)),
+    );
+    Ok(())
 }
 
 /// `argv[0]` for a module: its file name.

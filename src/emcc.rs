@@ -25,7 +25,7 @@ use anyhow::Context as _;
 use crate::error::Error;
 use crate::fsutil::{relative, write_atomic};
 use crate::instrument::{self, Options};
-use crate::meta::{self, Metric, StateLocation};
+use crate::meta::{Meta, Metric, StateLocation};
 
 /// The JS runtime, with [`WASM_FILE_MARK`] standing for the module's file name.
 const RUNTIME: &str = include_str!("../templates/wasmprof-runtime.js");
@@ -75,7 +75,7 @@ impl Driver {
     }
 
     /// The real driver: the override variable's value, else the first on PATH.
-    fn find(self) -> Result<PathBuf, Error> {
+    pub fn find(self) -> Result<PathBuf, Error> {
         if let Some(path) = std::env::var_os(self.override_var()).filter(|p| !p.is_empty()) {
             return Ok(PathBuf::from(path));
         }
@@ -265,7 +265,22 @@ pub fn run(driver: Driver, args: &[OsString]) -> Result<i32, Error> {
         .and_then(|m| m.modified())
         .is_ok_and(|modified| modified >= recent);
     if code == 0 && written {
-        instrument_in_place(&wasm, state)?;
+        let options = Options {
+            state,
+            metric: metric_from_env()?,
+            ..Options::default()
+        };
+        if let Some(meta) = instrument_in_place(&wasm, &options)? {
+            crate::status::Status::new(crate::cli::ColorChoice::Auto, false).done(
+                "Instrumented",
+                format!(
+                    "{} ({} functions; original kept as {})",
+                    relative(&wasm),
+                    meta.functions.len(),
+                    relative(&original_path(&wasm))
+                ),
+            );
+        }
     }
     Ok(code)
 }
@@ -299,30 +314,31 @@ fn runtime_file(wasm: &Path) -> Result<tempfile::NamedTempFile, Error> {
     Ok(file)
 }
 
-/// Instruments `wasm` in place, keeping the original as `NAME.orig.wasm`.
-fn instrument_in_place(wasm: &Path, state: StateLocation) -> Result<(), Error> {
+/// Makes `wasm` its original instrumented with `options`, keeping the original as
+/// `NAME.orig.wasm`. A module instrumented with other options is made again from that
+/// original. Returns the tables when it instrumented, `None` when `wasm` was already so.
+pub fn instrument_in_place(wasm: &Path, options: &Options) -> Result<Option<Meta>, Error> {
     let bytes = std::fs::read(wasm).map_err(|e| Error::input(wasm, e))?;
-    if meta::custom_section(&bytes, meta::SECTION).is_ok_and(|s| s.is_some()) {
-        return Ok(()); // instrumented by an earlier step that emcc left alone
-    }
-    let options = Options {
-        state,
-        metric: metric_from_env()?,
-        ..Options::default()
+    let original_file = original_path(wasm);
+    let original = match Meta::from_module(&bytes) {
+        Ok(Some(meta)) if options.made(&meta) => return Ok(None),
+        Ok(Some(_)) => std::fs::read(&original_file).map_err(|e| {
+            Error::input(
+                wasm,
+                format!(
+                    "instrumented with other options, and its original {} cannot be read: {e}",
+                    relative(&original_file)
+                ),
+            )
+        })?,
+        _ => {
+            write_atomic(&original_file, &bytes)?;
+            bytes
+        }
     };
-    let done = instrument::instrument(&bytes, &options).map_err(|e| Error::input(wasm, e))?;
-    write_atomic(&original_path(wasm), &bytes)?;
+    let done = instrument::instrument(&original, options).map_err(|e| Error::input(wasm, e))?;
     write_atomic(wasm, &done.wasm)?;
-    crate::status::Status::new(crate::cli::ColorChoice::Auto, false).done(
-        "Instrumented",
-        format!(
-            "{} ({} functions; original kept as {})",
-            relative(wasm),
-            done.meta.functions.len(),
-            relative(&original_path(wasm))
-        ),
-    );
-    Ok(())
+    Ok(Some(done.meta))
 }
 
 /// The metric named by [`METRIC_VAR`], else time.

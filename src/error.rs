@@ -13,12 +13,12 @@ pub enum Error {
         /// What is wrong with it.
         message: String,
     },
-    /// The toolchain cannot build for wasm32-wasip1.
+    /// The toolchain cannot build for this target.
     #[error(
-        "the wasm32-wasip1 target is not installed for this toolchain; \
-         install it with `rustup target add wasm32-wasip1`"
+        "the {0} target is not installed for this toolchain; \
+         install it with `rustup target add {0}`"
     )]
-    MissingTarget,
+    MissingTarget(&'static str),
     /// cargo failed; it has printed its own diagnostics.
     #[error("could not build the test binaries (cargo's messages are above)")]
     BuildFailed,
@@ -39,7 +39,7 @@ impl Error {
         match self {
             Error::BuildFailed | Error::TestsFailed(_) => 101,
             Error::ProgramExit(code) => *code,
-            Error::Input { .. } | Error::MissingTarget | Error::Other(_) => 1,
+            Error::Input { .. } | Error::MissingTarget(_) | Error::Other(_) => 1,
         }
     }
 

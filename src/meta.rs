@@ -58,6 +58,15 @@ pub enum Metric {
 }
 
 impl Metric {
+    /// The metric's name, as `--metric` takes it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Metric::Calls => "calls",
+            Metric::Time => "time",
+            Metric::Instructions => "instructions",
+        }
+    }
+
     /// Whether entries and exits are timed (by a clock or an instruction counter).
     pub fn has_cost(self) -> bool {
         self != Metric::Calls

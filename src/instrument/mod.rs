@@ -46,6 +46,16 @@ impl Default for Options {
     }
 }
 
+impl Options {
+    /// Whether a module that carries `meta` was instrumented with these options.
+    pub fn made(&self, meta: &Meta) -> bool {
+        let l = &meta.layout;
+        meta.metric == self.metric
+            && meta.state == self.state
+            && l.nodes_cap == Layout::new(l.functions, 0, 0, self.max_contexts).nodes_cap
+    }
+}
+
 /// An instrumented module and the tables it carries.
 pub struct Instrumented {
     /// The instrumented module's bytes.
