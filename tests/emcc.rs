@@ -193,6 +193,48 @@ fn exit_3_leaves_the_profile_and_exits_3() {
     assert_eq!(calls(&p, "fib"), fib_calls(12));
 }
 
+/// `-sMODULARIZE`: the glue is a factory that the page or script calls; the runtime goes
+/// inside it with --pre-js and works the same.
+#[test]
+fn a_modularized_program_profiles_itself() {
+    if !have(&["emcc", "node"]) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/emcc/calls.c");
+    let link = output(
+        Command::new(env!("CARGO_BIN_EXE_wasmprof-emcc"))
+            .current_dir(dir.path())
+            .arg(&source)
+            .args([
+                "-O1",
+                "-o",
+                "mod.js",
+                "-sMODULARIZE",
+                "-sEXPORT_NAME=createCalls",
+            ]),
+    );
+    assert!(link.status.success());
+    validate(&std::fs::read(dir.path().join("mod.wasm")).unwrap());
+    std::fs::write(
+        dir.path().join("main.js"),
+        "require('./mod.js')({ arguments: ['15'] });\n",
+    )
+    .unwrap();
+    let out = dir.path().join("mod.json");
+    let run = output(
+        Command::new("node")
+            .current_dir(dir.path())
+            .arg("main.js")
+            .env("WASMPROF_OUT", &out),
+    );
+    assert!(run.status.success());
+    let p = Profile::read(&out).expect("the profile");
+    check_invariants(&p);
+    assert_eq!(calls(&p, "fib"), fib_calls(15));
+    assert_eq!(arc(&p, "apply", "mul"), 3);
+}
+
 #[test]
 fn a_trap_leaves_the_profile_with_the_open_stack() {
     if !have(&["emcc", "node", "make"]) {
