@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
+use crate::format::Format;
 use crate::meta::Metric;
 
 /// An instrumenting profiler for WebAssembly.
@@ -46,6 +47,7 @@ impl Command {
             Command::Run(args) => args.ui,
             Command::Instrument(args) => args.ui,
             Command::Report(args) => args.ui,
+            Command::Diff(args) => args.ui,
             Command::Emcc(_) | Command::Emxx(_) => UiOptions {
                 color: ColorChoice::Auto,
                 quiet: false,
@@ -97,8 +99,17 @@ pub enum Command {
     Run(RunArgs),
     /// Write an instrumented copy of a module, for any host that gives it a clock.
     Instrument(InstrumentArgs),
-    /// Print the report of a profile file again.
+    /// Print the report of a profile file again, or write it in another format.
+    ///
+    /// Formats: text (gprof-style, the default), json (the profile), pprof (go tool pprof,
+    /// speedscope), callgrind (KCachegrind, callgrind_annotate), folded (flame graph tools),
+    /// flamegraph (SVG), speedscope, html (one self-contained page).
     Report(ReportArgs),
+    /// Compare two profiles: per-function change of calls and cost, largest first.
+    ///
+    /// With --fail-above PCT it exits with code 3 when the whole cost grew by more than PCT
+    /// percent, so CI can gate on the deterministic instruction count.
+    Diff(DiffArgs),
     /// Run Emscripten's emcc as `wasmprof-emcc` does: a final link's module comes out
     /// instrumented, with the runtime that saves its profile.
     ///
@@ -257,7 +268,19 @@ pub struct ProfileArgs {
     /// Limit each section of the report to its N first rows.
     #[arg(long, value_name = "N")]
     pub top: Option<usize>,
-    /// Write the profiles but print no report.
+    /// The report's formats, comma-separated: text goes to the terminal, the others to
+    /// files beside the profiles (see `cargo wasmprof report --help`).
+    #[arg(
+        long,
+        value_name = "FORMAT",
+        value_delimiter = ',',
+        default_value = "text"
+    )]
+    pub format: Vec<Format>,
+    /// Draw flame graphs from the top down (icicle).
+    #[arg(long)]
+    pub icicle: bool,
+    /// Write the profiles but no report.
     #[arg(long)]
     pub no_report: bool,
     /// Keep the times as measured: do not subtract the probes' own cost (which is measured
@@ -386,12 +409,48 @@ pub struct InstrumentArgs {
 /// `cargo wasmprof report`.
 #[derive(Debug, Args)]
 pub struct ReportArgs {
-    /// A profile written by cargo-wasmprof.
+    /// A profile written by cargo-wasmprof (or a dump of the JS runtime).
     #[arg(value_name = "PROFILE.json")]
     pub profile: PathBuf,
-    /// Limit each section of the report to its N first rows.
+    /// The format to write.
+    #[arg(long, value_name = "FORMAT", default_value = "text")]
+    pub format: Format,
+    /// Write to FILE instead of standard output.
+    #[arg(short, long, value_name = "FILE")]
+    pub output: Option<PathBuf>,
+    /// Limit each section of the text report to its N first rows.
     #[arg(long, value_name = "N")]
     pub top: Option<usize>,
+    /// Draw the flame graph from the top down (icicle).
+    #[arg(long)]
+    pub icicle: bool,
+    /// Colors.
+    #[command(flatten)]
+    pub ui: UiOptions,
+}
+
+/// `cargo wasmprof diff`.
+#[derive(Debug, Args)]
+pub struct DiffArgs {
+    /// The profile to compare against.
+    #[arg(value_name = "BASE")]
+    pub base: PathBuf,
+    /// The profile to compare.
+    #[arg(value_name = "NEW")]
+    pub new: PathBuf,
+    /// What to compare: calls, time or instructions (default: what both measured; calls
+    /// when they measured different things).
+    #[arg(long, value_name = "METRIC")]
+    pub metric: Option<Metric>,
+    /// Exit with code 3 when the whole cost grew by more than PCT percent.
+    #[arg(long, value_name = "PCT")]
+    pub fail_above: Option<f64>,
+    /// Show only the N functions that changed most.
+    #[arg(long, value_name = "N")]
+    pub top: Option<usize>,
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    pub json: bool,
     /// Colors.
     #[command(flatten)]
     pub ui: UiOptions,

@@ -4,13 +4,19 @@
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
+use anyhow::Context as _;
+
 use crate::build::{self, Mode, Target, TestBinary};
 use crate::calibrate;
-use crate::cli::{Cli, Command, InstrumentArgs, ProfileArgs, ReportArgs, RunArgs, TestArgs};
+use crate::cli::{
+    Cli, Command, DiffArgs, InstrumentArgs, ProfileArgs, ReportArgs, RunArgs, TestArgs,
+};
 use crate::clock::ClockChoice;
+use crate::diff::Diff;
 use crate::emcc::{self, Driver};
 use crate::emscripten;
 use crate::error::Error;
+use crate::format::{EmitOptions, Format};
 use crate::fsutil::{relative, write_atomic};
 use crate::host::{self, Outcome, RunConfig};
 use crate::instrument::{self, Options};
@@ -28,7 +34,8 @@ pub fn run(cli: Cli) -> Result<(), Error> {
         Command::Bench(args) => test(*args, Mode::Bench, status),
         Command::Run(args) => run_module(args, status),
         Command::Instrument(args) => instrument_module(args, status),
-        Command::Report(args) => report_profile(args),
+        Command::Report(args) => report_profile(args, status),
+        Command::Diff(args) => diff_profiles(args),
         Command::Emcc(args) => exit_with(emcc::run(Driver::Cc, &args.args)?),
         Command::Emxx(args) => exit_with(emcc::run(Driver::Cxx, &args.args)?),
     }
@@ -47,7 +54,9 @@ fn prepare(path: &Path, options: &Options, status: Status) -> Result<Prepared, E
         return Ok(Prepared { wasm: bytes, meta });
     }
     let started = Instant::now();
+    let spinner = status.spinner("Instrumenting", relative(path));
     let done = instrument::instrument(&bytes, options).map_err(|e| Error::input(path, e))?;
+    drop(spinner);
     status.step(
         "Instrumented",
         format!(
@@ -69,7 +78,10 @@ fn prepare(path: &Path, options: &Options, status: Status) -> Result<Prepared, E
 fn prepare_beside(js: &Path, options: &Options, status: Status) -> Result<(), Error> {
     let wasm = js.with_extension("wasm");
     let started = Instant::now();
-    if let Some(meta) = emcc::instrument_in_place(&wasm, options)? {
+    let spinner = status.spinner("Instrumenting", relative(&wasm));
+    let done = emcc::instrument_in_place(&wasm, options)?;
+    drop(spinner);
+    if let Some(meta) = done {
         status.step(
             "Instrumented",
             format!(
@@ -131,8 +143,10 @@ fn probe_cost(args: &ProfileArgs, status: Status) -> Result<Option<ProbeCost>, E
     if args.no_compensation || args.instrument.metric != Metric::Time {
         return Ok(None);
     }
+    let spinner = status.spinner("Calibrating", "the probes' cost");
     let cost = calibrate::probe_cost(ClockChoice::Auto)
         .map_err(|e| anyhow::anyhow!("cannot measure the probes' cost: {e:#}"))?;
+    drop(spinner);
     status.step(
         "Calibrated",
         format!(
@@ -144,7 +158,12 @@ fn probe_cost(args: &ProfileArgs, status: Status) -> Result<Option<ProbeCost>, E
 }
 
 /// Writes the merged profile if asked, and prints the report unless told not to.
-fn finish(profiles: &[Profile], args: &ProfileArgs, status: Status) -> Result<(), Error> {
+fn finish(
+    profiles: &[Profile],
+    args: &ProfileArgs,
+    reports: &Path,
+    status: Status,
+) -> Result<(), Error> {
     let merged = match profiles {
         [one] => one.clone(),
         many => Profile::merge(many),
@@ -153,12 +172,47 @@ fn finish(profiles: &[Profile], args: &ProfileArgs, status: Status) -> Result<()
         merged.write(output)?;
         status.done("Wrote", format!("merged profile to {}", relative(output)));
     }
-    if !args.no_report {
-        use std::io::Write as _;
-        let text = report::render(&merged, &ReportOptions { top: args.top });
-        let _ = write!(anstream::stdout(), "{text}");
+    if args.no_report {
+        return Ok(());
+    }
+    let options = EmitOptions {
+        top: args.top,
+        icicle: args.icicle,
+    };
+    for &format in &args.format {
+        if format == Format::Text {
+            print_text(&merged, &options);
+            continue;
+        }
+        let stem = reports
+            .file_name()
+            .map_or_else(|| "report".into(), |s| s.to_string_lossy().into_owned());
+        let file = reports.with_file_name(format.file_name(&stem));
+        let bytes = format
+            .render(&merged, &options)
+            .map_err(|e| anyhow::anyhow!("cannot write the {format:?} report: {e:#}"))?;
+        write_atomic(&file, &bytes)?;
+        status.done(
+            "Wrote",
+            format!("{} report to {}", format_name(format), relative(&file)),
+        );
     }
     Ok(())
+}
+
+/// Prints the text report, colored where the terminal allows.
+fn print_text(profile: &Profile, options: &EmitOptions) {
+    use std::io::Write as _;
+    let text = report::render(profile, &ReportOptions { top: options.top });
+    let _ = write!(anstream::stdout(), "{text}");
+}
+
+/// A format's name as `--format` takes it.
+fn format_name(format: Format) -> String {
+    use clap::ValueEnum as _;
+    format
+        .to_possible_value()
+        .map_or_else(String::new, |v| v.get_name().to_string())
 }
 
 /// `test` and `bench`: build, then profile every binary.
@@ -231,7 +285,7 @@ fn test(args: TestArgs, mode: Mode, status: Status) -> Result<(), Error> {
             }
         }
     }
-    finish(&profiles, &args.profile, status)?;
+    finish(&profiles, &args.profile, &out_dir.join("report"), status)?;
     match failed.as_slice() {
         [] => Ok(()),
         [one] => Err(Error::TestsFailed(format!(
@@ -272,7 +326,7 @@ fn run_module(args: RunArgs, status: Status) -> Result<(), Error> {
     let compensation = probe_cost(&args.profile, status)?;
     let (profile, outcome) = profile_run(module, &prepared, &config, compensation)?;
     write_default_profile(module, &profile, &args.profile, status)?;
-    finish(&[profile], &args.profile, status)?;
+    finish(&[profile], &args.profile, &stem(module), status)?;
     exit_with(outcome.exit_code)
 }
 
@@ -291,7 +345,7 @@ fn run_program(args: RunArgs, status: Status) -> Result<(), Error> {
     let (profile, exit_code) = emscripten::profile_run(js, args.program_args(), Path::new("."))?;
     report_trap(js, &profile);
     write_default_profile(js, &profile, &args.profile, status)?;
-    finish(&[profile], &args.profile, status)?;
+    finish(&[profile], &args.profile, &stem(js), status)?;
     exit_with(exit_code)
 }
 
@@ -305,16 +359,23 @@ fn write_default_profile(
     if args.output.is_some() {
         return Ok(());
     }
-    let stem = module
-        .file_stem()
-        .map_or_else(|| "module".into(), |s| s.to_string_lossy().into_owned());
-    let file = PathBuf::from(format!("{stem}.wasmprof.json"));
+    let file = stem(module).with_extension("wasmprof.json");
     profile.write(&file)?;
     status.done(
         "Profiled",
         format!("{} -> {}", relative(module), relative(&file)),
     );
     Ok(())
+}
+
+/// Where `run` writes what it makes of `module`: its stem, in the working directory (the
+/// formats add their extensions).
+fn stem(module: &Path) -> PathBuf {
+    PathBuf::from(
+        module
+            .file_stem()
+            .map_or_else(|| "module".into(), |s| s.to_string_lossy().into_owned()),
+    )
 }
 
 /// `argv[0]` for a module: its file name.
@@ -332,8 +393,10 @@ fn exit_with(code: i32) -> Result<(), Error> {
 
 fn instrument_module(args: InstrumentArgs, status: Status) -> Result<(), Error> {
     let bytes = std::fs::read(&args.input).map_err(|e| Error::input(&args.input, e))?;
+    let spinner = status.spinner("Instrumenting", relative(&args.input));
     let done = instrument::instrument(&bytes, &args.instrument.to_options())
         .map_err(|e| Error::input(&args.input, e))?;
+    drop(spinner);
     write_atomic(&args.output, &done.wasm)?;
     status.done(
         "Instrumented",
@@ -349,11 +412,65 @@ fn instrument_module(args: InstrumentArgs, status: Status) -> Result<(), Error> 
     Ok(())
 }
 
-fn report_profile(args: ReportArgs) -> Result<(), Error> {
-    use std::io::Write as _;
+fn report_profile(args: ReportArgs, status: Status) -> Result<(), Error> {
+    use std::io::{IsTerminal as _, Write as _};
     let profile =
         Profile::read(&args.profile).map_err(|e| Error::input(&args.profile, format!("{e:#}")))?;
-    let text = report::render(&profile, &ReportOptions { top: args.top });
-    let _ = write!(anstream::stdout(), "{text}");
+    let options = EmitOptions {
+        top: args.top,
+        icicle: args.icicle,
+    };
+    if args.format == Format::Text && args.output.is_none() {
+        print_text(&profile, &options);
+        return Ok(());
+    }
+    let bytes = args
+        .format
+        .render(&profile, &options)
+        .map_err(|e| Error::input(&args.profile, format!("{e:#}")))?;
+    match &args.output {
+        Some(file) => {
+            write_atomic(file, &bytes)?;
+            status.done(
+                "Wrote",
+                format!("{} report to {}", format_name(args.format), relative(file)),
+            );
+        }
+        None if args.format.is_binary() && std::io::stdout().is_terminal() => {
+            return Err(anyhow::anyhow!(
+                "{} is binary; write it to a file with -o FILE",
+                format_name(args.format)
+            )
+            .into());
+        }
+        None => {
+            std::io::stdout()
+                .write_all(&bytes)
+                .context("cannot write to standard output")?;
+        }
+    }
     Ok(())
+}
+
+fn diff_profiles(args: DiffArgs) -> Result<(), Error> {
+    use std::io::Write as _;
+    let read = |path: &Path| Profile::read(path).map_err(|e| Error::input(path, format!("{e:#}")));
+    let (base, new) = (read(&args.base)?, read(&args.new)?);
+    let diff = Diff::of(&base, &new, args.metric)?;
+    let text = if args.json {
+        serde_json::to_string_pretty(&diff).expect("diffs serialize") + "\n"
+    } else {
+        diff.render(args.top)
+    };
+    let _ = write!(anstream::stdout(), "{text}");
+    match args.fail_above {
+        Some(limit) if diff.change_percent > limit => Err(Error::Regression(format!(
+            "{} grew by {:.2}% from {} to {}, above the {limit}% allowed",
+            diff.metric.name(),
+            diff.change_percent,
+            relative(&args.base),
+            relative(&args.new)
+        ))),
+        _ => Ok(()),
+    }
 }

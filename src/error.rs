@@ -28,6 +28,9 @@ pub enum Error {
     /// The profiled program exited with this non-zero code; nothing more to say.
     #[error("the program exited with code {0}")]
     ProgramExit(i32),
+    /// `diff --fail-above`: the new profile costs more than allowed.
+    #[error("{0}")]
+    Regression(String),
     /// Anything else.
     #[error(transparent)]
     Other(#[from] anyhow::Error),
@@ -39,6 +42,7 @@ impl Error {
         match self {
             Error::BuildFailed | Error::TestsFailed(_) => 101,
             Error::ProgramExit(code) => *code,
+            Error::Regression(_) => 3,
             Error::Input { .. } | Error::MissingTarget(_) | Error::Other(_) => 1,
         }
     }

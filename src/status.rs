@@ -40,9 +40,47 @@ impl Status {
         self.line(CYAN, word, message);
     }
 
+    /// A spinner after a cyan word while a long step runs (`Instrumenting big.wasm`), on
+    /// stderr when it is a terminal; it disappears when dropped. Hidden with `--quiet`.
+    pub fn spinner(&self, word: &str, message: impl std::fmt::Display) -> Spinner {
+        use std::io::IsTerminal as _;
+        if self.quiet || !std::io::stderr().is_terminal() {
+            return Spinner(None);
+        }
+        let colored =
+            anstream::AutoStream::choice(&std::io::stderr()) != anstream::ColorChoice::Never;
+        let word = if colored {
+            format!("{CYAN}{word:>12}{CYAN:#}")
+        } else {
+            format!("{word:>12}")
+        };
+        // `{` and `}` in the word or message would read as template keys.
+        let template = format!(
+            "{} {{msg}} {{spinner}} {{elapsed}}",
+            word.replace('{', "{{").replace('}', "}}")
+        );
+        let bar = indicatif::ProgressBar::new_spinner().with_message(message.to_string());
+        if let Ok(style) = indicatif::ProgressStyle::with_template(&template) {
+            bar.set_style(style);
+        }
+        bar.enable_steady_tick(std::time::Duration::from_millis(120));
+        Spinner(Some(bar))
+    }
+
     fn line(&self, style: Style, word: &str, message: impl std::fmt::Display) {
         if !self.quiet {
             let _ = writeln!(anstream::stderr(), "{style}{word:>12}{style:#} {message}");
+        }
+    }
+}
+
+/// A spinner shown while a step runs; see [`Status::spinner`].
+pub struct Spinner(Option<indicatif::ProgressBar>);
+
+impl Drop for Spinner {
+    fn drop(&mut self) {
+        if let Some(bar) = &self.0 {
+            bar.finish_and_clear();
         }
     }
 }

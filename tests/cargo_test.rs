@@ -35,7 +35,14 @@ fn calls_run() -> &'static CallsRun {
         let dir = copy_fixture("calls");
         let out = output(
             wasmprof()
-                .args(["wasmprof", "test", "-o", "merged.json"])
+                .args([
+                    "wasmprof",
+                    "test",
+                    "-o",
+                    "merged.json",
+                    "--format",
+                    "text,html,callgrind",
+                ])
                 .current_dir(dir.path()),
         );
         CallsRun { dir, out }
@@ -65,6 +72,17 @@ fn test_command_runs_the_tests_and_reports() {
         assert!(out.contains(section), "report has {section}");
     }
     assert!(out.contains("calls::fib  (src/lib.rs:"));
+    // The other formats go to files beside the profiles, and the last lines say where.
+    for (format, file) in [
+        ("html", "target/wasmprof/report.html"),
+        ("callgrind", "target/wasmprof/callgrind.out.report"),
+    ] {
+        assert!(
+            err.contains(&format!("Wrote {format} report to {file}")),
+            "{err}"
+        );
+        assert!(run.dir.path().join(file).exists());
+    }
 }
 
 #[test]

@@ -11,25 +11,7 @@ use std::process::Command;
 use std::sync::OnceLock;
 
 use cargo_wasmprof::profile::{Profile, HOST};
-use common::{arc, calls, check_invariants, fib_calls, line_of, output, validate, wasmprof};
-
-/// Whether every tool is on PATH; under CI a missing one is a failure.
-fn have(tools: &[&str]) -> bool {
-    let missing: Vec<&str> = tools
-        .iter()
-        .copied()
-        .filter(|t| which::which(t).is_err())
-        .collect();
-    if missing.is_empty() {
-        return true;
-    }
-    assert!(
-        std::env::var_os("CI").is_none(),
-        "CI must have {missing:?} (.ci/run installs them)"
-    );
-    eprintln!("skipped: {missing:?} not installed");
-    false
-}
+use common::{arc, calls, check_invariants, fib_calls, have, line_of, output, validate, wasmprof};
 
 /// fixtures/emcc, built once by its Makefile with the wrappers as CC and CXX (the C++ one
 /// through a link named `wasmprof-em++`, as a user would make it).

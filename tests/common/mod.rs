@@ -154,3 +154,22 @@ pub fn line_of(file: &Path, needle: &str) -> u32 {
         .unwrap_or_else(|| panic!("{needle} in {}", file.display())) as u32
         + 1
 }
+
+/// Whether every tool is on PATH; under CI a missing one is a failure, elsewhere the test
+/// says "skipped" and passes.
+pub fn have(tools: &[&str]) -> bool {
+    let missing: Vec<&str> = tools
+        .iter()
+        .copied()
+        .filter(|t| which::which(t).is_err())
+        .collect();
+    if missing.is_empty() {
+        return true;
+    }
+    assert!(
+        std::env::var_os("CI").is_none(),
+        "CI must have {missing:?} (.ci/run installs them)"
+    );
+    eprintln!("skipped: {missing:?} not installed");
+    false
+}

@@ -1,0 +1,192 @@
+//! `cargo wasmprof diff BASE NEW`: per-function change of calls and cost between two
+//! profiles, sorted by impact, and the change of the whole, which `--fail-above` gates on.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use serde::Serialize;
+
+use crate::meta::Metric;
+use crate::profile::Profile;
+use crate::report;
+
+/// The change of one function.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct FunctionChange {
+    /// The function's name.
+    pub name: String,
+    /// Calls in the base profile (0 when it did not run there).
+    pub base_calls: u64,
+    /// Calls in the new profile.
+    pub new_calls: u64,
+    /// Self cost in the base profile, in the compared metric.
+    pub base_cost: u64,
+    /// Self cost in the new profile.
+    pub new_cost: u64,
+}
+
+impl FunctionChange {
+    /// The change of self cost, new minus base.
+    pub fn delta(&self) -> i128 {
+        i128::from(self.new_cost) - i128::from(self.base_cost)
+    }
+}
+
+/// Two profiles compared.
+#[derive(Debug, Clone, Serialize)]
+pub struct Diff {
+    /// What is compared: self time (ns), self instructions, or calls.
+    pub metric: Metric,
+    /// The whole base run's cost (the sum of self costs; calls for the calls metric).
+    pub base_total: u64,
+    /// The whole new run's cost.
+    pub new_total: u64,
+    /// The change of the whole, in percent of the base (0 when both are 0).
+    pub change_percent: f64,
+    /// Every function that ran in either profile, largest change of cost first.
+    pub functions: Vec<FunctionChange>,
+}
+
+/// A profile's cost of a function in `metric`: its self cost, or its calls.
+fn cost(f: &crate::profile::Function, metric: Metric) -> u64 {
+    match metric {
+        Metric::Calls => f.calls,
+        other => f.cost.get(other).0,
+    }
+}
+
+impl Diff {
+    /// Compares `base` and `new` in `metric`, or, when None, in the metric both measured
+    /// (calls when they differ).
+    pub fn of(base: &Profile, new: &Profile, metric: Option<Metric>) -> anyhow::Result<Diff> {
+        let metric = match metric {
+            Some(m) => {
+                for (which, p) in [("BASE", base), ("NEW", new)] {
+                    anyhow::ensure!(
+                        m == Metric::Calls || p.metric == m,
+                        "{which} measured {}, not {}; compare them with --metric {}",
+                        p.metric.name(),
+                        m.name(),
+                        if base.metric == new.metric {
+                            base.metric.name()
+                        } else {
+                            "calls"
+                        }
+                    );
+                }
+                m
+            }
+            None if base.metric == new.metric => base.metric,
+            None => Metric::Calls,
+        };
+        let mut by_name: BTreeMap<&str, FunctionChange> = BTreeMap::new();
+        let entry = |name: &str| FunctionChange {
+            name: name.to_string(),
+            base_calls: 0,
+            new_calls: 0,
+            base_cost: 0,
+            new_cost: 0,
+        };
+        for f in &base.functions {
+            let e = by_name.entry(&f.name).or_insert_with(|| entry(&f.name));
+            e.base_calls += f.calls;
+            e.base_cost += cost(f, metric);
+        }
+        for f in &new.functions {
+            let e = by_name.entry(&f.name).or_insert_with(|| entry(&f.name));
+            e.new_calls += f.calls;
+            e.new_cost += cost(f, metric);
+        }
+        let mut functions: Vec<FunctionChange> = by_name
+            .into_values()
+            .filter(|c| c.base_calls != c.new_calls || c.base_cost != c.new_cost)
+            .collect();
+        functions.sort_by(|a, b| {
+            b.delta()
+                .abs()
+                .cmp(&a.delta().abs())
+                .then_with(|| {
+                    let calls = |c: &FunctionChange| c.new_calls.abs_diff(c.base_calls);
+                    calls(b).cmp(&calls(a))
+                })
+                .then_with(|| a.name.cmp(&b.name))
+        });
+        let total = |p: &Profile| p.functions.iter().map(|f| cost(f, metric)).sum::<u64>();
+        let (base_total, new_total) = (total(base), total(new));
+        Ok(Diff {
+            metric,
+            base_total,
+            new_total,
+            change_percent: percent(new_total, base_total),
+            functions,
+        })
+    }
+
+    /// The comparison as a table: the whole, then each function that changed.
+    pub fn render(&self, top: Option<usize>) -> String {
+        let show = |v: u64| match self.metric {
+            Metric::Time => report::time(v),
+            _ => report::count(v),
+        };
+        let what = match self.metric {
+            Metric::Time => "self time",
+            Metric::Instructions => "self instructions",
+            Metric::Calls => "calls",
+        };
+        let mut out = String::new();
+        let _ = writeln!(
+            out,
+            "Total {what}: {} -> {} ({:+.2}%)\n",
+            show(self.base_total),
+            show(self.new_total),
+            self.change_percent
+        );
+        if self.functions.is_empty() {
+            out.push_str("No function changed.\n");
+            return out;
+        }
+        let _ = writeln!(
+            out,
+            "{:>12} {:>12} {:>9} {:>10} {:>10}  name",
+            "base", "new", "change", "calls", "calls new"
+        );
+        for c in self.functions.iter().take(top.unwrap_or(usize::MAX)) {
+            let change = if c.base_cost == 0 {
+                "new".to_string()
+            } else {
+                format!("{:+.1}%", percent(c.new_cost, c.base_cost))
+            };
+            let _ = writeln!(
+                out,
+                "{:>12} {:>12} {change:>9} {:>10} {:>10}  {}",
+                show(c.base_cost),
+                show(c.new_cost),
+                c.base_calls,
+                c.new_calls,
+                c.name
+            );
+        }
+        out
+    }
+}
+
+/// The change from `base` to `new` in percent of `base` (0 when both are 0).
+fn percent(new: u64, base: u64) -> f64 {
+    match (base, new) {
+        (0, 0) => 0.0,
+        (0, _) => f64::INFINITY,
+        _ => 100.0 * (new as f64 - base as f64) / base as f64,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn percentages() {
+        assert_eq!(percent(110, 100), 10.0);
+        assert_eq!(percent(0, 0), 0.0);
+        assert!(percent(5, 0).is_infinite());
+    }
+}

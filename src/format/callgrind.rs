@@ -1,0 +1,132 @@
+//! callgrind's profile format (valgrind.org/docs/manual/cl-format.html), for KCachegrind,
+//! QCachegrind and callgrind_annotate: each function's self cost at its definition's line,
+//! and for each arc a `calls=` line at the call site with the cost of those calls. The
+//! event is the profile's metric: `ns` (time), `Ir` (instructions) or `Calls`.
+
+use std::collections::HashMap;
+use std::io::Write;
+
+use crate::meta::Metric;
+use crate::profile::{Function, Profile, HOST};
+
+/// Writes `profile` as a callgrind file.
+pub fn write(profile: &Profile, out: &mut dyn Write) -> anyhow::Result<()> {
+    let metric = profile.metric;
+    let (event, label) = match metric {
+        Metric::Time => ("ns", "Wall time (ns)"),
+        Metric::Instructions => ("Ir", "Executed wasm instructions"),
+        Metric::Calls => ("Calls", "Calls"),
+    };
+    writeln!(out, "# callgrind format")?;
+    writeln!(out, "version: 1")?;
+    writeln!(out, "creator: cargo-wasmprof {}", env!("CARGO_PKG_VERSION"))?;
+    writeln!(out, "cmd: {}", profile.modules.join(" "))?;
+    writeln!(out, "positions: line")?;
+    writeln!(out, "event: {event} : {label}")?;
+    writeln!(out, "events: {event}")?;
+    let total: u64 = profile.functions.iter().map(|f| own_cost(f, metric)).sum();
+    writeln!(out, "summary: {total}")?;
+
+    let by_name: HashMap<&str, &Function> = profile
+        .functions
+        .iter()
+        .map(|f| (f.name.as_str(), f))
+        .collect();
+    let mut names = Names::default();
+    let mut outgoing: HashMap<&str, Vec<&crate::profile::Arc>> = HashMap::new();
+    for arc in &profile.arcs {
+        outgoing.entry(arc.caller.as_str()).or_default().push(arc);
+    }
+    // The host, as a function that calls the exports.
+    if let Some(arcs) = outgoing.get(HOST) {
+        writeln!(out)?;
+        writeln!(out, "fl={}", names.file("???"))?;
+        writeln!(out, "fn={}", names.function(HOST))?;
+        writeln!(out, "0 0")?;
+        for arc in arcs {
+            write_call(
+                out,
+                &mut names,
+                arc,
+                by_name.get(arc.callee.as_str()),
+                0,
+                metric,
+            )?;
+        }
+    }
+    for f in &profile.functions {
+        let line = f.line.unwrap_or(0);
+        writeln!(out)?;
+        writeln!(out, "fl={}", names.file(f.file.as_deref().unwrap_or("???")))?;
+        writeln!(out, "fn={}", names.function(&f.name))?;
+        writeln!(out, "{line} {}", own_cost(f, metric))?;
+        for arc in outgoing.get(f.name.as_str()).into_iter().flatten() {
+            let at = arc.sites.first().map_or(line, |s| s.pos.line);
+            write_call(
+                out,
+                &mut names,
+                arc,
+                by_name.get(arc.callee.as_str()),
+                at,
+                metric,
+            )?;
+        }
+    }
+    Ok(())
+}
+
+/// A function's self cost in the file's event (its calls, for the calls metric).
+fn own_cost(f: &Function, metric: Metric) -> u64 {
+    match metric {
+        Metric::Calls => f.calls,
+        other => f.cost.get(other).0,
+    }
+}
+
+/// The `cfl=`/`cfn=`/`calls=` lines of one arc, made at line `at` of the caller.
+fn write_call(
+    out: &mut dyn Write,
+    names: &mut Names,
+    arc: &crate::profile::Arc,
+    callee: Option<&&Function>,
+    at: u32,
+    metric: Metric,
+) -> std::io::Result<()> {
+    let file = callee.and_then(|f| f.file.as_deref()).unwrap_or("???");
+    let target_line = callee.and_then(|f| f.line).unwrap_or(0);
+    let inclusive = match metric {
+        Metric::Calls => arc.count,
+        other => arc.cost.get(other).1,
+    };
+    writeln!(out, "cfl={}", names.file(file))?;
+    writeln!(out, "cfn={}", names.function(&arc.callee))?;
+    writeln!(out, "calls={} {target_line}", arc.count)?;
+    writeln!(out, "{at} {inclusive}")
+}
+
+/// callgrind's name compression: `(n) name` the first time, `(n)` after.
+#[derive(Default)]
+struct Names {
+    files: HashMap<String, usize>,
+    functions: HashMap<String, usize>,
+}
+
+impl Names {
+    fn file(&mut self, name: &str) -> String {
+        compress(&mut self.files, name)
+    }
+
+    fn function(&mut self, name: &str) -> String {
+        compress(&mut self.functions, name)
+    }
+}
+
+fn compress(table: &mut HashMap<String, usize>, name: &str) -> String {
+    let name = name.replace(['\n', '\r'], " ");
+    if let Some(id) = table.get(&name) {
+        return format!("({id})");
+    }
+    let id = table.len() + 1;
+    table.insert(name.clone(), id);
+    format!("({id}) {name}")
+}

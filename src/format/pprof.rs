@@ -1,0 +1,284 @@
+//! pprof's profile.proto (github.com/google/pprof, proto/profile.proto), gzipped, for
+//! `go tool pprof` and speedscope. The messages below carry the fields this writer fills,
+//! with their numbers in that schema.
+//!
+//! Sample types: `calls/count` always, then `wall/nanoseconds` or
+//! `instructions/count` as measured. With a calling-context tree, each context is a sample
+//! (its stack, leaf first; its calls and self cost). With the calls metric, each arc is a
+//! sample whose stack is callee then caller. Functions carry file and start line;
+//! locations are (function, line) pairs: the definition for a leaf, the call site toward
+//! the next frame for the others.
+
+use std::collections::HashMap;
+use std::io::Write;
+
+use prost::Message;
+
+use crate::meta::Metric;
+use crate::profile::{Profile, HOST};
+
+#[derive(Clone, PartialEq, Message)]
+struct PprofProfile {
+    #[prost(message, repeated, tag = "1")]
+    sample_type: Vec<ValueType>,
+    #[prost(message, repeated, tag = "2")]
+    sample: Vec<Sample>,
+    #[prost(message, repeated, tag = "3")]
+    mapping: Vec<Mapping>,
+    #[prost(message, repeated, tag = "4")]
+    location: Vec<Location>,
+    #[prost(message, repeated, tag = "5")]
+    function: Vec<PprofFunction>,
+    #[prost(string, repeated, tag = "6")]
+    string_table: Vec<String>,
+    #[prost(int64, tag = "10")]
+    duration_nanos: i64,
+    #[prost(int64, repeated, tag = "13")]
+    comment: Vec<i64>,
+    #[prost(int64, tag = "14")]
+    default_sample_type: i64,
+}
+
+#[derive(Clone, PartialEq, Message)]
+struct ValueType {
+    #[prost(int64, tag = "1")]
+    r#type: i64,
+    #[prost(int64, tag = "2")]
+    unit: i64,
+}
+
+#[derive(Clone, PartialEq, Message)]
+struct Sample {
+    #[prost(uint64, repeated, tag = "1")]
+    location_id: Vec<u64>,
+    #[prost(int64, repeated, tag = "2")]
+    value: Vec<i64>,
+}
+
+#[derive(Clone, PartialEq, Message)]
+struct Mapping {
+    #[prost(uint64, tag = "1")]
+    id: u64,
+    #[prost(int64, tag = "5")]
+    filename: i64,
+    #[prost(bool, tag = "7")]
+    has_functions: bool,
+    #[prost(bool, tag = "8")]
+    has_filenames: bool,
+    #[prost(bool, tag = "9")]
+    has_line_numbers: bool,
+}
+
+#[derive(Clone, PartialEq, Message)]
+struct Location {
+    #[prost(uint64, tag = "1")]
+    id: u64,
+    #[prost(uint64, tag = "2")]
+    mapping_id: u64,
+    #[prost(message, repeated, tag = "4")]
+    line: Vec<Line>,
+}
+
+#[derive(Clone, PartialEq, Message)]
+struct Line {
+    #[prost(uint64, tag = "1")]
+    function_id: u64,
+    #[prost(int64, tag = "2")]
+    line: i64,
+}
+
+#[derive(Clone, PartialEq, Message)]
+struct PprofFunction {
+    #[prost(uint64, tag = "1")]
+    id: u64,
+    #[prost(int64, tag = "2")]
+    name: i64,
+    #[prost(int64, tag = "3")]
+    system_name: i64,
+    #[prost(int64, tag = "4")]
+    filename: i64,
+    #[prost(int64, tag = "5")]
+    start_line: i64,
+}
+
+/// Builds the tables: strings, functions and locations, each interned.
+struct Builder<'a> {
+    profile: &'a Profile,
+    out: PprofProfile,
+    strings: HashMap<String, i64>,
+    /// pprof function id by profile function index (and the host at `functions.len()`).
+    functions: HashMap<usize, u64>,
+    locations: HashMap<(u64, i64), u64>,
+    /// Call-site line of the first site of each arc, by (caller, callee) name.
+    sites: HashMap<(&'a str, &'a str), u32>,
+    by_name: HashMap<&'a str, usize>,
+}
+
+impl<'a> Builder<'a> {
+    fn new(profile: &'a Profile) -> Builder<'a> {
+        let mut b = Builder {
+            profile,
+            out: PprofProfile::default(),
+            strings: HashMap::new(),
+            functions: HashMap::new(),
+            locations: HashMap::new(),
+            sites: profile
+                .arcs
+                .iter()
+                .filter_map(|a| {
+                    let line = a.sites.first()?.pos.line;
+                    Some(((a.caller.as_str(), a.callee.as_str()), line))
+                })
+                .collect(),
+            by_name: profile
+                .functions
+                .iter()
+                .enumerate()
+                .map(|(i, f)| (f.name.as_str(), i))
+                .collect(),
+        };
+        b.string(""); // string_table[0] must be ""
+        b
+    }
+
+    fn string(&mut self, s: &str) -> i64 {
+        if let Some(&id) = self.strings.get(s) {
+            return id;
+        }
+        let id = self.out.string_table.len() as i64;
+        self.out.string_table.push(s.to_string());
+        self.strings.insert(s.to_string(), id);
+        id
+    }
+
+    /// The pprof function for profile function `index` (`functions.len()` is the host).
+    fn function(&mut self, index: usize) -> u64 {
+        if let Some(&id) = self.functions.get(&index) {
+            return id;
+        }
+        let (name, file, line) = match self.profile.functions.get(index) {
+            Some(f) => (f.name.as_str(), f.file.as_deref(), f.line),
+            None => (HOST, None, None),
+        };
+        let id = self.out.function.len() as u64 + 1;
+        let name = self.string(name);
+        let filename = self.string(file.unwrap_or(""));
+        self.out.function.push(PprofFunction {
+            id,
+            name,
+            system_name: name,
+            filename,
+            start_line: line.map_or(0, i64::from),
+        });
+        self.functions.insert(index, id);
+        id
+    }
+
+    /// The location for `line` in profile function `index`.
+    fn location(&mut self, index: usize, line: Option<u32>) -> u64 {
+        let function_id = self.function(index);
+        let line = line
+            .or_else(|| self.profile.functions.get(index).and_then(|f| f.line))
+            .map_or(0, i64::from);
+        let next = self.out.location.len() as u64 + 1;
+        let id = *self.locations.entry((function_id, line)).or_insert(next);
+        if id == next {
+            self.out.location.push(Location {
+                id,
+                mapping_id: 1,
+                line: vec![Line { function_id, line }],
+            });
+        }
+        id
+    }
+
+    /// The location of a frame of `caller` that calls `callee`: the call site's line.
+    fn call_site(&mut self, caller: usize, callee: usize) -> u64 {
+        let name = |i: usize| {
+            self.profile
+                .functions
+                .get(i)
+                .map_or(HOST, |f| f.name.as_str())
+        };
+        let line = self.sites.get(&(name(caller), name(callee))).copied();
+        self.location(caller, line)
+    }
+}
+
+/// Writes `profile` as a gzipped profile.proto.
+pub fn write(profile: &Profile, out: &mut dyn Write) -> anyhow::Result<()> {
+    let metric = profile.metric;
+    let mut b = Builder::new(profile);
+    let mut types = vec![("calls", "count")];
+    match metric {
+        Metric::Time => types.push(("wall", "nanoseconds")),
+        Metric::Instructions => types.push(("instructions", "count")),
+        Metric::Calls => {}
+    }
+    for (kind, unit) in &types {
+        let value_type = ValueType {
+            r#type: b.string(kind),
+            unit: b.string(unit),
+        };
+        b.out.sample_type.push(value_type);
+    }
+    b.out.default_sample_type = b.string(types.last().map_or("calls", |t| t.0));
+    let module = b.string(&profile.modules.join(", "));
+    b.out.mapping.push(Mapping {
+        id: 1,
+        filename: module,
+        has_functions: true,
+        has_filenames: true,
+        has_line_numbers: true,
+    });
+    let comment = b.string(concat!("cargo-wasmprof ", env!("CARGO_PKG_VERSION")));
+    b.out.comment.push(comment);
+    b.out.duration_nanos = profile.runs.iter().map(|r| r.wall_ns as i64).sum();
+
+    let host = profile.functions.len();
+    if metric.has_cost() {
+        // One sample per calling context: the stack from the context up to the root.
+        for c in profile.contexts.iter().skip(1) {
+            let Some(leaf) = c.function.map(|f| f as usize) else {
+                continue;
+            };
+            let mut stack = vec![b.location(leaf, None)];
+            let mut callee = leaf;
+            let mut at = c.parent.map(|p| &profile.contexts[p as usize]);
+            while let Some(frame) = at {
+                let Some(caller) = frame.function.map(|f| f as usize) else {
+                    break;
+                };
+                stack.push(b.call_site(caller, callee));
+                callee = caller;
+                at = frame.parent.map(|p| &profile.contexts[p as usize]);
+            }
+            let value = vec![c.calls as i64, c.cost.get(metric).0 as i64];
+            b.out.sample.push(Sample {
+                location_id: stack,
+                value,
+            });
+        }
+    } else {
+        // Calls only: one sample per arc, the callee under its caller.
+        for arc in &profile.arcs {
+            let Some(&callee) = b.by_name.get(arc.callee.as_str()) else {
+                continue;
+            };
+            let caller = b.by_name.get(arc.caller.as_str()).copied().unwrap_or(host);
+            let mut stack = vec![b.location(callee, None)];
+            if caller != host {
+                stack.push(b.call_site(caller, callee));
+            }
+            b.out.sample.push(Sample {
+                location_id: stack,
+                value: vec![arc.count as i64],
+            });
+        }
+    }
+    let bytes = b.out.encode_to_vec();
+    let mut gz = flate2::write::GzEncoder::new(out, flate2::Compression::default());
+    gz.write_all(&bytes)?;
+    gz.finish()?;
+    Ok(())
+}

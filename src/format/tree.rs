@@ -1,0 +1,173 @@
+//! The calling-context tree as the stack-shaped formats (folded stacks, flame graphs,
+//! speedscope, the HTML page) draw it: frames with names, children in name order, and each
+//! frame's weight in the profile's metric.
+
+use crate::meta::Metric;
+use crate::profile::Profile;
+
+/// The frame above the entries whose paths were lost when the context tree was full.
+pub const LOST_PATHS: &str = "[paths lost: context tree full]";
+
+/// One frame: a calling context, or the root (the host).
+#[derive(Debug, Clone)]
+pub struct Frame<'a> {
+    /// The function's name (`<host>` for the root).
+    pub name: &'a str,
+    /// Index of the function in the profile's `functions`, `None` for the root and
+    /// [`LOST_PATHS`].
+    pub function: Option<u32>,
+    /// The parent frame; `None` for the root.
+    pub parent: Option<usize>,
+    /// Calls along this path.
+    pub calls: u64,
+    /// Self weight: self time (ns) or self instructions.
+    pub self_weight: u64,
+    /// Self weight plus the descendants' (so that children always fit in their parent).
+    pub total: u64,
+    /// Children, in name order.
+    pub children: Vec<usize>,
+}
+
+/// The calling-context tree of a profile; frame 0 is the root.
+pub struct Tree<'a> {
+    /// The frames, parents before their children.
+    pub frames: Vec<Frame<'a>>,
+    /// What the weights count.
+    pub unit: Unit,
+}
+
+/// What the weights count.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unit {
+    /// Wall time.
+    Nanoseconds,
+    /// Executed wasm instructions.
+    Instructions,
+}
+
+impl Unit {
+    /// The unit's name for people.
+    pub fn name(self) -> &'static str {
+        match self {
+            Unit::Nanoseconds => "nanoseconds",
+            Unit::Instructions => "instructions",
+        }
+    }
+}
+
+impl<'a> Tree<'a> {
+    /// The tree of `profile`; fails for a profile without one (the calls metric records no
+    /// calling contexts).
+    pub fn of(profile: &'a Profile) -> anyhow::Result<Tree<'a>> {
+        anyhow::ensure!(
+            profile.metric.has_cost() && profile.contexts.len() > 1,
+            "this view needs calling contexts, which the calls metric does not record; \
+             profile with --metric time or --metric instructions"
+        );
+        let metric = profile.metric;
+        let mut frames = vec![Frame {
+            name: crate::profile::HOST,
+            function: None,
+            parent: None,
+            calls: 0,
+            self_weight: 0,
+            total: 0,
+            children: Vec::new(),
+        }];
+        let mut frame_of: Vec<Option<usize>> = vec![None; profile.contexts.len()];
+        frame_of[0] = Some(0);
+        let mut lost = None;
+        for start in 0..profile.contexts.len() {
+            // Resolve the unresolved ancestors of `start`, outermost first.
+            let mut pending = Vec::new();
+            let mut at = start;
+            while frame_of[at].is_none() {
+                pending.push(at);
+                at = profile.contexts[at].parent.unwrap_or(0) as usize;
+            }
+            for &id in pending.iter().rev() {
+                let c = &profile.contexts[id];
+                let mut parent = frame_of[c.parent.unwrap_or(0) as usize].unwrap_or(0);
+                if c.folded {
+                    parent = *lost.get_or_insert_with(|| {
+                        frames.push(Frame {
+                            name: LOST_PATHS,
+                            function: None,
+                            parent: Some(0),
+                            calls: 0,
+                            self_weight: 0,
+                            total: 0,
+                            children: Vec::new(),
+                        });
+                        let index = frames.len() - 1;
+                        frames[0].children.push(index);
+                        index
+                    });
+                }
+                let function = c.function.and_then(|f| profile.functions.get(f as usize));
+                frames.push(Frame {
+                    name: function.map_or("<unknown>", |f| f.name.as_str()),
+                    function: c.function,
+                    parent: Some(parent),
+                    calls: c.calls,
+                    self_weight: c.cost.get(metric).0,
+                    total: 0,
+                    children: Vec::new(),
+                });
+                let index = frames.len() - 1;
+                frames[parent].children.push(index);
+                frame_of[id] = Some(index);
+            }
+        }
+        for i in (0..frames.len()).rev() {
+            frames[i].total += frames[i].self_weight;
+            if let Some(parent) = frames[i].parent {
+                frames[parent].total += frames[i].total;
+            }
+        }
+        let names: Vec<&str> = frames.iter().map(|f| f.name).collect();
+        for frame in &mut frames {
+            frame
+                .children
+                .sort_by(|&a, &b| names[a].cmp(names[b]).then(a.cmp(&b)));
+        }
+        let unit = match metric {
+            Metric::Time => Unit::Nanoseconds,
+            _ => Unit::Instructions,
+        };
+        Ok(Tree { frames, unit })
+    }
+
+    /// Calls `visit(frame, depth)` for every frame below the root, parents first and
+    /// children in name order; the root's children have depth 1.
+    pub fn preorder(&self, visit: &mut dyn FnMut(usize, usize)) {
+        let mut stack: Vec<(usize, usize)> = self.frames[0]
+            .children
+            .iter()
+            .rev()
+            .map(|&c| (c, 1))
+            .collect();
+        while let Some((id, depth)) = stack.pop() {
+            visit(id, depth);
+            stack.extend(
+                self.frames[id]
+                    .children
+                    .iter()
+                    .rev()
+                    .map(|&c| (c, depth + 1)),
+            );
+        }
+    }
+
+    /// The frame names from the outermost frame down to `id` (the root left out).
+    pub fn path(&self, id: usize) -> Vec<&'a str> {
+        let mut names = Vec::new();
+        let mut at = Some(id);
+        while let Some(frame) = at.filter(|&f| f != 0).map(|f| &self.frames[f]) {
+            names.push(frame.name);
+            at = frame.parent;
+        }
+        names.reverse();
+        names
+    }
+}
