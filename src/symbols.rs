@@ -195,6 +195,7 @@ impl SymbolTable {
             };
             functions.push(symbol);
         }
+        prefer_linker_names(&mut functions, &facts.names);
         make_unique(&mut functions);
         let lines = dwarf.map(LineTable::read).unwrap_or_default();
         Ok(SymbolTable {
@@ -401,6 +402,37 @@ fn is_legacy_rust(raw: &str) -> bool {
             .all(|b| b.is_ascii_hexdigit())
 }
 
+/// Where a function named by DWARF (for its source) shares its name with one that DWARF
+/// does not describe, and the name section calls it something else that no other function
+/// is called, that name tells them apart: Emscripten's `main` (no DWARF) calls the
+/// program's main, which clang's DWARF calls `main` and the linker `__original_main`.
+fn prefer_linker_names(functions: &mut [Symbol], names: &HashMap<u32, String>) {
+    let mut seen: HashMap<String, usize> = HashMap::new();
+    let mut undescribed: HashMap<String, usize> = HashMap::new();
+    for symbol in functions.iter() {
+        *seen.entry(symbol.name.clone()).or_default() += 1;
+        if symbol.file.is_none() {
+            *undescribed.entry(symbol.name.clone()).or_default() += 1;
+        }
+    }
+    for (index, symbol) in functions.iter_mut().enumerate() {
+        if seen[&symbol.name] < 2
+            || symbol.file.is_none()
+            || !undescribed.contains_key(&symbol.name)
+        {
+            continue;
+        }
+        let Some(linker) = names.get(&(index as u32)).map(|n| demangle(n)) else {
+            continue;
+        };
+        if linker != symbol.name && !seen.contains_key(&linker) {
+            *seen.get_mut(&symbol.name).expect("counted") -= 1;
+            seen.insert(linker.clone(), 1);
+            symbol.name = linker;
+        }
+    }
+}
+
 /// Gives functions that share a name (identical C statics in two files, say) the suffix
 /// ` [func N]`, so that a name identifies one function in a profile.
 fn make_unique(functions: &mut [Symbol]) {
@@ -475,5 +507,45 @@ mod tests {
         make_unique(&mut functions);
         let names: Vec<_> = functions.iter().map(|s| s.name.as_str()).collect();
         assert_eq!(names, ["a [func 0]", "b", "a [func 2]"]);
+    }
+
+    #[test]
+    fn a_source_name_that_clashes_takes_the_linker_name() {
+        let sym = |n: &str, file: Option<&str>| Symbol {
+            name: n.into(),
+            file: file.map(String::from),
+            line: file.map(|_| 3),
+        };
+        // Emscripten's main wrapper, the program's main, and two closures both in DWARF.
+        let mut functions = vec![
+            sym("main", None),
+            sym("main", Some("prog.c")),
+            sym("f::{closure#0}", Some("lib.rs")),
+            sym("f::{closure#0}", Some("lib.rs")),
+        ];
+        let names = HashMap::from([
+            (0, "main".to_string()),
+            (1, "__original_main".to_string()),
+            (
+                2,
+                "_ZN1f28_$u7b$$u7b$closure$u7d$$u7d$17h0123456789abcdefE".to_string(),
+            ),
+            (
+                3,
+                "_ZN1f28_$u7b$$u7b$closure$u7d$$u7d$17hfedcba9876543210E".to_string(),
+            ),
+        ]);
+        prefer_linker_names(&mut functions, &names);
+        make_unique(&mut functions);
+        let names: Vec<_> = functions.iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "main",
+                "__original_main",
+                "f::{closure#0} [func 2]",
+                "f::{closure#0} [func 3]"
+            ]
+        );
     }
 }

@@ -601,3 +601,43 @@ fn rust_through_emscripten_matches_wasip1() {
     assert_eq!(lib.metric, cargo_wasmprof::meta::Metric::Instructions);
     assert_eq!(calls(&lib, "calls::fib"), fib_calls(20));
 }
+
+/// C++ exceptions built with -fwasm-exceptions (the legacy proposal, which node 20 runs)
+/// unwind through instrumented frames: each frame runs its exit probe on the way, so the
+/// profile is complete and what runs after the catch belongs to main.
+#[test]
+fn cpp_exceptions_unwind_through_the_profiler() {
+    if !have(&["emcc", "node", "make"]) {
+        return;
+    }
+    let out = built().join("exceptions.json");
+    let (code, stdout) = node("exceptions", &[], Some(&out));
+    assert_eq!(code, 0);
+    assert!(
+        stdout.contains("sum: -9"),
+        "the program computes what it did: {stdout}"
+    );
+    let p = Profile::read(&out).unwrap();
+    check_invariants(&p);
+    assert!(p.complete, "every activation ended");
+    assert_eq!(calls(&p, "dive(int)"), 15);
+    assert_eq!(arc(&p, "dive(int)", "dive(int)"), 12);
+    assert_eq!(arc(&p, "catcher(int)", "dive(int)"), 3);
+    // clang's DWARF names the program's main `main`, like Emscripten's wrapper; the
+    // linker's name tells them apart.
+    assert_eq!(arc(&p, "__original_main", "catcher(int)"), 3);
+    assert_eq!(arc(&p, "__original_main", "after(int)"), 1);
+    let after = p.function_named("after(int)").unwrap().id;
+    let main = p.function_named("__original_main").unwrap().id;
+    let node = p
+        .contexts
+        .iter()
+        .find(|c| c.function == Some(after))
+        .unwrap();
+    assert_eq!(
+        p.contexts[node.parent.unwrap() as usize].function,
+        Some(main)
+    );
+    let total = |name: &str| p.function_named(name).unwrap().cost.total_ns;
+    assert!(total("dive(int)") > 0 && total("dive(int)") <= total("catcher(int)"));
+}

@@ -353,3 +353,61 @@ fn a_state_module_gives_the_same_profile_as_an_own_memory() {
         }
     }
 }
+
+/// An exception thrown five frames down and caught in `catcher`: every frame it unwinds
+/// runs its exit probe, so the profile is complete, the times nest, and what runs after the
+/// catch is attributed to the right caller.
+#[test]
+fn exceptions_unwind_through_exit_probes() {
+    let wasm = wat::parse_str(
+        r#"(module
+  (tag $e (param i32))
+  (func $thrower (param i32)
+    (if (i32.eqz (local.get 0)) (then (throw $e (i32.const 7))))
+    (call $thrower (i32.sub (local.get 0) (i32.const 1))))
+  (func $catcher (result i32)
+    (block $h (result i32)
+      (try_table (catch $e $h) (call $thrower (i32.const 5)))
+      (i32.const 0)))
+  (func $after)
+  (func (export "_start")
+    (drop (call $catcher))
+    (call $after)
+    (drop (call $catcher))))"#,
+    )
+    .unwrap();
+    for metric in [Metric::Time, Metric::Instructions] {
+        let (p, outcome) = profile_module_with(&wasm, &with_metric(metric));
+        assert_eq!(outcome.exit_code, 0);
+        check_invariants(&p);
+        assert!(p.complete, "{metric:?}: every activation ended");
+        assert!(p.runs[0].open_stack.is_empty());
+        assert_eq!(calls(&p, "thrower"), 12);
+        assert_eq!(arc(&p, "thrower", "thrower"), 10);
+        // `after` runs under `_start`, not inside the unwound frames.
+        let after = p.function_named("after").unwrap().id;
+        let start = p.function_named("_start").unwrap().id;
+        let node = p
+            .contexts
+            .iter()
+            .find(|c| c.function == Some(after))
+            .unwrap();
+        let parent = &p.contexts[node.parent.unwrap() as usize];
+        assert_eq!(parent.function, Some(start), "{metric:?}");
+        // Inclusive costs nest: the thrower's within the catcher's within _start's.
+        let total = |name: &str| p.function_named(name).unwrap().cost.get(metric).1;
+        assert!(
+            total("thrower") > 0,
+            "{metric:?}: the thrower's cost is counted"
+        );
+        assert!(total("thrower") <= total("catcher"));
+        assert!(total("catcher") <= total("_start"));
+        assert_eq!(
+            p.contexts
+                .iter()
+                .filter(|c| c.function == Some(start))
+                .count(),
+            1
+        );
+    }
+}

@@ -79,6 +79,9 @@ pub enum InstrumentError {
     /// The module does not parse or validate.
     #[error("not a valid module: {0}")]
     Invalid(String),
+    /// The module uses something the instrumenter cannot handle: the reason.
+    #[error("{0}")]
+    Unsupported(String),
     /// The rewritten module failed validation: a bug in the instrumenter.
     #[error("instrumentation produced an invalid module (a bug in cargo-wasmprof): {0}")]
     Produced(String),
@@ -162,6 +165,7 @@ pub fn instrument(original: &[u8], options: &Options) -> Result<Instrumented, In
             rt
         }
     };
+    let unwind = Unwind::of(&module);
     for Plan { id, f, site_ids } in plans {
         let probe_locals = [
             module.locals.add(ValType::I32),
@@ -177,7 +181,7 @@ pub fn instrument(original: &[u8], options: &Options) -> Result<Instrumented, In
         let FunctionKind::Local(func) = &mut module.funcs.get_mut(id).kind else {
             unreachable!("planned functions are defined functions");
         };
-        rewrite_function(func, f, body_ty, &site_ids, &rt, probe_locals);
+        rewrite_function(func, f, body_ty, &site_ids, &rt, unwind, probe_locals);
     }
     let meta = Meta {
         version: meta::VERSION,
@@ -213,10 +217,101 @@ fn check_input(bytes: &[u8]) -> Result<(), InstrumentError> {
         return Err(InstrumentError::Component);
     }
     match meta::custom_section(bytes, meta::SECTION) {
-        Ok(Some(_)) => Err(InstrumentError::AlreadyInstrumented),
-        Ok(None) => Ok(()),
-        Err(e) => Err(InstrumentError::Invalid(format!("{e:#}"))),
+        Ok(Some(_)) => return Err(InstrumentError::AlreadyInstrumented),
+        Ok(None) => {}
+        Err(e) => return Err(InstrumentError::Invalid(format!("{e:#}"))),
     }
+    check_proposals(bytes)?;
+    check_names(bytes)
+}
+
+/// Proposals the instrumenter does not handle, with the name a user knows them by.
+const NOT_HANDLED: &[(wasmparser::WasmFeatures, &str)] = {
+    use wasmparser::WasmFeatures as F;
+    &[
+        (F::GC, "garbage collection (GC)"),
+        (F::STACK_SWITCHING, "stack switching"),
+        (F::SHARED_EVERYTHING_THREADS, "shared-everything threads"),
+        (F::CUSTOM_PAGE_SIZES, "custom page sizes"),
+        (F::WIDE_ARITHMETIC, "wide arithmetic"),
+        (F::MEMORY_CONTROL, "memory control"),
+        (F::CUSTOM_DESCRIPTORS, "custom descriptors"),
+        (F::COMPACT_IMPORTS, "compact imports"),
+    ]
+};
+
+/// Validates the module with the proposals the instrumenter handles (the standard ones up
+/// to Wasm 3.0 but GC, plus legacy exceptions); a module that needs another one is refused
+/// with its name.
+fn check_proposals(bytes: &[u8]) -> Result<(), InstrumentError> {
+    use wasmparser::{Validator, WasmFeatures};
+    let validate = |features: WasmFeatures| {
+        Validator::new_with_features(features)
+            .validate_all(bytes)
+            .map(|_| ())
+    };
+    let mut handled = WasmFeatures::all();
+    for &(feature, _) in NOT_HANDLED {
+        handled.remove(feature);
+    }
+    let Err(error) = validate(handled) else {
+        return Ok(());
+    };
+    for &(feature, name) in NOT_HANDLED {
+        if validate(handled | feature).is_ok() {
+            return Err(InstrumentError::Unsupported(format!(
+                "uses the {name} proposal, which cargo-wasmprof cannot instrument yet"
+            )));
+        }
+    }
+    Err(InstrumentError::Invalid(error.to_string()))
+}
+
+/// Refuses modules whose import or export names are the profiler's own, and modules built
+/// for threads (wasi-threads' `thread-spawn`), whose other threads are instances the host
+/// would not collect.
+fn check_names(bytes: &[u8]) -> Result<(), InstrumentError> {
+    use wasmparser::Payload;
+    let invalid = |e: wasmparser::BinaryReaderError| InstrumentError::Invalid(e.to_string());
+    for payload in wasmparser::Parser::new(0).parse_all(bytes) {
+        match payload.map_err(invalid)? {
+            Payload::ImportSection(reader) => {
+                for import in reader.into_imports() {
+                    let import = import.map_err(invalid)?;
+                    if import.module == meta::STATE_MODULE {
+                        return Err(InstrumentError::Unsupported(format!(
+                            "imports `{}.{}`: module `{}` is the profiler's own import \
+                             namespace",
+                            import.module,
+                            import.name,
+                            meta::STATE_MODULE
+                        )));
+                    }
+                    if import.name == "thread-spawn" {
+                        return Err(InstrumentError::Unsupported(format!(
+                            "a threaded module (it imports `{}.thread-spawn`, as \
+                             wasm32-wasip1-threads builds do): threads are not supported yet",
+                            import.module
+                        )));
+                    }
+                }
+            }
+            Payload::ExportSection(reader) => {
+                for export in reader {
+                    let export = export.map_err(invalid)?;
+                    if export.name.starts_with("__wasmprof_") {
+                        return Err(InstrumentError::Unsupported(format!(
+                            "exports `{}`: names starting with `__wasmprof_` are the \
+                             profiler's own",
+                            export.name
+                        )));
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    Ok(())
 }
 
 /// Validates a module with every feature wasmparser knows.
@@ -256,8 +351,9 @@ fn add_import_thunks(
     thunks
 }
 
-/// Points every call, `ref.func`, table slot and global initializer that names an import
-/// at its thunk instead (exports and the thunks' own calls keep the import).
+/// Points every call, `ref.func`, table slot, global initializer, export and start function
+/// that names an import at its thunk instead (only the thunks' own calls keep the import), so that a call
+/// of a re-exported import from the host is counted too, as `<host>` -> the import.
 fn redirect_to_thunks(module: &mut Module, thunks: &BTreeMap<FunctionId, FunctionId>) {
     let swap = |id: &mut FunctionId| {
         if let Some(&thunk) = thunks.get(id) {
@@ -287,6 +383,14 @@ fn redirect_to_thunks(module: &mut Module, thunks: &BTreeMap<FunctionId, Functio
         if let walrus::GlobalKind::Local(expr) = &mut module.globals.get_mut(id).kind {
             redirect_const(expr, &swap);
         }
+    }
+    for export in module.exports.iter_mut() {
+        if let walrus::ExportItem::Function(id) = &mut export.item {
+            swap(id);
+        }
+    }
+    if let Some(start) = &mut module.start {
+        swap(start);
     }
 }
 
@@ -401,8 +505,43 @@ fn sequences(func: &LocalFunction) -> Vec<InstrSeqId> {
     found
 }
 
+/// How an exception that leaves a function reaches its exit probe, in a module that uses
+/// exceptions: a handler that catches everything, runs the exit probe and throws again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Unwind {
+    /// `try_table (catch_all_ref)` and `throw_ref`: the standard exceptions proposal, as
+    /// wasmtime runs it.
+    Standard,
+    /// `try`, `catch_all` and `rethrow`: the legacy proposal, as Emscripten emits it and
+    /// node 20 runs it.
+    Legacy,
+}
+
+impl Unwind {
+    /// The handler a module needs: none without tags (no wasm exception can be thrown);
+    /// the legacy form when the module uses legacy instructions (its host runs them), else
+    /// the standard form.
+    fn of(module: &Module) -> Option<Unwind> {
+        module.tags.iter().next()?;
+        let legacy = module.funcs.iter_local().any(|(_, func)| {
+            sequences(func).into_iter().any(|seq| {
+                func.block(seq)
+                    .instrs
+                    .iter()
+                    .any(|(instr, _)| matches!(instr, Instr::Try(_) | Instr::Rethrow(_)))
+            })
+        });
+        Some(if legacy {
+            Unwind::Legacy
+        } else {
+            Unwind::Standard
+        })
+    }
+}
+
 /// Adds the probes to one function: site ids before calls and the entry probe; when a cost
-/// is measured, the body in a block whose exits all reach the exit probe; for the
+/// is measured, the body in a block whose exits all reach the exit probe (and, with
+/// `unwind`, a handler that runs it when an exception leaves the function); for the
 /// instructions metric, a counter increment at the start of every straight-line segment.
 fn rewrite_function(
     func: &mut LocalFunction,
@@ -410,6 +549,7 @@ fn rewrite_function(
     body_ty: InstrSeqType,
     site_ids: &[u32],
     rt: &runtime::Runtime,
+    unwind: Option<Unwind>,
     [parent, node, t0]: [walrus::LocalId; 3],
 ) {
     let entry = func.entry_block();
@@ -500,9 +640,64 @@ fn rewrite_function(
         (Instr::LocalSet(LocalSet { local: node }), at),
         (timing.clock.read(), at),
         (Instr::LocalSet(LocalSet { local: t0 }), at),
-        (Instr::Block(Block { seq: body }), at),
     ];
-    probe.extend(exit_probe(at));
+    match unwind {
+        None => {
+            probe.push((Instr::Block(Block { seq: body }), at));
+            probe.extend(exit_probe(at));
+        }
+        Some(Unwind::Standard) => {
+            // block $caught (result exnref)
+            //   try_table (result ..) (catch_all_ref $caught) body end
+            //   exit probe; return
+            // end
+            // exit probe; throw_ref
+            let exnref = ValType::Ref(walrus::RefType::EXNREF);
+            let builder = func.builder_mut();
+            let try_seq = builder.dangling_instr_seq(body_ty).id();
+            let caught = builder
+                .dangling_instr_seq(InstrSeqType::Simple(Some(exnref)))
+                .id();
+            func.block_mut(try_seq).instrs = vec![(Instr::Block(Block { seq: body }), at)];
+            let catches = vec![walrus::ir::TryTableCatch::CatchAllRef { label: caught }];
+            let mut normal = vec![(
+                Instr::TryTable(walrus::ir::TryTable {
+                    seq: try_seq,
+                    catches,
+                }),
+                at,
+            )];
+            normal.extend(exit_probe(at));
+            normal.push((Instr::Return(walrus::ir::Return {}), at));
+            func.block_mut(caught).instrs = normal;
+            probe.push((Instr::Block(Block { seq: caught }), at));
+            probe.extend(exit_probe(at));
+            probe.push((Instr::ThrowRef(walrus::ir::ThrowRef {}), at));
+        }
+        Some(Unwind::Legacy) => {
+            // try (result ..) body catch_all exit probe; rethrow 0 end
+            // exit probe
+            let builder = func.builder_mut();
+            let try_seq = builder.dangling_instr_seq(body_ty).id();
+            let handler = builder.dangling_instr_seq(body_ty).id();
+            func.block_mut(try_seq).instrs = vec![(Instr::Block(Block { seq: body }), at)];
+            let mut rethrow = exit_probe(at);
+            rethrow.push((
+                Instr::Rethrow(walrus::ir::Rethrow { relative_depth: 0 }),
+                at,
+            ));
+            func.block_mut(handler).instrs = rethrow;
+            let catches = vec![walrus::ir::LegacyCatch::CatchAll { handler }];
+            probe.push((
+                Instr::Try(walrus::ir::Try {
+                    seq: try_seq,
+                    catches,
+                }),
+                at,
+            ));
+            probe.extend(exit_probe(at));
+        }
+    }
     func.block_mut(entry).instrs = probe;
 }
 
