@@ -87,7 +87,11 @@ impl Outcome {
 /// Compiles and runs `wasm`. An instrumented module (one that exports the profiler's memory,
 /// or carries a state module) has its state collected, and gets its clock if it imports one.
 pub fn run(wasm: &[u8], config: &RunConfig) -> anyhow::Result<Outcome> {
-    let engine = Engine::default();
+    let mut engine_config = wasmtime::Config::new();
+    engine_config.shared_memory(true); // single-threaded programs may use one
+    let engine = Engine::new(&engine_config)
+        .map_err(anyhow::Error::from)
+        .context("cannot set up wasmtime")?;
     let module = Module::new(&engine, wasm)
         .map_err(anyhow::Error::from)
         .context("wasmtime could not compile the module")?;

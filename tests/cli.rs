@@ -1,10 +1,6 @@
-//! The commands' behaviour on good and bad input: one clear line naming the file, a
-//! non-zero exit, no panic, and no half-written output.
+//! The commands' behaviour: exit codes, arguments, help. (Bad input: tests/bad_input.rs.)
 
 mod common;
-
-use std::path::Path;
-use std::process::Output;
 
 use cargo_wasmprof::profile::Profile;
 use common::{fib_calls, output, wasmprof};
@@ -23,88 +19,6 @@ const FIB: &str = r#"
     (drop (call $fib (i32.const 12)))
     (call $exit (i32.const 3))))
 "#;
-
-/// Asserts that `out` failed with one `error: <file>: <problem>` line and no panic.
-fn assert_clean_failure(out: &Output, file: &Path, problem: &str) {
-    assert!(!out.status.success());
-    assert_ne!(out.status.code(), Some(101), "no panic");
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(!err.contains("panicked"));
-    let lines: Vec<&str> = err.lines().collect();
-    assert_eq!(lines.len(), 1, "one line: {err}");
-    assert!(
-        lines[0].starts_with(&format!("error: {}: ", file.display())),
-        "names the file: {err}"
-    );
-    assert!(lines[0].contains(problem), "says {problem:?}: {err}");
-}
-
-fn instrument_fails(bytes: &[u8], problem: &str) {
-    let dir = tempfile::tempdir().unwrap();
-    let input = dir.path().join("input.wasm");
-    let out_file = dir.path().join("out.wasm");
-    std::fs::write(&input, bytes).unwrap();
-    let out = output(
-        wasmprof()
-            .arg("instrument")
-            .arg(&input)
-            .arg("-o")
-            .arg(&out_file),
-    );
-    assert_clean_failure(&out, &input, problem);
-    assert!(!out_file.exists(), "no output file");
-    let leftovers: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
-    assert_eq!(leftovers.len(), 1, "nothing but the input is left");
-}
-
-#[test]
-fn not_a_wasm_file() {
-    instrument_fails(b"hello, this is text\n", "not a WebAssembly module");
-}
-
-#[test]
-fn an_empty_file() {
-    instrument_fails(b"", "not a WebAssembly module");
-}
-
-#[test]
-fn a_truncated_module() {
-    let wasm = wat::parse_str(FIB).unwrap();
-    instrument_fails(&wasm[..wasm.len() - 9], "not a valid module");
-}
-
-#[test]
-fn a_component() {
-    let component = wat::parse_str("(component)").unwrap();
-    instrument_fails(&component, "a WebAssembly component, not a core module");
-}
-
-#[test]
-fn an_already_instrumented_module() {
-    let wasm = wat::parse_str(FIB).unwrap();
-    let instrumented = cargo_wasmprof::instrument::instrument(&wasm, &Default::default()).unwrap();
-    instrument_fails(&instrumented.wasm, "already instrumented");
-}
-
-#[test]
-fn a_missing_file() {
-    let dir = tempfile::tempdir().unwrap();
-    let missing = dir.path().join("missing.wasm");
-    let out = output(wasmprof().arg("run").arg(&missing));
-    assert_clean_failure(&out, &missing, "No such file");
-}
-
-#[test]
-fn report_of_something_that_is_not_a_profile() {
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("other.json");
-    std::fs::write(&file, r#"{"hello": 1}"#).unwrap();
-    let out = output(wasmprof().arg("report").arg(&file));
-    assert_clean_failure(&out, &file, "not a cargo-wasmprof profile");
-    std::fs::write(&file, "not json").unwrap();
-    let out = output(wasmprof().arg("report").arg(&file));
-    assert_clean_failure(&out, &file, "not JSON");
-}
 
 #[test]
 fn run_profiles_any_module_and_keeps_its_exit_code() {

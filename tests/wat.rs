@@ -411,3 +411,91 @@ fn exceptions_unwind_through_exit_probes() {
         );
     }
 }
+
+/// Unbounded recursion exhausts the stack: the profile is partial, with every frame that
+/// was open, outermost first.
+#[test]
+fn stack_exhaustion_leaves_the_open_stack() {
+    let wasm = wat::parse_str(
+        r#"(module
+             (func $down (param i32) (call $down (i32.add (local.get 0) (i32.const 1))))
+             (func (export "_start") (call $down (i32.const 0))))"#,
+    )
+    .unwrap();
+    let (p, outcome) = profile_module(&wasm);
+    let trap = outcome.trap.expect("a trap");
+    assert!(trap.contains("stack"), "{trap}");
+    assert!(!p.complete);
+    let stack = &p.runs[0].open_stack;
+    assert_eq!(stack[0], "_start");
+    let depth = calls(&p, "down");
+    assert!(depth > 1000, "deep: {depth}");
+    assert_eq!(
+        stack.len() as u64,
+        depth + 1,
+        "every activation is still open"
+    );
+    assert!(stack[1..].iter().all(|f| f == "down"));
+    assert_eq!(arc(&p, "down", "down"), depth - 1);
+}
+
+/// Out of memory: the program grows its memory until it cannot, then aborts (as Rust's
+/// allocation-failure handler does); the profiler's own memory neither hides nor causes it.
+#[test]
+fn out_of_memory_leaves_the_open_stack() {
+    let wasm = wat::parse_str(
+        r#"(module
+             (memory 1 64)
+             (func $abort unreachable)
+             (func $alloc (result i32) (memory.grow (i32.const 16)))
+             (func (export "_start")
+               (loop $more
+                 (if (i32.eq (call $alloc) (i32.const -1)) (then (call $abort)))
+                 (br $more))))"#,
+    )
+    .unwrap();
+    let (p, outcome) = profile_module(&wasm);
+    assert!(outcome.trap.expect("a trap").contains("unreachable"));
+    assert!(!p.complete);
+    assert_eq!(p.runs[0].open_stack, ["_start", "abort"]);
+    // 1 page, then 17, 33, 49; the fourth growth fails (49 + 16 > 64).
+    assert_eq!(calls(&p, "alloc"), 4);
+}
+
+/// More (site, callee) pairs than the dynamic-arc table holds: the arcs that do not fit are
+/// counted and the report says so; the functions' call counts stay exact.
+#[test]
+fn a_full_arc_table_is_reported() {
+    let n = 5000;
+    let mut text = String::from("(module (type $t (func)) (table 5000 funcref)\n");
+    for i in 0..n {
+        text.push_str(&format!("(func $f{i})\n"));
+    }
+    text.push_str("(elem (i32.const 0)");
+    for i in 0..n {
+        text.push_str(&format!(" $f{i}"));
+    }
+    text.push_str(")\n");
+    text.push_str(&format!(
+        r#"(func (export "_start") (local $i i32)
+             (loop $next
+               (call_indirect (type $t) (local.get $i))
+               (local.set $i (i32.add (local.get $i) (i32.const 1)))
+               (br_if $next (i32.lt_u (local.get $i) (i32.const {n})))))
+        )"#
+    ));
+    let (p, _) = profile_module(&wat::parse_str(&text).unwrap());
+    assert!(p.arcs_dropped > 0, "the table filled up");
+    let recorded: u64 = p.arcs.iter().map(|a| a.count).sum::<u64>() - 1; // <host> -> _start
+    assert_eq!(
+        recorded + p.arcs_dropped,
+        n as u64,
+        "every call is an arc or a dropped one"
+    );
+    assert_eq!(calls(&p, "f4999"), 1, "counts stay exact");
+    let text = cargo_wasmprof::report::render(&p, &Default::default());
+    assert!(
+        text.contains("could not be recorded as arcs"),
+        "the report says so"
+    );
+}
