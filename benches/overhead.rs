@@ -134,28 +134,40 @@ fn main() {
         "{:<30} {:>8} {:>11} {:>11} {:>7}",
         "workload", "size", "walrus rt", "instrument", "ratio"
     );
-    for (i, w) in workloads.iter().enumerate() {
-        if workloads[..i].iter().any(|earlier| earlier.wasm == w.wasm) {
-            continue; // the same module as an earlier workload
+    // Each module once; WASMPROF_BENCH_LARGE=FILE.wasm adds a large module of your own
+    // (BENCHMARKS.md used a 52.6 MB debug test binary).
+    let mut modules: Vec<(String, Vec<u8>)> = Vec::new();
+    for w in &workloads {
+        if !modules.iter().any(|(_, wasm)| *wasm == w.wasm) {
+            modules.push((w.name.clone(), w.wasm.clone()));
         }
+    }
+    if let Some(large) = std::env::var_os("WASMPROF_BENCH_LARGE") {
+        let wasm = std::fs::read(&large).expect("WASMPROF_BENCH_LARGE names a module");
+        let name = Path::new(&large)
+            .file_name()
+            .unwrap()
+            .to_string_lossy()
+            .into_owned();
+        modules.push((name, wasm));
+    }
+    for (name, wasm) in &modules {
         let round_trip = median(
             (0..RUNS)
-                .map(|_| {
-                    seconds(|| drop(walrus::Module::from_buffer(&w.wasm).unwrap().emit_wasm()))
-                })
+                .map(|_| seconds(|| drop(walrus::Module::from_buffer(wasm).unwrap().emit_wasm())))
                 .collect(),
         );
         let instrument_time = median(
             (0..RUNS)
                 .map(|_| {
-                    seconds(|| drop(instrument::instrument(&w.wasm, &Options::default()).unwrap()))
+                    seconds(|| drop(instrument::instrument(wasm, &Options::default()).unwrap()))
                 })
                 .collect(),
         );
         println!(
             "{:<30} {:>6.1}MB {:>9.1}ms {:>9.1}ms {:>6.2}x",
-            w.name,
-            w.wasm.len() as f64 / 1e6,
+            name,
+            wasm.len() as f64 / 1e6,
             round_trip * 1e3,
             instrument_time * 1e3,
             instrument_time / round_trip

@@ -188,9 +188,9 @@ fn finish(
             .file_name()
             .map_or_else(|| "report".into(), |s| s.to_string_lossy().into_owned());
         let file = reports.with_file_name(format.file_name(&stem));
-        let bytes = format
-            .render(&merged, &options)
-            .map_err(|e| anyhow::anyhow!("cannot write the {format:?} report: {e:#}"))?;
+        let bytes = format.render(&merged, &options).map_err(|e| {
+            anyhow::anyhow!("cannot write the {} report: {e:#}", format_name(format))
+        })?;
         write_atomic(&file, &bytes)?;
         status.done(
             "Wrote",
@@ -359,7 +359,7 @@ fn write_default_profile(
     if args.output.is_some() {
         return Ok(());
     }
-    let file = stem(module).with_extension("wasmprof.json");
+    let file = PathBuf::from(format!("{}.wasmprof.json", stem(module).display()));
     profile.write(&file)?;
     status.done(
         "Profiled",

@@ -381,11 +381,12 @@ fn report_writes_each_format() {
     assert_eq!(Profile::read(&dir.path().join("p2.json")).unwrap(), p);
 }
 
-/// `run --format` writes the views beside the profile and says where.
+/// `run --format` writes the views beside the profile and says where (a dotted module name
+/// keeps its dots).
 #[test]
 fn run_writes_the_requested_views() {
     let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join("prog.wasm"), program(N)).unwrap();
+    std::fs::write(dir.path().join("prog.v2.wasm"), program(N)).unwrap();
     let out = output(
         wasmprof()
             .args([
@@ -395,7 +396,7 @@ fn run_writes_the_requested_views() {
                 "instructions",
                 "--format",
                 "text,html,folded",
-                "prog.wasm",
+                "prog.v2.wasm",
             ])
             .current_dir(dir.path()),
     );
@@ -403,12 +404,12 @@ fn run_writes_the_requested_views() {
     assert!(String::from_utf8_lossy(&out.stdout).contains("Flat profile"));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
-        stderr.contains("Wrote html report to prog.html"),
+        stderr.contains("Wrote html report to prog.v2.html"),
         "{stderr}"
     );
-    assert!(stderr.contains("Wrote folded report to prog.folded"));
-    assert!(dir.path().join("prog.html").exists());
-    assert!(dir.path().join("prog.wasmprof.json").exists());
+    assert!(stderr.contains("Wrote folded report to prog.v2.folded"));
+    assert!(dir.path().join("prog.v2.html").exists());
+    assert!(dir.path().join("prog.v2.wasmprof.json").exists());
 }
 
 /// `diff`: fib(12) against fib(14) in instructions; `--fail-above` gates on the total.

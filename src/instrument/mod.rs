@@ -90,9 +90,13 @@ pub enum InstrumentError {
 /// Instruments `original`, a core module's bytes. The same input gives the same output.
 pub fn instrument(original: &[u8], options: &Options) -> Result<Instrumented, InstrumentError> {
     check_input(original)?;
-    // Symbolize on a second thread while walrus parses: they read the same bytes.
+    // Check the proposals and symbolize on a second thread while walrus parses: they read
+    // the same bytes.
     let (symbols, module) = std::thread::scope(|scope| {
-        let symbols = scope.spawn(|| SymbolTable::load(original));
+        let symbols = scope.spawn(|| {
+            check_proposals(original)?;
+            SymbolTable::load(original).map_err(|e| InstrumentError::Invalid(format!("{e:#}")))
+        });
         let module = walrus::ModuleConfig::new().parse(original);
         let symbols = symbols
             .join()
@@ -100,7 +104,7 @@ pub fn instrument(original: &[u8], options: &Options) -> Result<Instrumented, In
         (symbols, module)
     });
     let invalid = |e: anyhow::Error| InstrumentError::Invalid(format!("{e:#}"));
-    let symbols = symbols.map_err(invalid)?;
+    let symbols = symbols?;
     let mut module = module.map_err(invalid)?;
 
     // Function ids: walrus allocates functions in index order when it parses.
@@ -208,7 +212,8 @@ struct Plan {
     site_ids: Vec<u32>,
 }
 
-/// Refuses what is not a core module, or is one we already instrumented.
+/// Refuses what is not a core module, one we already instrumented, and one whose names are
+/// the profiler's own. ([`check_proposals`] runs beside walrus's parse.)
 fn check_input(bytes: &[u8]) -> Result<(), InstrumentError> {
     if bytes.len() < 8 || &bytes[..4] != b"\0asm" {
         return Err(InstrumentError::NotWasm);
@@ -221,7 +226,6 @@ fn check_input(bytes: &[u8]) -> Result<(), InstrumentError> {
         Ok(None) => {}
         Err(e) => return Err(InstrumentError::Invalid(format!("{e:#}"))),
     }
-    check_proposals(bytes)?;
     check_names(bytes)
 }
 
