@@ -242,10 +242,11 @@ fn test(args: TestArgs, mode: Mode, status: Status) -> Result<(), Error> {
         .collect();
     let mut profiles = Vec::new();
     let mut failed = Vec::new();
-    for binary in &built.binaries {
+    for (i, binary) in built.binaries.iter().enumerate() {
+        let step = status.item(i + 1, built.binaries.len());
         let (profile, exit_code) = match target {
             Target::Wasip1 => {
-                let prepared = prepare(&binary.path, &options, status)?;
+                let prepared = prepare(&binary.path, &options, step)?;
                 status.done(
                     "Running",
                     format!("{} ({})", binary.label, relative(&binary.path)),
@@ -260,7 +261,7 @@ fn test(args: TestArgs, mode: Mode, status: Status) -> Result<(), Error> {
                 (profile, outcome.exit_code)
             }
             Target::Emscripten => {
-                prepare_beside(&binary.path, &options, status)?;
+                prepare_beside(&binary.path, &options, step)?;
                 status.done(
                     "Running",
                     format!("{} ({})", binary.label, relative(&binary.path)),

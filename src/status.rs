@@ -11,6 +11,8 @@ use crate::cli::ColorChoice;
 #[derive(Debug, Clone, Copy)]
 pub struct Status {
     quiet: bool,
+    /// Which of how many items (test binaries) the current step works on, for spinners.
+    item: Option<(usize, usize)>,
 }
 
 const GREEN: Style = AnsiColor::Green.on_default().bold();
@@ -27,7 +29,15 @@ impl Status {
             ColorChoice::Never => anstream::ColorChoice::Never,
         };
         choice.write_global();
-        Status { quiet }
+        Status { quiet, item: None }
+    }
+
+    /// The same printer, for item `n` (from 1) of `of`: spinners show `[n/of]`.
+    pub fn item(self, n: usize, of: usize) -> Status {
+        Status {
+            item: Some((n, of)),
+            ..self
+        }
     }
 
     /// A green status line: `   Finished ...`.
@@ -59,7 +69,11 @@ impl Status {
             "{} {{msg}} {{spinner}} {{elapsed}}",
             word.replace('{', "{{").replace('}', "}}")
         );
-        let bar = indicatif::ProgressBar::new_spinner().with_message(message.to_string());
+        let message = match self.item {
+            Some((n, of)) => format!("{message} [{n}/{of}]"),
+            None => message.to_string(),
+        };
+        let bar = indicatif::ProgressBar::new_spinner().with_message(message);
         if let Ok(style) = indicatif::ProgressStyle::with_template(&template) {
             bar.set_style(style);
         }

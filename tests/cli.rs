@@ -3,28 +3,13 @@
 mod common;
 
 use cargo_wasmprof::profile::Profile;
-use common::{fib_calls, output, wasmprof};
-
-/// A small command module: fib(12), then exit with code 3.
-const FIB: &str = r#"
-(module
-  (import "wasi_snapshot_preview1" "proc_exit" (func $exit (param i32)))
-  (memory (export "memory") 1)
-  (func $fib (param $n i32) (result i32)
-    (if (result i32) (i32.lt_u (local.get $n) (i32.const 2))
-      (then (local.get $n))
-      (else (i32.add (call $fib (i32.sub (local.get $n) (i32.const 1)))
-                     (call $fib (i32.sub (local.get $n) (i32.const 2)))))))
-  (func (export "_start")
-    (drop (call $fib (i32.const 12)))
-    (call $exit (i32.const 3))))
-"#;
+use common::{fib_calls, fib_command, output, wasmprof};
 
 #[test]
 fn run_profiles_any_module_and_keeps_its_exit_code() {
     let dir = tempfile::tempdir().unwrap();
     let module = dir.path().join("fib.wasm");
-    std::fs::write(&module, wat::parse_str(FIB).unwrap()).unwrap();
+    std::fs::write(&module, fib_command()).unwrap();
     let out = output(wasmprof().arg("run").arg(&module).current_dir(dir.path()));
     assert_eq!(out.status.code(), Some(3), "the program's exit code");
     let profile = Profile::read(&dir.path().join("fib.wasmprof.json")).unwrap();
@@ -40,7 +25,7 @@ fn an_instrumented_module_runs_and_profiles_on_its_own() {
     let dir = tempfile::tempdir().unwrap();
     let input = dir.path().join("fib.wasm");
     let instrumented = dir.path().join("fib.prof.wasm");
-    std::fs::write(&input, wat::parse_str(FIB).unwrap()).unwrap();
+    std::fs::write(&input, fib_command()).unwrap();
     let out = output(
         wasmprof()
             .arg("instrument")

@@ -499,3 +499,55 @@ fn a_full_arc_table_is_reported() {
         "the report says so"
     );
 }
+
+/// `br_table` whose targets include the function body itself (a return), multi-value
+/// returns through it, and a function that never returns (it loops until it traps): the
+/// exit probe runs for every way out, and the trap leaves the loop open.
+#[test]
+fn br_table_to_the_body_multi_value_and_a_function_that_never_returns() {
+    let wasm = wat::parse_str(
+        r#"(module
+  (func $pick (param i32) (result i32 i32)
+    (block $zero
+      (block $one
+        (br_table $zero $one 1 (local.get 0)))   ;; 2 and above: out of the body
+      (return (i32.const 1) (i32.const 1)))
+    (i32.const 0) (i32.const 0))
+  (func $forever (local i32)
+    (loop $again
+      (local.set 0 (i32.add (local.get 0) (i32.const 1)))
+      (if (i32.eq (local.get 0) (i32.const 1000)) (then unreachable))
+      (br $again)))
+  (func (export "_start")
+    (drop (drop (call $pick (i32.const 0))))
+    (drop (drop (call $pick (i32.const 1))))
+    (drop (drop (call $pick (i32.const 2))))
+    (call $forever)))"#,
+    )
+    .unwrap();
+    for metric in [Metric::Time, Metric::Instructions] {
+        let (p, outcome) = profile_module_with(&wasm, &with_metric(metric));
+        assert!(outcome.trap.is_some());
+        check_invariants(&p);
+        assert_eq!(calls(&p, "pick"), 3);
+        assert_eq!(p.runs[0].open_stack, ["_start", "forever"]);
+        // Had an exit of pick skipped its probe, `forever` would hang below pick.
+        let start = p.function_named("_start").unwrap().id;
+        let forever = p.function_named("forever").unwrap().id;
+        let node = p
+            .contexts
+            .iter()
+            .find(|c| c.function == Some(forever))
+            .unwrap();
+        assert_eq!(
+            p.contexts[node.parent.unwrap() as usize].function,
+            Some(start)
+        );
+        let pick = p.function_named("pick").unwrap();
+        let (own, total) = pick.cost.get(metric);
+        assert!(
+            own > 0 && own == total,
+            "{metric:?}: pick's three activations all ended"
+        );
+    }
+}

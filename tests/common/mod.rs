@@ -173,3 +173,23 @@ pub fn have(tools: &[&str]) -> bool {
     eprintln!("skipped: {missing:?} not installed");
     false
 }
+
+/// A small WASI command module: fib(12), then exit with code 3.
+pub fn fib_command() -> Vec<u8> {
+    wat::parse_str(
+        r#"
+(module
+  (import "wasi_snapshot_preview1" "proc_exit" (func $exit (param i32)))
+  (memory (export "memory") 1)
+  (func $fib (param $n i32) (result i32)
+    (if (result i32) (i32.lt_u (local.get $n) (i32.const 2))
+      (then (local.get $n))
+      (else (i32.add (call $fib (i32.sub (local.get $n) (i32.const 1)))
+                     (call $fib (i32.sub (local.get $n) (i32.const 2)))))))
+  (func (export "_start")
+    (drop (call $fib (i32.const 12)))
+    (call $exit (i32.const 3))))
+"#,
+    )
+    .unwrap()
+}
