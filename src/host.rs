@@ -129,6 +129,7 @@ pub fn run(wasm: &[u8], config: &RunConfig) -> anyhow::Result<Outcome> {
         .with_context(|| format!("cannot open {} for the program", config.dir.display()))?
         .build_p1();
     let mut store = Store::new(&engine, wasi);
+    provide_memories(&mut linker, &mut store, &module)?;
 
     let started = Instant::now();
     // The state module first: the program imports its probes, memory and globals.
@@ -185,6 +186,27 @@ pub fn run(wasm: &[u8], config: &RunConfig) -> anyhow::Result<Outcome> {
         state,
         wall_ns,
     })
+}
+
+/// Gives the module the memories it imports (wasm32-wasip1-threads programs import their
+/// shared memory as `env.memory`), each of the type it asks for.
+fn provide_memories(
+    linker: &mut Linker<WasiP1Ctx>,
+    store: &mut Store<WasiP1Ctx>,
+    module: &Module,
+) -> anyhow::Result<()> {
+    for import in module.imports() {
+        let wasmtime::ExternType::Memory(ty) = import.ty() else {
+            continue;
+        };
+        let memory: wasmtime::Extern = if ty.is_shared() {
+            wasmtime::SharedMemory::new(module.engine(), ty)?.into()
+        } else {
+            wasmtime::Memory::new(&mut *store, ty)?.into()
+        };
+        linker.define(&*store, import.module(), import.name(), memory)?;
+    }
+    Ok(())
 }
 
 /// The trap's reason in one line (`wasm `unreachable` instruction executed`); the
