@@ -86,13 +86,13 @@ pub enum Command {
     ///
     /// Takes `cargo test`'s selection flags. NAME and everything after `--` go to the test
     /// harness (filters, --exact, --nocapture). A profile per test binary is
-    /// written under <target-dir>/wasmprof/; the report covers them all.
+    /// written to the target directory's wasmprof/ folder; the report covers them all.
     Test(Box<TestArgs>),
     /// Build the crate's benchmarks for wasm32-wasip1, profile them, and report.
     ///
     /// Takes `cargo bench`'s selection flags; benches are built with the bench profile,
     /// names and DWARF kept. The harness gets `--bench`, then NAME and everything after
-    /// `--`. A profile per bench binary is written under <target-dir>/wasmprof/.
+    /// `--`. A profile per bench binary goes to the target directory's wasmprof/ folder.
     Bench(Box<TestArgs>),
     /// Run a wasip1 command module in the embedded host, profiled (or as is); or a .js
     /// program that wasmprof-emcc linked, under node.

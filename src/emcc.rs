@@ -223,7 +223,7 @@ impl Output {
     }
 }
 
-/// Runs the wrapper for `driver` with the user's `args` (without argv[0]); returns the exit
+/// Runs the wrapper for `driver` with the user's `args` (without `argv[0]`); returns the exit
 /// code to leave with.
 pub fn run(driver: Driver, args: &[OsString]) -> Result<i32, Error> {
     let real = driver.find()?;
