@@ -82,13 +82,15 @@ pub enum ColorChoice {
 /// The commands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Build the crate's tests for wasm32-wasip1, profile them, and report.
+    /// Build the crate's tests for wasm32-wasip1 (or --target wasm32-unknown-emscripten),
+    /// profile them, and report.
     ///
     /// Takes `cargo test`'s selection flags. NAME and everything after `--` go to the test
     /// harness (filters, --exact, --nocapture). A profile per test binary is
     /// written to the target directory's wasmprof/ folder; the report covers them all.
     Test(Box<TestArgs>),
-    /// Build the crate's benchmarks for wasm32-wasip1, profile them, and report.
+    /// Build the crate's benchmarks for wasm32-wasip1 (or wasm32-unknown-emscripten),
+    /// profile them, and report.
     ///
     /// Takes `cargo bench`'s selection flags; benches are built with the bench profile,
     /// names and DWARF kept. The harness gets `--bench`, then NAME and everything after
