@@ -348,6 +348,7 @@ fn report_writes_each_format() {
     let json = dir.path().join("p.json");
     p.write(&json).unwrap();
     for (format, name) in [
+        ("text", "p.txt"),
         ("folded", "p.folded"),
         ("callgrind", "callgrind.out.p"),
         ("speedscope", "p.speedscope.json"),
@@ -377,6 +378,11 @@ fn report_writes_each_format() {
             "{format}: the file and stdout agree"
         );
     }
+    let text = std::fs::read_to_string(dir.path().join("p.txt")).unwrap();
+    assert!(
+        text.contains("Flat profile") && !text.contains('\x1b'),
+        "plain text"
+    );
     // The json view is the profile itself.
     assert_eq!(Profile::read(&dir.path().join("p2.json")).unwrap(), p);
 }

@@ -85,8 +85,9 @@ impl Format {
     ) -> anyhow::Result<()> {
         match self {
             Format::Text => {
+                // Plain text: the terminal's colors are for `anstream` to add, not for files.
                 let text = report::render(profile, &ReportOptions { top: options.top });
-                out.write_all(text.as_bytes())?;
+                write!(out, "{}", anstream::adapter::strip_str(&text))?;
             }
             Format::Json => {
                 serde_json::to_writer_pretty(&mut *out, profile)?;
