@@ -176,6 +176,10 @@ pub fn instrument(original: &[u8], options: &Options) -> Result<Instrumented, In
             module.locals.add(ValType::I32),
             module.locals.add(ValType::I64),
         ];
+        // With the instructions metric, the function counts in a local of its own and adds
+        // it to the shared counter only where someone reads it: before calls and exits.
+        let pending =
+            (options.metric == Metric::Instructions).then(|| module.locals.add(ValType::I64));
         let results = module.types.results(module.funcs.get(id).ty()).to_vec();
         let body_ty = match results.as_slice() {
             [] => InstrSeqType::Simple(None),
@@ -185,7 +189,16 @@ pub fn instrument(original: &[u8], options: &Options) -> Result<Instrumented, In
         let FunctionKind::Local(func) = &mut module.funcs.get_mut(id).kind else {
             unreachable!("planned functions are defined functions");
         };
-        rewrite_function(func, f, body_ty, &site_ids, &rt, unwind, probe_locals);
+        rewrite_function(
+            func,
+            f,
+            body_ty,
+            &site_ids,
+            &rt,
+            unwind,
+            pending,
+            probe_locals,
+        );
     }
     let meta = Meta {
         version: meta::VERSION,
@@ -546,7 +559,8 @@ impl Unwind {
 /// Adds the probes to one function: site ids before calls and the entry probe; when a cost
 /// is measured, the body in a block whose exits all reach the exit probe (and, with
 /// `unwind`, a handler that runs it when an exception leaves the function); for the
-/// instructions metric, a counter increment at the start of every straight-line segment.
+/// instructions metric, an increment of the local `pending` at the start of every
+/// straight-line segment, added to the shared counter before calls and exits.
 fn rewrite_function(
     func: &mut LocalFunction,
     f: u32,
@@ -554,6 +568,7 @@ fn rewrite_function(
     site_ids: &[u32],
     rt: &runtime::Runtime,
     unwind: Option<Unwind>,
+    pending: Option<walrus::LocalId>,
     [parent, node, t0]: [walrus::LocalId; 3],
 ) {
     let entry = func.entry_block();
@@ -562,21 +577,26 @@ fn rewrite_function(
         runtime::Probes::Count(_) => None,
     };
     let body = timing.map(|_| func.builder_mut().dangling_instr_seq(body_ty).id());
-    let counter = match timing.map(|t| t.clock) {
-        Some(runtime::Clock::Instructions(global)) => Some(global),
+    let counter = match (timing.map(|t| t.clock), pending) {
+        (Some(runtime::Clock::Instructions(global)), Some(local)) => {
+            Some(Counter { global, local })
+        }
         _ => None,
     };
+    let flush = |at: InstrLocId| counter.map(|c| c.flush(at)).unwrap_or_default();
     let exit_probe = |at: InstrLocId| -> Vec<(Instr, InstrLocId)> {
         let Some(timing) = timing else {
             return Vec::new();
         };
-        vec![
+        let mut probe = flush(at);
+        probe.extend([
             (Instr::LocalGet(LocalGet { local: parent }), at),
             (Instr::LocalGet(LocalGet { local: node }), at),
             (Instr::LocalGet(LocalGet { local: t0 }), at),
             (i32_const(f), at),
             (Instr::Call(Call { func: timing.exit }), at),
-        ]
+        ]);
+        probe
     };
 
     let mut next_site = site_ids.iter();
@@ -596,6 +616,8 @@ fn rewrite_function(
                         .instrs
                         .push((Instr::GlobalSet(GlobalSet { global: rt.site }), loc));
                 }
+                // The callee reads the counter at its entry.
+                segment.instrs.extend(flush(loc));
             }
             let ends_segment = ends_segment(&instr);
             segment.original += 1;
@@ -705,6 +727,69 @@ fn rewrite_function(
     func.block_mut(entry).instrs = probe;
 }
 
+/// The instructions metric's counting in one function: a local that each straight-line
+/// segment adds its length to, and the shared counter it is added to where it is read.
+#[derive(Clone, Copy)]
+struct Counter {
+    global: walrus::GlobalId,
+    local: walrus::LocalId,
+}
+
+impl Counter {
+    /// `local += n`.
+    fn add(self, n: i64, at: InstrLocId) -> [(Instr, InstrLocId); 4] {
+        [
+            (Instr::LocalGet(LocalGet { local: self.local }), at),
+            (
+                Instr::Const(Const {
+                    value: Value::I64(n),
+                }),
+                at,
+            ),
+            (
+                Instr::Binop(Binop {
+                    op: BinaryOp::I64Add,
+                }),
+                at,
+            ),
+            (Instr::LocalSet(LocalSet { local: self.local }), at),
+        ]
+    }
+
+    /// `global += local; local = 0`: before a call (the callee's entry reads the counter)
+    /// and before the exit probe.
+    fn flush(self, at: InstrLocId) -> Vec<(Instr, InstrLocId)> {
+        vec![
+            (
+                Instr::GlobalGet(GlobalGet {
+                    global: self.global,
+                }),
+                at,
+            ),
+            (Instr::LocalGet(LocalGet { local: self.local }), at),
+            (
+                Instr::Binop(Binop {
+                    op: BinaryOp::I64Add,
+                }),
+                at,
+            ),
+            (
+                Instr::GlobalSet(GlobalSet {
+                    global: self.global,
+                }),
+                at,
+            ),
+            (
+                Instr::Const(Const {
+                    value: Value::I64(0),
+                }),
+                at,
+            ),
+            (Instr::LocalSet(LocalSet { local: self.local }), at),
+        ]
+    }
+}
+
 /// A straight-line run of rewritten instructions and how many original ones it holds.
 #[derive(Default)]
 struct Segment {
@@ -715,29 +800,9 @@ struct Segment {
 impl Segment {
     /// Appends the segment to `out`, preceded, with an instruction counter, by the
     /// counter's increment by the segment's original instruction count.
-    fn flush_into(
-        &mut self,
-        out: &mut Vec<(Instr, InstrLocId)>,
-        counter: Option<walrus::GlobalId>,
-    ) {
-        if let (Some(global), true) = (counter, self.original > 0) {
-            let at = InstrLocId::default();
-            out.extend([
-                (Instr::GlobalGet(GlobalGet { global }), at),
-                (
-                    Instr::Const(Const {
-                        value: Value::I64(self.original),
-                    }),
-                    at,
-                ),
-                (
-                    Instr::Binop(Binop {
-                        op: BinaryOp::I64Add,
-                    }),
-                    at,
-                ),
-                (Instr::GlobalSet(GlobalSet { global }), at),
-            ]);
+    fn flush_into(&mut self, out: &mut Vec<(Instr, InstrLocId)>, counter: Option<Counter>) {
+        if let (Some(counter), true) = (counter, self.original > 0) {
+            out.extend(counter.add(self.original, InstrLocId::default()));
         }
         out.append(&mut self.instrs);
         self.original = 0;
