@@ -171,15 +171,13 @@ pub fn instrument(original: &[u8], options: &Options) -> Result<Instrumented, In
     };
     let unwind = Unwind::of(&module);
     for Plan { id, f, site_ids } in plans {
-        let probe_locals = [
-            module.locals.add(ValType::I32),
-            module.locals.add(ValType::I32),
-            module.locals.add(ValType::I64),
-        ];
-        // With the instructions metric, the function counts in a local of its own and adds
-        // it to the shared counter only where someone reads it: before calls and exits.
-        let pending =
-            (options.metric == Metric::Instructions).then(|| module.locals.add(ValType::I64));
+        let locals = ProbeLocals {
+            parent: module.locals.add(ValType::I32),
+            node: module.locals.add(ValType::I32),
+            t0: module.locals.add(ValType::I64),
+            pending: (options.metric == Metric::Instructions)
+                .then(|| module.locals.add(ValType::I64)),
+        };
         let results = module.types.results(module.funcs.get(id).ty()).to_vec();
         let body_ty = match results.as_slice() {
             [] => InstrSeqType::Simple(None),
@@ -189,16 +187,7 @@ pub fn instrument(original: &[u8], options: &Options) -> Result<Instrumented, In
         let FunctionKind::Local(func) = &mut module.funcs.get_mut(id).kind else {
             unreachable!("planned functions are defined functions");
         };
-        rewrite_function(
-            func,
-            f,
-            body_ty,
-            &site_ids,
-            &rt,
-            unwind,
-            pending,
-            probe_locals,
-        );
+        rewrite_function(func, f, body_ty, &site_ids, &rt, unwind, locals);
     }
     let meta = Meta {
         version: meta::VERSION,
@@ -568,8 +557,12 @@ fn rewrite_function(
     site_ids: &[u32],
     rt: &runtime::Runtime,
     unwind: Option<Unwind>,
-    pending: Option<walrus::LocalId>,
-    [parent, node, t0]: [walrus::LocalId; 3],
+    ProbeLocals {
+        parent,
+        node,
+        t0,
+        pending,
+    }: ProbeLocals,
 ) {
     let entry = func.entry_block();
     let timing = match &rt.probes {
@@ -725,6 +718,20 @@ fn rewrite_function(
         }
     }
     func.block_mut(entry).instrs = probe;
+}
+
+/// The locals the probes use in one function.
+struct ProbeLocals {
+    /// The context node current at entry (the caller's).
+    parent: walrus::LocalId,
+    /// This activation's context node.
+    node: walrus::LocalId,
+    /// The clock (or instruction counter) at entry.
+    t0: walrus::LocalId,
+    /// With the instructions metric, the instructions counted since the last flush: the
+    /// function counts in this local and adds it to the shared counter only where someone
+    /// reads that, before calls and exits.
+    pending: Option<walrus::LocalId>,
 }
 
 /// The instructions metric's counting in one function: a local that each straight-line
