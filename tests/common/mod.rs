@@ -193,3 +193,20 @@ pub fn fib_command() -> Vec<u8> {
     )
     .unwrap()
 }
+
+/// The callers of `name`'s calling contexts, by name (`<host>` for the root), in context
+/// order: where the profile says each path into `name` came from.
+pub fn context_callers(p: &Profile, name: &str) -> Vec<String> {
+    let id = p.function_named(name).expect("the function ran").id;
+    p.contexts
+        .iter()
+        .filter(|c| c.function == Some(id))
+        .map(|c| {
+            let parent = &p.contexts[c.parent.expect("below the root") as usize];
+            parent.function.map_or_else(
+                || cargo_wasmprof::profile::HOST.to_string(),
+                |f| p.functions[f as usize].name.clone(),
+            )
+        })
+        .collect()
+}
