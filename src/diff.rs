@@ -47,14 +47,6 @@ pub struct Diff {
     pub functions: Vec<FunctionChange>,
 }
 
-/// A profile's cost of a function in `metric`: its self cost, or its calls.
-fn cost(f: &crate::profile::Function, metric: Metric) -> u64 {
-    match metric {
-        Metric::Calls => f.calls,
-        other => f.cost.get(other).0,
-    }
-}
-
 impl Diff {
     /// Compares `base` and `new` in `metric`, or, when None, in the metric both measured
     /// (calls when they differ).
@@ -90,12 +82,12 @@ impl Diff {
         for f in &base.functions {
             let e = by_name.entry(&f.name).or_insert_with(|| entry(&f.name));
             e.base_calls += f.calls;
-            e.base_cost += cost(f, metric);
+            e.base_cost += f.own_weight(metric);
         }
         for f in &new.functions {
             let e = by_name.entry(&f.name).or_insert_with(|| entry(&f.name));
             e.new_calls += f.calls;
-            e.new_cost += cost(f, metric);
+            e.new_cost += f.own_weight(metric);
         }
         let mut functions: Vec<FunctionChange> = by_name
             .into_values()
@@ -111,7 +103,12 @@ impl Diff {
                 })
                 .then_with(|| a.name.cmp(&b.name))
         });
-        let total = |p: &Profile| p.functions.iter().map(|f| cost(f, metric)).sum::<u64>();
+        let total = |p: &Profile| {
+            p.functions
+                .iter()
+                .map(|f| f.own_weight(metric))
+                .sum::<u64>()
+        };
         let (base_total, new_total) = (total(base), total(new));
         Ok(Diff {
             metric,

@@ -110,6 +110,17 @@ pub struct Function {
     pub cost: Costs,
 }
 
+impl Function {
+    /// The function's own weight in `metric`: its self time or self instructions, or, for
+    /// the calls metric, its calls.
+    pub fn own_weight(&self, metric: Metric) -> u64 {
+        match metric {
+            Metric::Calls => self.calls,
+            other => self.cost.get(other).0,
+        }
+    }
+}
+
 /// Self and inclusive cost, in the profile's metric.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Costs {

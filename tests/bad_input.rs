@@ -177,7 +177,7 @@ fn a_missing_file() {
 fn a_directory_instead_of_a_module() {
     let dir = tempfile::tempdir().unwrap();
     let out = output(wasmprof().arg("run").arg(dir.path()));
-    assert_clean_failure(&out, dir.path(), "");
+    assert_clean_failure(&out, dir.path(), "Is a directory");
 }
 
 #[test]

@@ -165,10 +165,16 @@ fn speedscope_events_nest_and_cover_the_run() {
 
 #[test]
 fn flamegraph_svg_has_a_box_per_context() {
-    let p = profile(N, Metric::Time);
+    // Instructions: even fib's leaves (5 of about 4,300) are wider than the 0.1 px cut-off.
+    let p = profile(N, Metric::Instructions);
     let svg = text(&p, Format::Flamegraph);
     assert!(svg.starts_with("<?xml") && svg.trim_end().ends_with("</svg>"));
     assert_eq!(svg.matches("<g>").count(), svg.matches("</g>").count());
+    assert_eq!(
+        svg.matches("<g>").count(),
+        p.contexts.len() - 1,
+        "one box per context but the host's"
+    );
     assert!(svg.contains("<title>_start (1 calls,"));
     assert!(
         svg.contains("100.00%)</title>"),

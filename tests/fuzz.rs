@@ -379,33 +379,25 @@ fn compare(engine: &Engine, seed: u64, original: &[u8]) -> Verdict {
             .filter(|f| f.import)
             .map(|f| f.symbol.name.as_str())
             .collect();
-        let mut host_calls = vec![0u64; imports.len()];
+        // Each import's first twin (same two names), by ordinal: the host counts there.
         let module = Module::new(engine, &original).unwrap();
         let mut first_of: HashMap<(String, String), usize> = HashMap::new();
-        let func_imports = module
+        let twin: Vec<usize> = module
             .imports()
-            .filter(|i| matches!(i.ty(), ExternType::Func(_)));
-        for (ordinal, import) in func_imports.enumerate() {
-            let key = (import.module().to_string(), import.name().to_string());
-            let first = *first_of.entry(key).or_insert(ordinal);
-            host_calls[ordinal] = if first == ordinal {
-                got.import_calls[ordinal]
-            } else {
-                0
-            };
-        }
+            .filter(|i| matches!(i.ty(), ExternType::Func(_)))
+            .enumerate()
+            .map(|(ordinal, i)| {
+                let key = (i.module().to_string(), i.name().to_string());
+                *first_of.entry(key).or_insert(ordinal)
+            })
+            .collect();
+        let mut host_calls = vec![0u64; imports.len()];
         let mut profile_calls = vec![0u64; imports.len()];
         for (ordinal, name) in imports.iter().enumerate() {
-            let calls = profile.function_named(name).map_or(0, |f| f.calls);
-            let key = {
-                let import = module
-                    .imports()
-                    .filter(|i| matches!(i.ty(), ExternType::Func(_)))
-                    .nth(ordinal)
-                    .unwrap();
-                (import.module().to_string(), import.name().to_string())
-            };
-            profile_calls[first_of[&key]] += calls;
+            if twin[ordinal] == ordinal {
+                host_calls[ordinal] = got.import_calls[ordinal];
+            }
+            profile_calls[twin[ordinal]] += profile.function_named(name).map_or(0, |f| f.calls);
         }
         assert_eq!(
             profile_calls, host_calls,

@@ -24,7 +24,7 @@ pub fn write(profile: &Profile, out: &mut dyn Write) -> anyhow::Result<()> {
     writeln!(out, "positions: line")?;
     writeln!(out, "event: {event} : {label}")?;
     writeln!(out, "events: {event}")?;
-    let total: u64 = profile.functions.iter().map(|f| own_cost(f, metric)).sum();
+    let total: u64 = profile.functions.iter().map(|f| f.own_weight(metric)).sum();
     writeln!(out, "summary: {total}")?;
 
     let by_name: HashMap<&str, &Function> = profile
@@ -59,7 +59,7 @@ pub fn write(profile: &Profile, out: &mut dyn Write) -> anyhow::Result<()> {
         writeln!(out)?;
         writeln!(out, "fl={}", names.file(f.file.as_deref().unwrap_or("???")))?;
         writeln!(out, "fn={}", names.function(&f.name))?;
-        writeln!(out, "{line} {}", own_cost(f, metric))?;
+        writeln!(out, "{line} {}", f.own_weight(metric))?;
         for arc in outgoing.get(f.name.as_str()).into_iter().flatten() {
             let at = arc.sites.first().map_or(line, |s| s.pos.line);
             write_call(
@@ -73,14 +73,6 @@ pub fn write(profile: &Profile, out: &mut dyn Write) -> anyhow::Result<()> {
         }
     }
     Ok(())
-}
-
-/// A function's self cost in the file's event (its calls, for the calls metric).
-fn own_cost(f: &Function, metric: Metric) -> u64 {
-    match metric {
-        Metric::Calls => f.calls,
-        other => f.cost.get(other).0,
-    }
 }
 
 /// The `cfl=`/`cfn=`/`calls=` lines of one arc, made at line `at` of the caller.

@@ -28,8 +28,6 @@ pub fn write(profile: &Profile, icicle: bool, out: &mut dyn Write) -> anyhow::Re
     tree.preorder(&mut |_, depth| depth_max = depth_max.max(depth));
     let height = TOP + FRAME_HEIGHT * (depth_max as f64 + 1.0) + BOTTOM;
 
-    // Each frame's x: children start at their parent's x, one after the other.
-    let mut x = vec![SIDE; tree.frames.len()];
     let mut boxes = String::new();
     let title = format!(
         "{} ({}{})",
@@ -41,14 +39,16 @@ pub fn write(profile: &Profile, icicle: bool, out: &mut dyn Write) -> anyhow::Re
         Unit::Nanoseconds => report::time(w),
         Unit::Instructions => format!("{} instructions", report::count(w)),
     };
+    // Where each frame's next child goes: children start at their parent's left edge, one
+    // after the other (preorder visits a parent before its children).
     let mut next_x = vec![SIDE; tree.frames.len()];
     tree.preorder(&mut |id, depth| {
         let frame = &tree.frames[id];
         let parent = frame.parent.unwrap_or(0);
-        x[id] = next_x[parent];
-        next_x[parent] += frame.total as f64 * scale;
-        next_x[id] = x[id];
         let w = frame.total as f64 * scale;
+        let left = next_x[parent];
+        next_x[parent] += w;
+        next_x[id] = left;
         if w < MIN_WIDTH {
             return;
         }
@@ -71,7 +71,7 @@ pub fn write(profile: &Profile, icicle: bool, out: &mut dyn Write) -> anyhow::Re
             "<g><title>{}</title><rect x=\"{:.2}\" y=\"{y:.1}\" width=\"{w:.2}\" height=\"{:.1}\" \
              fill=\"{}\" rx=\"2\"/>",
             escape(&tip),
-            x[id],
+            left,
             FRAME_HEIGHT - 1.0,
             color(frame.name)
         );
@@ -79,7 +79,7 @@ pub fn write(profile: &Profile, icicle: bool, out: &mut dyn Write) -> anyhow::Re
             let _ = write!(
                 boxes,
                 "<text x=\"{:.2}\" y=\"{:.1}\">{}</text>",
-                x[id] + 3.0,
+                left + 3.0,
                 y + FRAME_HEIGHT - 5.0,
                 escape(&label)
             );
