@@ -51,21 +51,8 @@ impl Workload {
     }
 }
 
-/// The kernels of fixtures/kernels: keep in step with the list in its benches/kernels.rs.
-const KERNELS: [&str; 12] = [
-    "multiply-int",
-    "multiply-double",
-    "vector-multiply-int",
-    "vector-multiply-double",
-    "sum-int",
-    "sum-double",
-    "quicksort-int",
-    "quicksort-double",
-    "image-grayscale",
-    "image-threshold",
-    "image-convolve",
-    "json",
-];
+/// The kernels of fixtures/kernels, one a line, as its bench binary reads them.
+const KERNELS: &str = include_str!("../fixtures/kernels/kernels.txt");
 
 fn median(mut xs: Vec<f64>) -> f64 {
     xs.sort_by(f64::total_cmp);
@@ -108,8 +95,8 @@ fn main() {
         .find(|b| b.kind == "bench")
         .expect("the kernels bench");
     let mut workloads: Vec<Workload> = KERNELS
-        .iter()
-        .map(|&k| Workload::binary(format!("kernel {k}"), "kernels", kernels, &["--bench", k]))
+        .lines()
+        .map(|k| Workload::binary(format!("kernel {k}"), "kernels", kernels, &["--bench", k]))
         .collect();
     workloads.extend([
         Workload {
