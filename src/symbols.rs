@@ -6,7 +6,7 @@
 //! `name` section, then the export name, then `func[N]`. Imports are `module.field`. Rust
 //! and C++ linkage names are demangled.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use addr2line::gimli;
 use gimli::{AttributeValue, EndianSlice, LittleEndian};
@@ -138,10 +138,15 @@ impl LineTable {
             let (Some(file), Some(line)) = (location.file, location.line) else {
                 continue;
             };
-            let id = *file_ids.entry(file.to_string()).or_insert_with(|| {
-                table.files.push(file.to_string());
-                table.files.len() as u32 - 1
-            });
+            let id = match file_ids.get(file) {
+                Some(&id) => id,
+                None => {
+                    let id = table.files.len() as u32;
+                    table.files.push(file.to_string());
+                    file_ids.insert(file.to_string(), id);
+                    id
+                }
+            };
             table.rows.push((start, start + len, id, line));
         }
         table.rows.sort_unstable();
@@ -165,7 +170,7 @@ impl SymbolTable {
         let facts = ModuleFacts::read(wasm)?;
         let dwarf = load_dwarf(&facts.debug);
         let subprograms = match &dwarf {
-            Some(dwarf) => subprograms(dwarf).unwrap_or_default(),
+            Some(dwarf) => subprograms(dwarf, &facts.bodies).unwrap_or_default(),
             None => HashMap::new(),
         };
         let imported = facts.imports.len();
@@ -228,8 +233,10 @@ fn load_dwarf<'a>(debug: &HashMap<&'a str, &'a [u8]>) -> Option<gimli::Dwarf<R<'
     dwarf.ok()
 }
 
-/// Every `DW_TAG_subprogram` with code, keyed by its `DW_AT_low_pc`.
-fn subprograms(dwarf: &gimli::Dwarf<R<'_>>) -> gimli::Result<HashMap<u64, Symbol>> {
+/// The first `DW_TAG_subprogram` that starts at each of the function bodies `bodies`,
+/// keyed by its `DW_AT_low_pc`.
+fn subprograms(dwarf: &gimli::Dwarf<R<'_>>, bodies: &[u64]) -> gimli::Result<HashMap<u64, Symbol>> {
+    let bodies: HashSet<u64> = bodies.iter().copied().collect();
     let mut found = HashMap::new();
     let mut headers = dwarf.units();
     while let Some(header) = headers.next()? {
@@ -245,12 +252,12 @@ fn subprograms(dwarf: &gimli::Dwarf<R<'_>>) -> gimli::Result<HashMap<u64, Symbol
             let Some(low) = dwarf.attr_address(&unit, low)? else {
                 continue;
             };
-            // A low_pc of 0 marks code the linker discarded.
-            if low == 0 {
+            // Code the linker discarded has a low_pc outside every body (0, or a tombstone).
+            if !bodies.contains(&low) || found.contains_key(&low) {
                 continue;
             }
             if let Some(symbol) = describe(dwarf, &unit, entry)? {
-                found.entry(low).or_insert(symbol);
+                found.insert(low, symbol);
             }
         }
     }

@@ -90,23 +90,93 @@ pub enum InstrumentError {
 /// Instruments `original`, a core module's bytes. The same input gives the same output.
 pub fn instrument(original: &[u8], options: &Options) -> Result<Instrumented, InstrumentError> {
     check_input(original)?;
-    // Check the proposals and symbolize on a second thread while walrus parses: they read
-    // the same bytes.
-    let (symbols, module) = std::thread::scope(|scope| {
-        let symbols = scope.spawn(|| {
-            check_proposals(original)?;
-            SymbolTable::load(original).map_err(|e| InstrumentError::Invalid(format!("{e:#}")))
+    // A second thread checks the proposals while walrus parses, then reads the symbols
+    // while the module is rewritten and emitted: nothing but the tables appended at the
+    // end needs them.
+    std::thread::scope(|scope| {
+        let (proposals_tx, proposals) = std::sync::mpsc::channel();
+        let symbols = scope.spawn(move || {
+            let checked = check_proposals(original);
+            let refused = checked.is_err();
+            // The receiver is only gone when the main thread has already failed.
+            let _ = proposals_tx.send(checked);
+            if refused {
+                return None;
+            }
+            Some(SymbolTable::load(original))
         });
         let module = walrus::ModuleConfig::new().parse(original);
-        let symbols = symbols
-            .join()
-            .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
-        (symbols, module)
-    });
-    let invalid = |e: anyhow::Error| InstrumentError::Invalid(format!("{e:#}"));
-    let symbols = symbols?;
-    let mut module = module.map_err(invalid)?;
+        let Ok(checked) = proposals.recv() else {
+            // The thread panicked before it sent the check's result: pass the panic on.
+            match symbols.join() {
+                Err(panic) => std::panic::resume_unwind(panic),
+                Ok(_) => unreachable!("the thread sends before it ends"),
+            }
+        };
+        checked?;
+        let module = module.map_err(invalid)?;
+        let rewritten = rewrite(module, options)?;
+        let symbols = match symbols.join() {
+            Ok(Some(loaded)) => loaded.map_err(invalid)?,
+            Ok(None) => unreachable!("the proposals were accepted"),
+            Err(panic) => std::panic::resume_unwind(panic),
+        };
+        Ok(rewritten.finish(options, &symbols))
+    })
+}
 
+fn invalid(e: anyhow::Error) -> InstrumentError {
+    InstrumentError::Invalid(format!("{e:#}"))
+}
+
+/// The rewritten module, and what its tables need from the rewrite.
+struct Rewritten {
+    wasm: Vec<u8>,
+    layout: Layout,
+    /// Whether each function, by index, is an import.
+    imported: Vec<bool>,
+    sites: Sites,
+}
+
+impl Rewritten {
+    /// Writes the tables, with the names and source positions from `symbols`, into the
+    /// module's `wasmprof` section.
+    fn finish(self, options: &Options, symbols: &SymbolTable) -> Instrumented {
+        let functions = symbols
+            .functions()
+            .iter()
+            .zip(&self.imported)
+            .map(|(symbol, &import)| FunctionMeta {
+                symbol: symbol.clone(),
+                import,
+            })
+            .collect();
+        let locate = |sites: &[Site]| sites.iter().map(|site| site.locate(symbols)).collect();
+        let meta = Meta {
+            version: meta::VERSION,
+            metric: options.metric,
+            state: options.state,
+            layout: self.layout,
+            functions,
+            direct_sites: locate(&self.sites.direct),
+            indirect_sites: locate(&self.sites.indirect),
+        };
+        // A custom section may come last: appending it leaves the module as it was.
+        let mut wasm = self.wasm;
+        let data = serde_json::to_vec(&meta).expect("meta serializes");
+        wasm_encoder::Section::append_to(
+            &wasm_encoder::CustomSection {
+                name: meta::SECTION.into(),
+                data: data.into(),
+            },
+            &mut wasm,
+        );
+        Instrumented { wasm, meta }
+    }
+}
+
+/// Adds the runtime and the probes to `module`; emits and validates the result.
+fn rewrite(mut module: Module, options: &Options) -> Result<Rewritten, InstrumentError> {
     // Function ids: walrus allocates functions in index order when it parses.
     let original_funcs: Vec<FunctionId> = module.funcs.iter().map(|f| f.id()).collect();
     debug_assert!(original_funcs
@@ -114,18 +184,11 @@ pub fn instrument(original: &[u8], options: &Options) -> Result<Instrumented, In
         .enumerate()
         .all(|(i, id)| id.index() == i));
     let function_count = original_funcs.len() as u32;
-    let mut functions: Vec<FunctionMeta> = symbols
-        .functions()
-        .iter()
-        .map(|symbol| FunctionMeta {
-            symbol: symbol.clone(),
-            import: false,
-        })
-        .collect();
+    let mut imported = vec![false; original_funcs.len()];
 
     let thunks = add_import_thunks(&mut module, &original_funcs);
     for import in thunks.keys() {
-        functions[import.index()].import = true;
+        imported[import.index()] = true;
     }
     redirect_to_thunks(&mut module, &thunks);
 
@@ -139,7 +202,7 @@ pub fn instrument(original: &[u8], options: &Options) -> Result<Instrumented, In
     for &id in &original_funcs {
         if let FunctionKind::Local(func) = &module.funcs.get(id).kind {
             let f = id.index() as u32;
-            let site_ids = sites.number(func, f, &thunk_for, &symbols);
+            let site_ids = sites.number(func, f, &thunk_for);
             plans.push(Plan { id, f, site_ids });
         }
     }
@@ -189,22 +252,14 @@ pub fn instrument(original: &[u8], options: &Options) -> Result<Instrumented, In
         };
         rewrite_function(func, f, body_ty, &site_ids, &rt, unwind, locals);
     }
-    let meta = Meta {
-        version: meta::VERSION,
-        metric: options.metric,
-        state: options.state,
-        layout,
-        functions,
-        direct_sites: sites.direct,
-        indirect_sites: sites.indirect,
-    };
-    module.customs.add(walrus::RawCustomSection {
-        name: meta::SECTION.to_string(),
-        data: serde_json::to_vec(&meta).expect("meta serializes"),
-    });
     let wasm = module.emit_wasm();
     validate(&wasm).map_err(InstrumentError::Produced)?;
-    Ok(Instrumented { wasm, meta })
+    Ok(Rewritten {
+        wasm,
+        layout,
+        imported,
+        sites,
+    })
 }
 
 /// One function to rewrite: its walrus id, its function id, the ids of its call sites.
@@ -430,8 +485,31 @@ impl<F: Fn(&mut FunctionId)> VisitorMut for Redirect<'_, F> {
 /// The call sites found so far, numbered in two compact spaces.
 #[derive(Default)]
 struct Sites {
-    direct: Vec<SiteMeta>,
-    indirect: Vec<SiteMeta>,
+    direct: Vec<Site>,
+    indirect: Vec<Site>,
+}
+
+/// One call site, as the rewrite finds it.
+struct Site {
+    /// Function id of the function that holds the call.
+    caller: u32,
+    /// Function id of the callee, for direct calls.
+    callee: Option<u32>,
+    /// The call's offset in the original module, when walrus knows it.
+    offset: Option<u32>,
+}
+
+impl Site {
+    /// The site's table entry, with its source position from `symbols`.
+    fn locate(&self, symbols: &SymbolTable) -> SiteMeta {
+        SiteMeta {
+            caller: self.caller,
+            callee: self.callee,
+            pos: self
+                .offset
+                .and_then(|offset| symbols.location(offset.into())),
+        }
+    }
 }
 
 impl Sites {
@@ -442,16 +520,12 @@ impl Sites {
         func: &LocalFunction,
         caller: u32,
         thunk_for: &HashMap<FunctionId, u32>,
-        symbols: &SymbolTable,
     ) -> Vec<u32> {
         // A thunk stands for its import.
         let callee_id = |id: FunctionId| thunk_for.get(&id).copied().unwrap_or(id.index() as u32);
         let mut ids = Vec::new();
         for seq in sequences(func) {
             for (instr, loc) in &func.block(seq).instrs {
-                let pos = (!loc.is_default())
-                    .then(|| symbols.location(u64::from(loc.data())))
-                    .flatten();
                 let (direct, callee) = match instr {
                     Instr::Call(c) => (true, Some(callee_id(c.func))),
                     Instr::ReturnCall(c) => (true, Some(callee_id(c.func))),
@@ -461,10 +535,10 @@ impl Sites {
                     | Instr::ReturnCallRef(_) => (false, None),
                     _ => continue,
                 };
-                let site = SiteMeta {
+                let site = Site {
                     caller,
                     callee,
-                    pos,
+                    offset: (!loc.is_default()).then(|| loc.data()),
                 };
                 if direct {
                     self.direct.push(site);
