@@ -95,6 +95,8 @@ pub enum Command {
     /// Takes `cargo bench`'s selection flags; benches are built with the bench profile,
     /// names and DWARF kept. The harness gets `--bench`, then NAME and everything after
     /// `--`. A profile per bench binary goes to the target directory's wasmprof/ folder.
+    /// The report adds the cost of one iteration of each routine that a harness's
+    /// measuring loop ran (criterion's or libtest's `Bencher::iter`).
     Bench(Box<TestArgs>),
     /// Run a wasip1 command module in the embedded host, profiled (or as is); or a .js
     /// program that wasmprof-emcc linked, under node.
@@ -137,7 +139,7 @@ pub struct DriverArgs {
     pub args: Vec<OsString>,
 }
 
-/// `cargo test`'s flags that choose what to build.
+/// `cargo test`'s and `cargo bench`'s flags that choose what to build.
 #[derive(Debug, Clone, Default, Args)]
 #[command(next_help_heading = "Cargo options")]
 pub struct CargoArgs {
@@ -165,6 +167,21 @@ pub struct CargoArgs {
     /// Test all integration tests.
     #[arg(long)]
     pub tests: bool,
+    /// Only the named bench target.
+    #[arg(long = "bench", value_name = "NAME")]
+    pub bench: Vec<String>,
+    /// All bench targets.
+    #[arg(long)]
+    pub benches: bool,
+    /// Only the named example.
+    #[arg(long = "example", value_name = "NAME")]
+    pub example: Vec<String>,
+    /// All examples.
+    #[arg(long)]
+    pub examples: bool,
+    /// All targets (lib, bins, tests, benches, examples).
+    #[arg(long)]
+    pub all_targets: bool,
     /// Space or comma separated features to activate.
     #[arg(short = 'F', long, value_name = "FEATURES")]
     pub features: Vec<String>,
@@ -219,12 +236,17 @@ impl CargoArgs {
         values("--exclude", &self.exclude);
         values("--bin", &self.bin);
         values("--test", &self.test);
+        values("--bench", &self.bench);
+        values("--example", &self.example);
         values("--features", &self.features);
         let flags = [
             (self.workspace, "--workspace"),
             (self.lib, "--lib"),
             (self.bins, "--bins"),
             (self.tests, "--tests"),
+            (self.benches, "--benches"),
+            (self.examples, "--examples"),
+            (self.all_targets, "--all-targets"),
             (self.all_features, "--all-features"),
             (self.no_default_features, "--no-default-features"),
             (self.release, "--release"),

@@ -21,6 +21,7 @@ pub mod format;
 pub mod fsutil;
 pub mod host;
 pub mod instrument;
+pub mod iterations;
 pub mod layout;
 pub mod meta;
 pub mod profile;

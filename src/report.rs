@@ -72,6 +72,7 @@ pub fn render(p: &Profile, options: &ReportOptions) -> String {
     flat_profile(&mut out, p, units, top);
     call_graph(&mut out, p, units, top);
     tests(&mut out, p, units, top);
+    iterations(&mut out, p, units, top);
     notes(&mut out, p);
     out
 }
@@ -321,6 +322,36 @@ fn tests(out: &mut String, p: &Profile, units: Units, top: usize) {
             f.calls,
             f.name,
             location(f)
+        );
+    }
+}
+
+fn iterations(out: &mut String, p: &Profile, units: Units, top: usize) {
+    let routines = crate::iterations::measured_routines(p);
+    if routines.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "\n{BOLD}Benchmarks per iteration{BOLD:#} (the routine a harness loop measured: its cost in those calls / its calls)\n"
+    );
+    let _ = writeln!(
+        out,
+        "{:>13} {:>13}  routine  (harness loop)",
+        "per iteration", "iterations"
+    );
+    for routine in routines.into_iter().take(top) {
+        let per_iteration = match routine.per_iteration(units.metric) {
+            Some(cost) => units.show(cost.round() as u64),
+            None => "-".to_string(),
+        };
+        let _ = writeln!(
+            out,
+            "{:>13} {:>13}  {}  ({})",
+            per_iteration,
+            routine.iterations(),
+            routine.arc.callee,
+            routine.harness.name
         );
     }
 }

@@ -1,0 +1,107 @@
+//! Costs per iteration of a benchmark: a harness's measuring loop (criterion's and
+//! libtest's `Bencher::iter`) calls the measured routine N times, so the routine's cost in
+//! those calls divided by N is what one iteration costs, probes' compensation included.
+
+use crate::meta::Metric;
+use crate::profile::{Arc, Function, Profile};
+
+/// The routine one harness loop measured.
+#[derive(Debug, Clone, Copy)]
+pub struct Routine<'a> {
+    /// The harness function that runs the loop.
+    pub harness: &'a Function,
+    /// The arc from the harness to the routine: its count is the number of iterations, its
+    /// cost the routine's cost in them.
+    pub arc: &'a Arc,
+}
+
+impl Routine<'_> {
+    /// How many times the routine ran.
+    pub fn iterations(&self) -> u64 {
+        self.arc.count
+    }
+
+    /// The routine's inclusive cost per iteration in `metric` (nanoseconds or
+    /// instructions); `None` for the calls metric.
+    pub fn per_iteration(&self, metric: Metric) -> Option<f64> {
+        if !metric.has_cost() || self.arc.count == 0 {
+            return None;
+        }
+        Some(self.arc.cost.get(metric).1 as f64 / self.arc.count as f64)
+    }
+}
+
+/// Whether `name` is a benchmark harness's measuring loop: criterion's
+/// `Bencher<M>::iter*` (`iter`, `iter_batched`, `iter_with_setup`, ...; not
+/// `iter_custom`, where the routine loops itself), libtest's `Bencher::iter` and the
+/// `ns_iter_inner` it loops in.
+pub fn is_harness_loop(name: &str) -> bool {
+    // The method of type `ty`: `ty::method...` or `ty<M>::method...`.
+    let method_of = |ty: &str| -> Option<&str> {
+        let rest = name.strip_prefix(ty)?;
+        match rest.strip_prefix('<') {
+            Some(generic) => Some(generic.split_once(">::")?.1),
+            None => rest.strip_prefix("::"),
+        }
+    };
+    let measuring = |ty: &str| {
+        method_of(ty).is_some_and(|m| m.starts_with("iter") && !m.starts_with("iter_custom"))
+    };
+    measuring("criterion::bencher::Bencher")
+        || measuring("criterion::bencher::AsyncBencher")
+        || measuring("test::bench::Bencher")
+        || name.split('<').next() == Some("test::bench::ns_iter_inner")
+}
+
+/// The routine each harness loop in `p` measured: of the loop's callees, the one that cost
+/// the most in its calls from the loop (with the calls metric, the one called most), so that
+/// the clock reads around the loop do not count. Sorted by cost per iteration, highest first.
+pub fn measured_routines(p: &Profile) -> Vec<Routine<'_>> {
+    let mut found: Vec<Routine> = p
+        .functions
+        .iter()
+        .filter(|f| is_harness_loop(&f.name))
+        .filter_map(|harness| {
+            let arc = p
+                .arcs
+                .iter()
+                .filter(|a| a.caller == harness.name)
+                .filter(|a| p.function_named(&a.callee).is_some_and(|c| !c.import))
+                .max_by_key(|a| (a.cost.get(p.metric).1, a.count))?;
+            Some(Routine { harness, arc })
+        })
+        .collect();
+    found.sort_by(|a, b| {
+        let cost = |r: &Routine| r.per_iteration(p.metric).unwrap_or(0.0);
+        cost(b)
+            .total_cmp(&cost(a))
+            .then(a.arc.callee.cmp(&b.arc.callee))
+    });
+    found
+}
+
+#[cfg(test)]
+mod tests {
+    use super::is_harness_loop;
+
+    #[test]
+    fn harness_loops_by_name() {
+        for name in [
+            "criterion::bencher::Bencher<M>::iter<criterion::measurement::WallTime, u64, fib::bench::{closure#0}::{closure_env#0}>",
+            "criterion::bencher::Bencher<M>::iter_batched<criterion::measurement::WallTime>",
+            "criterion::bencher::Bencher::iter",
+            "test::bench::Bencher::iter<u64, fn() -> u64>",
+            "test::bench::ns_iter_inner<u64>",
+        ] {
+            assert!(is_harness_loop(name), "{name}");
+        }
+        for name in [
+            "criterion::bencher::Bencher<M>::iter_custom<criterion::measurement::WallTime>",
+            "criterion::bencher::Bencher<M>::bench",
+            "core::iter::traits::iterator::Iterator::next",
+            "my::Bencher::iter",
+        ] {
+            assert!(!is_harness_loop(name), "{name}");
+        }
+    }
+}
