@@ -16,7 +16,7 @@ mod runtime;
 use std::collections::{BTreeMap, HashMap};
 
 use walrus::ir::{
-    BinaryOp, Binop, Block, Br, Call, Const, GlobalGet, GlobalSet, Instr, InstrLocId, InstrSeqId,
+    BinaryOp, Binop, Block, Br, Const, GlobalGet, GlobalSet, Instr, InstrLocId, InstrSeqId,
     InstrSeqType, LocalGet, LocalSet, Value, VisitorMut,
 };
 use walrus::{FunctionBuilder, FunctionId, FunctionKind, LocalFunction, Module, ValType};
@@ -235,9 +235,12 @@ fn rewrite(mut module: Module, options: &Options) -> Result<Rewritten, Instrumen
     let unwind = Unwind::of(&module);
     for Plan { id, f, site_ids } in plans {
         let locals = ProbeLocals {
-            parent: module.locals.add(ValType::I32),
-            node: module.locals.add(ValType::I32),
-            t0: module.locals.add(ValType::I64),
+            timed: runtime::TimedLocals {
+                parent: module.locals.add(ValType::I32),
+                node: module.locals.add(ValType::I32),
+                t0: module.locals.add(ValType::I64),
+                scratch: module.locals.add(ValType::I32),
+            },
             pending: (options.metric == Metric::Instructions)
                 .then(|| module.locals.add(ValType::I64)),
         };
@@ -631,12 +634,7 @@ fn rewrite_function(
     site_ids: &[u32],
     rt: &runtime::Runtime,
     unwind: Option<Unwind>,
-    ProbeLocals {
-        parent,
-        node,
-        t0,
-        pending,
-    }: ProbeLocals,
+    ProbeLocals { timed, pending }: ProbeLocals,
 ) {
     let entry = func.entry_block();
     let timing = match &rt.probes {
@@ -651,18 +649,15 @@ fn rewrite_function(
         _ => None,
     };
     let flush = |at: InstrLocId| counter.map(|c| c.flush(at)).unwrap_or_default();
-    let exit_probe = |at: InstrLocId| -> Vec<(Instr, InstrLocId)> {
+    // The exit probe, in a block of its own (a sequence has one place in the tree).
+    let exit_probe = |func: &mut LocalFunction, at: InstrLocId| -> Vec<(Instr, InstrLocId)> {
         let Some(timing) = timing else {
             return Vec::new();
         };
         let mut probe = flush(at);
-        probe.extend([
-            (Instr::LocalGet(LocalGet { local: parent }), at),
-            (Instr::LocalGet(LocalGet { local: node }), at),
-            (Instr::LocalGet(LocalGet { local: t0 }), at),
-            (i32_const(f), at),
-            (Instr::Call(Call { func: timing.exit }), at),
-        ]);
+        let mut seq = func.builder_mut().dangling_instr_seq(None);
+        timing.exit(&mut seq, f, timed);
+        probe.push((Instr::Block(Block { seq: seq.id() }), at));
         probe
     };
 
@@ -694,7 +689,7 @@ fn rewrite_function(
                     segment.instrs.push((Instr::Br(Br { block }), loc));
                 }
                 Instr::ReturnCall(_) | Instr::ReturnCallIndirect(_) | Instr::ReturnCallRef(_) => {
-                    segment.instrs.extend(exit_probe(loc));
+                    segment.instrs.extend(exit_probe(func, loc));
                     segment.instrs.push((instr, loc));
                 }
                 other => segment.instrs.push((other, loc)),
@@ -717,7 +712,11 @@ fn rewrite_function(
         };
         // Calls only: the counting, then the body as it was.
         let original = std::mem::take(&mut func.block_mut(entry).instrs);
-        counter.count_call(&mut func.builder_mut().func_body(), f, [parent, node]);
+        counter.count_call(
+            &mut func.builder_mut().func_body(),
+            f,
+            [timed.parent, timed.node],
+        );
         func.block_mut(entry).instrs.extend(original);
         return;
     };
@@ -725,19 +724,18 @@ fn rewrite_function(
     let moved = std::mem::take(&mut func.block_mut(entry).instrs);
     func.block_mut(body).instrs = moved;
     let at = InstrLocId::default();
-    let mut probe = vec![
-        (Instr::GlobalGet(GlobalGet { global: rt.cur }), at),
-        (Instr::LocalSet(LocalSet { local: parent }), at),
-        (i32_const(f), at),
-        (Instr::Call(Call { func: timing.enter }), at),
-        (Instr::LocalSet(LocalSet { local: node }), at),
-        (timing.clock.read(), at),
-        (Instr::LocalSet(LocalSet { local: t0 }), at),
-    ];
+    let mut entry_probe = func.builder_mut().dangling_instr_seq(None);
+    timing.entry(&mut entry_probe, f, timed);
+    let mut probe = vec![(
+        Instr::Block(Block {
+            seq: entry_probe.id(),
+        }),
+        at,
+    )];
     match unwind {
         None => {
             probe.push((Instr::Block(Block { seq: body }), at));
-            probe.extend(exit_probe(at));
+            probe.extend(exit_probe(func, at));
         }
         Some(Unwind::Standard) => {
             // block $caught (result exnref)
@@ -760,11 +758,11 @@ fn rewrite_function(
                 }),
                 at,
             )];
-            normal.extend(exit_probe(at));
+            normal.extend(exit_probe(func, at));
             normal.push((Instr::Return(walrus::ir::Return {}), at));
             func.block_mut(caught).instrs = normal;
             probe.push((Instr::Block(Block { seq: caught }), at));
-            probe.extend(exit_probe(at));
+            probe.extend(exit_probe(func, at));
             probe.push((Instr::ThrowRef(walrus::ir::ThrowRef {}), at));
         }
         Some(Unwind::Legacy) => {
@@ -774,7 +772,7 @@ fn rewrite_function(
             let try_seq = builder.dangling_instr_seq(body_ty).id();
             let handler = builder.dangling_instr_seq(body_ty).id();
             func.block_mut(try_seq).instrs = vec![(Instr::Block(Block { seq: body }), at)];
-            let mut rethrow = exit_probe(at);
+            let mut rethrow = exit_probe(func, at);
             rethrow.push((
                 Instr::Rethrow(walrus::ir::Rethrow { relative_depth: 0 }),
                 at,
@@ -788,7 +786,7 @@ fn rewrite_function(
                 }),
                 at,
             ));
-            probe.extend(exit_probe(at));
+            probe.extend(exit_probe(func, at));
         }
     }
     func.block_mut(entry).instrs = probe;
@@ -796,12 +794,8 @@ fn rewrite_function(
 
 /// The locals the probes use in one function.
 struct ProbeLocals {
-    /// The context node current at entry (the caller's).
-    parent: walrus::LocalId,
-    /// This activation's context node.
-    node: walrus::LocalId,
-    /// The clock (or instruction counter) at entry.
-    t0: walrus::LocalId,
+    /// The timed probes' locals; the calls metric's probe uses two of them as scratch.
+    timed: runtime::TimedLocals,
     /// With the instructions metric, the instructions counted since the last flush: the
     /// function counts in this local and adds it to the shared counter only where someone
     /// reads that, before calls and exits.

@@ -38,8 +38,6 @@ const HASH_B: i32 = 0x85EB_CA6B_u32 as i32;
 
 /// The ids of the runtime pieces that the probes use.
 pub struct Runtime {
-    /// Current context-tree node.
-    pub cur: GlobalId,
     /// Call-site id set just before a call; 0 when the host makes the call.
     pub site: GlobalId,
     /// What the entry and exit probes call.
@@ -52,15 +50,6 @@ pub enum Probes {
     Count(CallCounter),
     /// A cost metric: entry and exit probes around a clock.
     Timed(Timing),
-}
-
-impl Probes {
-    fn new(counter: Counter, timing: Option<Timing>) -> Probes {
-        match timing {
-            Some(timing) => Probes::Timed(timing),
-            None => Probes::Count(CallCounter::Inline(counter)),
-        }
-    }
 }
 
 /// The calls metric's entry probe.
@@ -85,14 +74,196 @@ impl CallCounter {
 
 /// What measures the cost of an activation.
 pub struct Timing {
-    /// `enter(f: i32) -> i32`: counts the arc and the call, moves to the callee's context
-    /// node and returns it.
-    pub enter: FunctionId,
-    /// `exit(parent: i32, node: i32, t0: i64, f: i32)`: adds the activation's cost and
-    /// returns to the parent's context.
-    pub exit: FunctionId,
+    /// Where the probes' work runs.
+    pub probes: TimedProbes,
     /// Where the cost is read.
     pub clock: Clock,
+}
+
+/// Where the entry and exit probes' work runs.
+pub enum TimedProbes {
+    /// Inline in each function, on the module's own profiler memory; only the rare path of
+    /// the entry (a context node that is not its parent's first child) calls out.
+    Inline(TimedOps),
+    /// In the state module's functions.
+    Call {
+        /// `enter(f: i32) -> i32`: counts the arc and the call, moves to the callee's
+        /// context node and returns it.
+        enter: FunctionId,
+        /// `exit(parent: i32, node: i32, t0: i64, f: i32)`: adds the activation's cost and
+        /// returns to the parent's context.
+        exit: FunctionId,
+        /// The current context node.
+        cur: GlobalId,
+    },
+}
+
+impl Timing {
+    /// Emits the entry probe of function `f` into `b`: `parent` gets the current context
+    /// node, `node` the activation's own, `t0` the clock; `scratch` is a spare i32 local.
+    pub fn entry(&self, b: &mut InstrSeqBuilder, f: u32, l: TimedLocals) {
+        match &self.probes {
+            TimedProbes::Inline(ops) => ops.enter(b, Func::Const(f), [l.parent, l.node, l.scratch]),
+            TimedProbes::Call { enter, cur, .. } => {
+                b.global_get(*cur).local_set(l.parent);
+                b.i32_const(f as i32).call(*enter).local_set(l.node);
+            }
+        }
+        b.instr(self.clock.read()).local_set(l.t0);
+    }
+
+    /// Emits the exit probe of function `f` into `b`, with the locals of its entry probe
+    /// (`t0` ends up holding the activation's cost).
+    pub fn exit(&self, b: &mut InstrSeqBuilder, f: u32, l: TimedLocals) {
+        match &self.probes {
+            TimedProbes::Inline(ops) => {
+                b.instr(self.clock.read())
+                    .local_get(l.t0)
+                    .binop(BinaryOp::I64Sub)
+                    .local_set(l.t0);
+                ops.exit(b, Func::Const(f), [l.parent, l.node, l.scratch], l.t0);
+            }
+            TimedProbes::Call { exit, .. } => {
+                b.local_get(l.parent).local_get(l.node).local_get(l.t0);
+                b.i32_const(f as i32).call(*exit);
+            }
+        }
+    }
+}
+
+/// The locals of a function that its timed probes use.
+#[derive(Clone, Copy)]
+pub struct TimedLocals {
+    /// The context node current at entry (the caller's).
+    pub parent: LocalId,
+    /// This activation's context node.
+    pub node: LocalId,
+    /// The clock at entry.
+    pub t0: LocalId,
+    /// Scratch.
+    pub scratch: LocalId,
+}
+
+/// The timed probes' work on the profiler's memory, for a function id known when the code
+/// is generated (inline probes) or held in a local (the state module's `enter`, `exit`).
+#[derive(Clone, Copy)]
+pub struct TimedOps {
+    mem: MemoryId,
+    layout: Layout,
+    cur: GlobalId,
+    counter: Counter,
+    /// `find_child(parent: i32, f: i32) -> i32`: the entry's rare path.
+    find_child: FunctionId,
+}
+
+impl TimedOps {
+    /// Counts the arc into `f`, moves the current context node (left in `parent`) to its
+    /// child for `f` (left in `node`), counts the call there, and one more open activation
+    /// of `f`. A function that keeps calling the same callee finds it first among its
+    /// children: the lookup is then two loads and a comparison.
+    fn enter(&self, b: &mut InstrSeqBuilder, f: Func, [parent, node, addr]: [LocalId; 3]) {
+        let mem = Mem(self.mem);
+        let nodes = self.layout.nodes_off;
+        self.counter.count_arc(b, f, [node, addr]);
+        b.global_get(self.cur).local_set(parent);
+        node_addr(b, parent);
+        mem.load32(b, nodes + layout::NODE_FIRST_CHILD);
+        b.local_tee(node);
+        b.if_else(
+            ValType::I32,
+            |first| {
+                node_addr(first, node);
+                mem.load32(first, nodes + layout::NODE_FUNC);
+                push_func(first, f);
+                first.binop(BinaryOp::I32Ne);
+            },
+            |none| {
+                none.i32_const(1);
+            },
+        );
+        b.if_else(
+            None,
+            |search| {
+                search.local_get(parent);
+                push_func(search, f);
+                search.call(self.find_child).local_set(node);
+            },
+            |_| {},
+        );
+        node_addr(b, node);
+        b.local_set(addr);
+        mem.add64(b, addr, nodes + layout::NODE_COUNT, |b| {
+            b.i64_const(1);
+        });
+        b.local_get(node).global_set(self.cur);
+        self.add_active(b, f, 1, addr);
+    }
+
+    /// Adds the activation's cost `dt` to its node's inclusive cost and to its parent's
+    /// cost in children; the outermost activation of `f` adds it to f's inclusive total.
+    /// Returns to the parent's context.
+    fn exit(
+        &self,
+        b: &mut InstrSeqBuilder,
+        f: Func,
+        [parent, node, addr]: [LocalId; 3],
+        dt: LocalId,
+    ) {
+        let mem = Mem(self.mem);
+        let nodes = self.layout.nodes_off;
+        node_addr(b, node);
+        b.local_set(addr);
+        mem.add64(b, addr, nodes + layout::NODE_INCL, |b| {
+            b.local_get(dt);
+        });
+        node_addr(b, parent);
+        b.local_set(addr);
+        mem.add64(b, addr, nodes + layout::NODE_CHILD, |b| {
+            b.local_get(dt);
+        });
+        self.add_active(b, f, -1, addr);
+        b.local_get(addr).unop(UnaryOp::I32Eqz);
+        b.if_else(
+            None,
+            |outer| {
+                let off = element(outer, f, 3, self.layout.total_off);
+                element(outer, f, 3, self.layout.total_off);
+                mem.load64(outer, off);
+                outer.local_get(dt).binop(BinaryOp::I64Add);
+                mem.store64(outer, off);
+            },
+            |_| {},
+        );
+        b.local_get(parent).global_set(self.cur);
+    }
+
+    /// `active[f] += delta`, the new count left in `out`.
+    fn add_active(&self, b: &mut InstrSeqBuilder, f: Func, delta: i32, out: LocalId) {
+        let mem = Mem(self.mem);
+        let off = element(b, f, 2, self.layout.active_off);
+        element(b, f, 2, self.layout.active_off);
+        mem.load32(b, off);
+        b.i32_const(delta).binop(BinaryOp::I32Add).local_tee(out);
+        mem.store32(b, off);
+    }
+}
+
+/// Pushes the address of element `f` of the array at `offset` whose elements are
+/// `1 << shift` bytes, and returns the static offset to load or store it with: for a
+/// constant `f`, address 0 and the element's own offset.
+fn element(b: &mut InstrSeqBuilder, f: Func, shift: u32, offset: u32) -> u32 {
+    match f {
+        Func::Const(f) => {
+            b.i32_const(0);
+            offset + (f << shift)
+        }
+        Func::Local(f) => {
+            b.local_get(f)
+                .i32_const(shift as i32)
+                .binop(BinaryOp::I32Shl);
+            offset
+        }
+    }
 }
 
 /// A function id, known when the code is generated or held in a local.
@@ -105,6 +276,7 @@ enum Func {
 }
 
 /// Counts calls and arcs: the part of the entry probe that every metric has.
+#[derive(Clone, Copy)]
 pub struct Counter {
     mem: MemoryId,
     layout: Layout,
@@ -281,10 +453,16 @@ pub fn add(module: &mut Module, layout: &Layout, metric: Metric) -> Runtime {
     module
         .exports
         .add(meta::CUR_EXPORT, ExportItem::Global(parts.cur));
+    let probes = match parts.timing {
+        Some((ops, clock)) => Probes::Timed(Timing {
+            probes: TimedProbes::Inline(ops),
+            clock,
+        }),
+        None => Probes::Count(CallCounter::Inline(parts.counter)),
+    };
     Runtime {
-        cur: parts.cur,
         site: parts.site,
-        probes: Probes::new(parts.counter, parts.timing),
+        probes,
     }
 }
 
@@ -323,11 +501,13 @@ pub fn import_state_module(
             let count_call = import_func(module, COUNT_CALL_EXPORT, &[ValType::I32], &[]);
             Probes::Count(CallCounter::Call(count_call))
         }
-        Some(timing) => {
+        Some((ops, clock)) => {
+            let enter = build_enter(&mut state, &ops);
+            let exit = build_exit(&mut state, &ops, clock);
             let exports = &mut state.exports;
-            exports.add(ENTER_EXPORT, ExportItem::Function(timing.enter));
-            exports.add(EXIT_EXPORT, ExportItem::Function(timing.exit));
-            let clock = match timing.clock {
+            exports.add(ENTER_EXPORT, ExportItem::Function(enter));
+            exports.add(EXIT_EXPORT, ExportItem::Function(exit));
+            let clock = match clock {
                 Clock::Host(_) => {
                     Clock::Host(import_func(module, meta::CLOCK_NAME, &[], &[ValType::I64]))
                 }
@@ -337,13 +517,16 @@ pub fn import_state_module(
                 }
             };
             Probes::Timed(Timing {
-                enter: import_func(module, ENTER_EXPORT, &[ValType::I32], &[ValType::I32]),
-                exit: import_func(module, EXIT_EXPORT, &EXIT_PARAMS, &[]),
+                probes: TimedProbes::Call {
+                    enter: import_func(module, ENTER_EXPORT, &[ValType::I32], &[ValType::I32]),
+                    exit: import_func(module, EXIT_EXPORT, &EXIT_PARAMS, &[]),
+                    cur,
+                },
                 clock,
             })
         }
     };
-    let runtime = Runtime { cur, site, probes };
+    let runtime = Runtime { site, probes };
     (runtime, state.emit_wasm())
 }
 
@@ -369,7 +552,8 @@ struct Parts {
     cur: GlobalId,
     site: GlobalId,
     counter: Counter,
-    timing: Option<Timing>,
+    /// With a cost metric, the probes' work and the clock.
+    timing: Option<(TimedOps, Clock)>,
 }
 
 impl Parts {
@@ -415,10 +599,15 @@ impl Parts {
             site,
             dyn_arc: build_dyn_arc(module, layout, &mem),
         };
-        let timing = clock.map(|clock| Timing {
-            enter: build_enter(module, layout, &mem, cur, &counter),
-            exit: build_exit(module, layout, &mem, cur, clock),
-            clock,
+        let timing = clock.map(|clock| {
+            let ops = TimedOps {
+                mem: memory,
+                layout: *layout,
+                cur,
+                counter,
+                find_child: build_find_child(module, layout, &mem),
+            };
+            (ops, clock)
         });
         Parts {
             memory,
@@ -441,46 +630,39 @@ fn build_dyn_arc(module: &mut Module, layout: &Layout, mem: &Mem) -> FunctionId 
     builder.finish(vec![s, f], &mut module.funcs)
 }
 
-fn build_enter(
-    module: &mut Module,
-    layout: &Layout,
-    mem: &Mem,
-    cur: GlobalId,
-    counter: &Counter,
-) -> FunctionId {
+/// `enter(f: i32) -> i32`, the state module's entry probe: [`TimedOps::enter`] for a
+/// function id in a parameter; returns the activation's node.
+fn build_enter(module: &mut Module, ops: &TimedOps) -> FunctionId {
     let f = module.locals.add(ValType::I32);
-    let s = module.locals.add(ValType::I32);
     let parent = module.locals.add(ValType::I32);
     let node = module.locals.add(ValType::I32);
     let addr = module.locals.add(ValType::I32);
-    let prev = module.locals.add(ValType::I32);
     let mut builder = FunctionBuilder::new(&mut module.types, &[ValType::I32], &[ValType::I32]);
     builder.name("__wasmprof_enter".into());
     let mut b = builder.func_body();
-    counter.count_arc(&mut b, Func::Local(f), [s, addr]);
-
-    // The context: find or add the child of the current node for this function.
-    b.global_get(cur).local_set(parent);
-    find_child(&mut b, layout, mem, [parent, f, node], [prev, addr]);
-    node_addr(&mut b, node);
-    b.local_set(addr);
-    mem.add64(&mut b, addr, layout.nodes_off + layout::NODE_COUNT, |b| {
-        b.i64_const(1);
-    });
-    b.local_get(node).global_set(cur);
-
-    // One more open activation of f.
-    b.local_get(f)
-        .i32_const(2)
-        .binop(BinaryOp::I32Shl)
-        .local_tee(addr);
-    b.local_get(addr);
-    mem.load32(&mut b, layout.active_off);
-    b.i32_const(1).binop(BinaryOp::I32Add);
-    mem.store32(&mut b, layout.active_off);
-
+    ops.enter(&mut b, Func::Local(f), [parent, node, addr]);
     b.local_get(node);
     builder.finish(vec![f], &mut module.funcs)
+}
+
+/// `find_child(parent: i32, f: i32) -> i32`: the child of `parent` for `f`, found in the
+/// list, or added.
+fn build_find_child(module: &mut Module, layout: &Layout, mem: &Mem) -> FunctionId {
+    let parent = module.locals.add(ValType::I32);
+    let f = module.locals.add(ValType::I32);
+    let node = module.locals.add(ValType::I32);
+    let prev = module.locals.add(ValType::I32);
+    let addr = module.locals.add(ValType::I32);
+    let mut builder = FunctionBuilder::new(
+        &mut module.types,
+        &[ValType::I32, ValType::I32],
+        &[ValType::I32],
+    );
+    builder.name("__wasmprof_find_child".into());
+    let mut b = builder.func_body();
+    find_child(&mut b, layout, mem, [parent, f, node], [prev, addr]);
+    b.local_get(node);
+    builder.finish(vec![parent, f], &mut module.funcs)
 }
 
 /// `h = ((a * HASH_A) ^ b) * HASH_B >> (32 - bits)`: the slot for key (a, b) in a table of
@@ -681,58 +863,21 @@ fn link_first(
     mem.store32(b, nodes + layout::NODE_FIRST_CHILD);
 }
 
-fn build_exit(
-    module: &mut Module,
-    layout: &Layout,
-    mem: &Mem,
-    cur: GlobalId,
-    clock: Clock,
-) -> FunctionId {
+/// `exit(parent: i32, node: i32, t0: i64, f: i32)`, the state module's exit probe: reads
+/// the clock and runs [`TimedOps::exit`] for a function id in a parameter.
+fn build_exit(module: &mut Module, ops: &TimedOps, clock: Clock) -> FunctionId {
     let parent = module.locals.add(ValType::I32);
     let node = module.locals.add(ValType::I32);
     let t0 = module.locals.add(ValType::I64);
     let f = module.locals.add(ValType::I32);
-    let dt = module.locals.add(ValType::I64);
     let addr = module.locals.add(ValType::I32);
-    let active = module.locals.add(ValType::I32);
     let mut builder = FunctionBuilder::new(&mut module.types, &EXIT_PARAMS, &[]);
     builder.name("__wasmprof_exit".into());
     let mut b = builder.func_body();
-
     b.instr(clock.read())
         .local_get(t0)
         .binop(BinaryOp::I64Sub)
-        .local_set(dt);
-    // The activation's node gets its inclusive time, its parent the time spent in children.
-    node_addr(&mut b, node);
-    b.local_set(addr);
-    mem.add64(&mut b, addr, layout.nodes_off + layout::NODE_INCL, |b| {
-        b.local_get(dt);
-    });
-    node_addr(&mut b, parent);
-    b.local_set(addr);
-    mem.add64(&mut b, addr, layout.nodes_off + layout::NODE_CHILD, |b| {
-        b.local_get(dt);
-    });
-    // One activation fewer; the outermost one adds the function's inclusive time.
-    b.local_get(f)
-        .i32_const(2)
-        .binop(BinaryOp::I32Shl)
-        .local_tee(addr);
-    b.local_get(addr);
-    mem.load32(&mut b, layout.active_off);
-    b.i32_const(1).binop(BinaryOp::I32Sub).local_tee(active);
-    mem.store32(&mut b, layout.active_off);
-    b.local_get(active).unop(UnaryOp::I32Eqz);
-    b.if_else(
-        None,
-        |outer| {
-            mem.add64_element(outer, layout.total_off, f, addr, |b| {
-                b.local_get(dt);
-            });
-        },
-        |_| {},
-    );
-    b.local_get(parent).global_set(cur);
+        .local_set(t0);
+    ops.exit(&mut b, Func::Local(f), [parent, node, addr], t0);
     builder.finish(vec![parent, node, t0, f], &mut module.funcs)
 }
