@@ -7,10 +7,8 @@
 //!
 //! ```text
 //! header        HEADER_SIZE bytes (see the HDR_* offsets)
-//! total         u64 per function: inclusive cost, counted once per outermost activation
 //! calls         u64 per function: calls (the calls metric only; with a cost, the
 //!               context nodes count them)
-//! active        u32 per function: how many activations are open right now
 //! direct_arcs   u64 per direct call site (index = site id)
 //! dyn_arcs      DynArc per slot: (site, callee) pairs seen at indirect sites and host entries
 //! nodes         Node per context-tree node: the root (node 0), one fold node per function
@@ -48,7 +46,8 @@ pub const NODE_FUNC: u32 = 4;
 pub const NODE_COUNT: u32 = 8;
 /// See [`NODE_PARENT`].
 pub const NODE_INCL: u32 = 16;
-/// See [`NODE_PARENT`].
+/// The cost of the node's children that went to fold nodes; the decoder adds its tree
+/// children's inclusive costs, which the probes leave out.
 pub const NODE_CHILD: u32 = 24;
 /// See [`NODE_PARENT`].
 pub const NODE_FIRST_CHILD: u32 = 32;
@@ -73,12 +72,8 @@ const PAGE: u64 = 65536;
 pub struct Layout {
     /// Number of function ids (imports and defined functions).
     pub functions: u32,
-    /// Offset of `total`.
-    pub total_off: u32,
     /// Offset of `calls`.
     pub calls_off: u32,
-    /// Offset of `active`.
-    pub active_off: u32,
     /// Offset of `direct_arcs`; slot 0 is unused.
     pub direct_arcs_off: u32,
     /// Number of direct call sites (slots 1..=direct_sites).
@@ -111,10 +106,8 @@ impl Layout {
         let nodes_cap = (u64::from(functions) + 1 + u64::from(max_contexts.min(MAX_CONTEXTS)))
             .min(u64::from(MAX_CONTEXTS) * 2);
 
-        let total_off = u64::from(HEADER_SIZE);
-        let calls_off = total_off + 8 * u64::from(functions);
-        let active_off = calls_off + 8 * u64::from(functions);
-        let direct_arcs_off = align8(active_off + 4 * u64::from(functions));
+        let calls_off = u64::from(HEADER_SIZE);
+        let direct_arcs_off = align8(calls_off + 8 * u64::from(functions));
         let dyn_arcs_off = direct_arcs_off + 8 * (u64::from(direct_sites) + 1);
         let nodes_off = align8(dyn_arcs_off + u64::from(DYN_ARC_SIZE) * u64::from(dyn_arcs_cap));
         let end = nodes_off + u64::from(NODE_SIZE) * nodes_cap;
@@ -122,9 +115,7 @@ impl Layout {
         let to32 = |x: u64| u32::try_from(x).expect("profiler memory exceeds 4 GiB");
         Layout {
             functions,
-            total_off: to32(total_off),
             calls_off: to32(calls_off),
-            active_off: to32(active_off),
             direct_arcs_off: to32(direct_arcs_off),
             direct_sites,
             dyn_arcs_off: to32(dyn_arcs_off),
@@ -148,10 +139,8 @@ mod tests {
     #[test]
     fn regions_do_not_overlap_and_fit_the_pages() {
         let l = Layout::new(1000, 5000, 300, 100_000);
-        assert!(l.total_off >= HEADER_SIZE);
-        assert!(l.calls_off >= l.total_off + 8 * 1000);
-        assert!(l.active_off >= l.calls_off + 8 * 1000);
-        assert!(l.direct_arcs_off >= l.active_off + 4 * 1000);
+        assert!(l.calls_off >= HEADER_SIZE);
+        assert!(l.direct_arcs_off >= l.calls_off + 8 * 1000);
         assert_eq!(l.direct_arcs_off % 8, 0);
         assert!(l.dyn_arcs_off >= l.direct_arcs_off + 8 * 5001);
         assert!(l.nodes_off >= l.dyn_arcs_off + DYN_ARC_SIZE * l.dyn_arcs_cap);

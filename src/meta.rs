@@ -22,7 +22,7 @@ pub const CLOCK_MODULE: &str = STATE_MODULE;
 /// Import name of the clock: `() -> i64`, monotonic nanoseconds.
 pub const CLOCK_NAME: &str = "now";
 /// Version of the [`Meta`] format and of the memory layout.
-pub const VERSION: u32 = 1;
+pub const VERSION: u32 = 2;
 /// Import module of everything an instrumented module takes from outside: the clock, and
 /// with [`StateLocation::StateModule`] the state module's exports.
 pub const STATE_MODULE: &str = "wasmprof";

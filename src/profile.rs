@@ -317,6 +317,43 @@ struct RawNode {
     child: u64,
 }
 
+/// Sums `value` per function over the outermost nodes of a tree: those with no ancestor of
+/// the same function. That is a function's inclusive cost counted once per outermost
+/// activation, right under recursion. `nodes` gives each node's parent and function; node 0
+/// is the root, and parents come before their children.
+fn outermost_sums(
+    nodes: impl Iterator<Item = (Option<usize>, Option<usize>)>,
+    value: &[u64],
+    functions: usize,
+) -> Vec<u64> {
+    let nodes: Vec<_> = nodes.collect();
+    let mut children: Vec<Vec<usize>> = vec![Vec::new(); nodes.len()];
+    for (i, &(parent, _)) in nodes.iter().enumerate().skip(1) {
+        children[parent.expect("non-root nodes have a parent")].push(i);
+    }
+    let mut sums = vec![0u64; functions];
+    let mut on_path = vec![0u32; functions];
+    let mut stack = vec![(0usize, false)];
+    while let Some((i, leaving)) = stack.pop() {
+        let function = nodes[i].1;
+        if leaving {
+            if let Some(f) = function {
+                on_path[f] -= 1;
+            }
+            continue;
+        }
+        if let Some(f) = function {
+            if on_path[f] == 0 {
+                sums[f] = sums[f].saturating_add(value[i]);
+            }
+            on_path[f] += 1;
+        }
+        stack.push((i, true));
+        stack.extend(children[i].iter().map(|&c| (c, false)));
+    }
+    sums
+}
+
 impl Profile {
     /// Decodes what one run of a module instrumented with `meta` left behind.
     pub fn decode(meta: &Meta, dump: &Dump, run: RunInfo) -> anyhow::Result<Profile> {
@@ -352,8 +389,21 @@ impl Profile {
             } else if n < l.first_context_node() {
                 raw_node.parent = layout::NO_PARENT;
                 raw_node.func = n - 1;
+            } else {
+                anyhow::ensure!(
+                    raw_node.parent < n && raw_node.func < l.functions,
+                    "context node {n} has parent {} and function {}, not an earlier node and a function",
+                    raw_node.parent,
+                    raw_node.func
+                );
             }
             nodes.push(raw_node);
+        }
+        // The probes leave a node's tree children out of its cost in children (only what
+        // went to fold nodes is there): add their inclusive costs.
+        for n in l.first_context_node() as usize..nodes.len() {
+            let (parent, incl) = (nodes[n].parent as usize, nodes[n].incl);
+            nodes[parent].child = nodes[parent].child.saturating_add(incl);
         }
 
         // Self cost sums over the nodes of each function, in raw readings (converted once
@@ -367,6 +417,18 @@ impl Profile {
             self_ticks[n.func as usize] += n.incl.saturating_sub(n.child);
             node_calls[n.func as usize] += n.count;
         }
+
+        // Inclusive cost, once per outermost activation; a fold node's entries (their
+        // paths lost) count as outermost.
+        let total_ticks = outermost_sums(
+            nodes.iter().enumerate().map(|(n, raw_node)| match n {
+                0 => (None, None),
+                _ if (n as u32) < l.first_context_node() => (Some(0), Some(raw_node.func as usize)),
+                _ => (Some(raw_node.parent as usize), Some(raw_node.func as usize)),
+            }),
+            &nodes.iter().map(|n| n.incl).collect::<Vec<_>>(),
+            nf,
+        );
 
         // Functions that ran, renumbered densely.
         let mut fid = vec![u32::MAX; nf];
@@ -388,7 +450,7 @@ impl Profile {
                 line: m.symbol.line,
                 import: m.import,
                 calls,
-                cost: cost(self_ticks[f], raw.u64(l.total_off + 8 * f as u32)?),
+                cost: cost(self_ticks[f], total_ticks[f]),
             });
         }
 
@@ -662,35 +724,21 @@ impl Profile {
         }
 
         // Functions: self over all their contexts, total over their outermost ones.
-        for f in &mut self.functions {
+        let totals = outermost_sums(
+            self.contexts
+                .iter()
+                .map(|c| (c.parent.map(|p| p as usize), c.function.map(|f| f as usize))),
+            &total_ns,
+            self.functions.len(),
+        );
+        for (f, total) in self.functions.iter_mut().zip(totals) {
             f.cost.self_ns = 0;
-            f.cost.total_ns = 0;
+            f.cost.total_ns = total;
         }
-        let mut children: Vec<Vec<usize>> = vec![Vec::new(); n];
-        for (i, c) in self.contexts.iter().enumerate().skip(1) {
-            children[parent(c).expect("non-root contexts have a parent")].push(i);
-        }
-        let mut on_path = vec![0u32; self.functions.len()];
-        let mut stack = vec![(0usize, false)];
-        while let Some((i, leaving)) = stack.pop() {
-            let function = self.contexts[i].function.map(|f| f as usize);
-            if leaving {
-                if let Some(f) = function {
-                    on_path[f] -= 1;
-                }
-                continue;
+        for (c, &ns) in self.contexts.iter().zip(&self_ns) {
+            if let Some(f) = c.function {
+                self.functions[f as usize].cost.self_ns += ns;
             }
-            if let Some(f) = function {
-                let outermost = on_path[f] == 0;
-                let cost = &mut self.functions[f].cost;
-                cost.self_ns += self_ns[i];
-                if outermost {
-                    cost.total_ns += total_ns[i];
-                }
-                on_path[f] += 1;
-            }
-            stack.push((i, true));
-            stack.extend(children[i].iter().map(|&c| (c, false)));
         }
 
         // Arcs: the callee's contexts under the caller.

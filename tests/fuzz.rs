@@ -356,19 +356,13 @@ fn compare(engine: &Engine, seed: u64, original: &[u8]) -> Verdict {
         let profile = Profile::decode(&meta, &dump, run)
             .unwrap_or_else(|e| panic!("seed {seed}, {metric:?}: the profile decodes: {e:#}"));
         // Without a trap or an exception that leaves an export, every activation ended,
-        // also those an exception unwound: no function is still counted as active.
+        // also those an exception unwound: the current context is the root again.
         let clean = got.calls.iter().all(|(_, r)| r.is_ok());
         if metric.has_cost() && clean {
-            let l = &meta.layout;
-            let active: Vec<u32> = (0..l.functions)
-                .map(|f| {
-                    let at = (l.active_off + 4 * f) as usize;
-                    u32::from_le_bytes(dump.memory[at..at + 4].try_into().unwrap())
-                })
-                .collect();
-            assert!(
-                active.iter().all(|&a| a == 0),
-                "seed {seed}, {metric:?}: open activations {active:?}"
+            assert_eq!(
+                dump.cur, 0,
+                "seed {seed}, {metric:?}: open activations {:?}",
+                profile.runs[0].open_stack
             );
         }
         // The profile counts each import exactly as often as the host saw it called.

@@ -656,7 +656,7 @@ fn rewrite_function(
         };
         let mut probe = flush(at);
         let mut seq = func.builder_mut().dangling_instr_seq(None);
-        timing.exit(&mut seq, f, timed);
+        timing.exit(&mut seq, timed);
         probe.push((Instr::Block(Block { seq: seq.id() }), at));
         probe
     };

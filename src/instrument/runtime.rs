@@ -90,7 +90,7 @@ pub enum TimedProbes {
         /// `enter(f: i32) -> i32`: counts the arc and the call, moves to the callee's
         /// context node and returns it.
         enter: FunctionId,
-        /// `exit(parent: i32, node: i32, t0: i64, f: i32)`: adds the activation's cost and
+        /// `exit(parent: i32, node: i32, t0: i64)`: adds the activation's cost and
         /// returns to the parent's context.
         exit: FunctionId,
         /// The current context node.
@@ -112,20 +112,20 @@ impl Timing {
         b.instr(self.clock.read()).local_set(l.t0);
     }
 
-    /// Emits the exit probe of function `f` into `b`, with the locals of its entry probe
+    /// Emits the exit probe into `b`, with the locals of the function's entry probe
     /// (`t0` ends up holding the activation's cost).
-    pub fn exit(&self, b: &mut InstrSeqBuilder, f: u32, l: TimedLocals) {
+    pub fn exit(&self, b: &mut InstrSeqBuilder, l: TimedLocals) {
         match &self.probes {
             TimedProbes::Inline(ops) => {
                 b.instr(self.clock.read())
                     .local_get(l.t0)
                     .binop(BinaryOp::I64Sub)
                     .local_set(l.t0);
-                ops.exit(b, Func::Const(f), [l.parent, l.node, l.scratch], l.t0);
+                ops.exit(b, [l.parent, l.node, l.scratch], l.t0);
             }
             TimedProbes::Call { exit, .. } => {
                 b.local_get(l.parent).local_get(l.node).local_get(l.t0);
-                b.i32_const(f as i32).call(*exit);
+                b.call(*exit);
             }
         }
     }
@@ -158,9 +158,9 @@ pub struct TimedOps {
 
 impl TimedOps {
     /// Counts the arc into `f`, moves the current context node (left in `parent`) to its
-    /// child for `f` (left in `node`), counts the call there, and one more open activation
-    /// of `f`. A function that keeps calling the same callee finds it first among its
-    /// children: the lookup is then two loads and a comparison.
+    /// child for `f` (left in `node`) and counts the call there. A function that keeps
+    /// calling the same callee finds it first among its children: the lookup is then two
+    /// loads and a comparison.
     fn enter(&self, b: &mut InstrSeqBuilder, f: Func, [parent, node, addr]: [LocalId; 3]) {
         let mem = Mem(self.mem);
         let nodes = self.layout.nodes_off;
@@ -196,19 +196,12 @@ impl TimedOps {
             b.i64_const(1);
         });
         b.local_get(node).global_set(self.cur);
-        self.add_active(b, f, 1, addr);
     }
 
-    /// Adds the activation's cost `dt` to its node's inclusive cost and to its parent's
-    /// cost in children; the outermost activation of `f` adds it to f's inclusive total.
-    /// Returns to the parent's context.
-    fn exit(
-        &self,
-        b: &mut InstrSeqBuilder,
-        f: Func,
-        [parent, node, addr]: [LocalId; 3],
-        dt: LocalId,
-    ) {
+    /// Adds the activation's cost `dt` to its node's inclusive cost, and returns to the
+    /// parent's context. What the decoder cannot sum from the tree, the cost of a child
+    /// that went to a fold node, goes to the parent's cost in children.
+    fn exit(&self, b: &mut InstrSeqBuilder, [parent, node, addr]: [LocalId; 3], dt: LocalId) {
         let mem = Mem(self.mem);
         let nodes = self.layout.nodes_off;
         node_addr(b, node);
@@ -216,53 +209,21 @@ impl TimedOps {
         mem.add64(b, addr, nodes + layout::NODE_INCL, |b| {
             b.local_get(dt);
         });
-        node_addr(b, parent);
-        b.local_set(addr);
-        mem.add64(b, addr, nodes + layout::NODE_CHILD, |b| {
-            b.local_get(dt);
-        });
-        self.add_active(b, f, -1, addr);
-        b.local_get(addr).unop(UnaryOp::I32Eqz);
+        b.local_get(node)
+            .i32_const(self.layout.first_context_node() as i32)
+            .binop(BinaryOp::I32LtU);
         b.if_else(
             None,
-            |outer| {
-                let off = element(outer, f, 3, self.layout.total_off);
-                element(outer, f, 3, self.layout.total_off);
-                mem.load64(outer, off);
-                outer.local_get(dt).binop(BinaryOp::I64Add);
-                mem.store64(outer, off);
+            |folded| {
+                node_addr(folded, parent);
+                folded.local_set(addr);
+                mem.add64(folded, addr, nodes + layout::NODE_CHILD, |b| {
+                    b.local_get(dt);
+                });
             },
             |_| {},
         );
         b.local_get(parent).global_set(self.cur);
-    }
-
-    /// `active[f] += delta`, the new count left in `out`.
-    fn add_active(&self, b: &mut InstrSeqBuilder, f: Func, delta: i32, out: LocalId) {
-        let mem = Mem(self.mem);
-        let off = element(b, f, 2, self.layout.active_off);
-        element(b, f, 2, self.layout.active_off);
-        mem.load32(b, off);
-        b.i32_const(delta).binop(BinaryOp::I32Add).local_tee(out);
-        mem.store32(b, off);
-    }
-}
-
-/// Pushes the address of element `f` of the array at `offset` whose elements are
-/// `1 << shift` bytes, and returns the static offset to load or store it with: for a
-/// constant `f`, address 0 and the element's own offset.
-fn element(b: &mut InstrSeqBuilder, f: Func, shift: u32, offset: u32) -> u32 {
-    match f {
-        Func::Const(f) => {
-            b.i32_const(0);
-            offset + (f << shift)
-        }
-        Func::Local(f) => {
-            b.local_get(f)
-                .i32_const(shift as i32)
-                .binop(BinaryOp::I32Shl);
-            offset
-        }
     }
 }
 
@@ -543,8 +504,8 @@ fn build_count_call(module: &mut Module, counter: &Counter) -> FunctionId {
     builder.finish(vec![f], &mut module.funcs)
 }
 
-/// The parameters of `exit`: parent, node, t0, f.
-const EXIT_PARAMS: [ValType; 4] = [ValType::I32, ValType::I32, ValType::I64, ValType::I32];
+/// The parameters of `exit`: parent, node, t0.
+const EXIT_PARAMS: [ValType; 3] = [ValType::I32, ValType::I32, ValType::I64];
 
 /// The runtime's pieces inside the module that holds the state.
 struct Parts {
@@ -863,13 +824,12 @@ fn link_first(
     mem.store32(b, nodes + layout::NODE_FIRST_CHILD);
 }
 
-/// `exit(parent: i32, node: i32, t0: i64, f: i32)`, the state module's exit probe: reads
-/// the clock and runs [`TimedOps::exit`] for a function id in a parameter.
+/// `exit(parent: i32, node: i32, t0: i64)`, the state module's exit probe: reads the clock
+/// and runs [`TimedOps::exit`].
 fn build_exit(module: &mut Module, ops: &TimedOps, clock: Clock) -> FunctionId {
     let parent = module.locals.add(ValType::I32);
     let node = module.locals.add(ValType::I32);
     let t0 = module.locals.add(ValType::I64);
-    let f = module.locals.add(ValType::I32);
     let addr = module.locals.add(ValType::I32);
     let mut builder = FunctionBuilder::new(&mut module.types, &EXIT_PARAMS, &[]);
     builder.name("__wasmprof_exit".into());
@@ -878,6 +838,6 @@ fn build_exit(module: &mut Module, ops: &TimedOps, clock: Clock) -> FunctionId {
         .local_get(t0)
         .binop(BinaryOp::I64Sub)
         .local_set(t0);
-    ops.exit(&mut b, Func::Local(f), [parent, node, addr], t0);
-    builder.finish(vec![parent, node, t0, f], &mut module.funcs)
+    ops.exit(&mut b, [parent, node, addr], t0);
+    builder.finish(vec![parent, node, t0], &mut module.funcs)
 }
