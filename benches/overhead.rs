@@ -2,7 +2,8 @@
 //!
 //! Builds the fixture crates' test binaries with the profiler's own build step, then for
 //! each workload measures, side by side in one run and in the same embedded wasmtime:
-//! - the instrumenter's time on the binary, against a plain walrus parse + emit of it;
+//! - the instrumenter's time on the binary (for the time and the calls metric), against a
+//!   plain walrus parse + emit of it;
 //! - the program's run time uninstrumented and instrumented under each metric (time with
 //!   the default clock, the TSC where it is invariant, and with `Instant`; instructions;
 //!   calls), median of RUNS runs each, interleaved, and the ratios to the plain run.
@@ -117,10 +118,13 @@ fn main() {
     ]);
 
     // The instrumenter's speed, against a plain walrus round trip of the same module.
-    println!(
-        "{:<30} {:>8} {:>11} {:>11} {:>7}",
-        "workload", "size", "walrus rt", "instrument", "ratio"
-    );
+    // The default metric (time) and the calls metric: their probes differ in size.
+    let instrument_metrics = [Metric::Time, Metric::Calls];
+    print!("{:<30} {:>8} {:>11}", "workload", "size", "walrus rt");
+    for metric in instrument_metrics {
+        print!(" {:>13} {:>6}", format!("inst. {}", metric.name()), "ratio");
+    }
+    println!();
     // Each module once; WASMPROF_BENCH_LARGE=FILE.wasm adds a large module of your own
     // (BENCHMARKS.md used a 52.6 MB debug test binary).
     let mut modules: Vec<(String, Vec<u8>)> = Vec::new();
@@ -144,21 +148,29 @@ fn main() {
                 .map(|_| seconds(|| drop(walrus::Module::from_buffer(wasm).unwrap().emit_wasm())))
                 .collect(),
         );
-        let instrument_time = median(
-            (0..RUNS)
-                .map(|_| {
-                    seconds(|| drop(instrument::instrument(wasm, &Options::default()).unwrap()))
-                })
-                .collect(),
-        );
-        println!(
-            "{:<30} {:>6.1}MB {:>9.1}ms {:>9.1}ms {:>6.2}x",
+        print!(
+            "{:<30} {:>6.1}MB {:>9.1}ms",
             name,
             wasm.len() as f64 / 1e6,
-            round_trip * 1e3,
-            instrument_time * 1e3,
-            instrument_time / round_trip
+            round_trip * 1e3
         );
+        for metric in instrument_metrics {
+            let options = Options {
+                metric,
+                ..Options::default()
+            };
+            let instrument_time = median(
+                (0..RUNS)
+                    .map(|_| seconds(|| drop(instrument::instrument(wasm, &options).unwrap())))
+                    .collect(),
+            );
+            print!(
+                " {:>11.1}ms {:>5.2}x",
+                instrument_time * 1e3,
+                instrument_time / round_trip
+            );
+        }
+        println!();
     }
 
     // Run time, uninstrumented and under each metric (and clock), interleaved.
