@@ -166,18 +166,21 @@ impl TimedOps {
         let nodes = self.layout.nodes_off;
         self.counter.count_arc(b, f, [node, addr]);
         b.global_get(self.cur).local_set(parent);
-        // No first child (node 0: the root's function field says nothing), or another
-        // function's: search the list.
         node_addr(b, parent);
         mem.load32(b, nodes + layout::NODE_FIRST_CHILD);
-        b.local_set(node);
-        node_addr(b, node);
-        mem.load32(b, nodes + layout::NODE_FUNC);
-        push_func(b, f);
-        b.binop(BinaryOp::I32Ne);
-        b.local_get(node)
-            .unop(UnaryOp::I32Eqz)
-            .binop(BinaryOp::I32Or);
+        b.local_tee(node);
+        b.if_else(
+            ValType::I32,
+            |first| {
+                node_addr(first, node);
+                mem.load32(first, nodes + layout::NODE_FUNC);
+                push_func(first, f);
+                first.binop(BinaryOp::I32Ne);
+            },
+            |none| {
+                none.i32_const(1);
+            },
+        );
         b.if_else(
             None,
             |search| {
