@@ -7,8 +7,9 @@
 //!
 //! ```text
 //! header        HEADER_SIZE bytes (see the HDR_* offsets)
-//! calls         u64 per function: calls (the calls metric only; with a cost, the
-//!               context nodes count them)
+//! calls         u64 per function: with the calls metric, the calls that did not come
+//!               through a direct call site (those are their site's count); with a cost,
+//!               the context nodes count calls
 //! direct_arcs   u64 per direct call site (index = site id)
 //! dyn_arcs      DynArc per slot: (site, callee) pairs seen at indirect sites and host entries
 //! nodes         Node per context-tree node: the root (node 0), one fold node per function

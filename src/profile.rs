@@ -433,9 +433,23 @@ impl Profile {
         // Functions that ran, renumbered densely.
         let mut fid = vec![u32::MAX; nf];
         let mut functions = Vec::new();
+        // With the calls metric, a direct call is counted at its site alone, the others in
+        // the function's counter.
+        let mut direct_calls = vec![0u64; nf];
+        if metric == Metric::Calls {
+            for (k, site) in meta.direct_sites.iter().enumerate() {
+                let callee = site.callee.context("a direct site without a callee")?;
+                let slot = direct_calls
+                    .get_mut(callee as usize)
+                    .context("a direct site calls an unknown function")?;
+                *slot = slot.saturating_add(raw.u64(l.direct_arcs_off + 8 * (k as u32 + 1))?);
+            }
+        }
         for f in 0..nf {
             let calls = match metric {
-                Metric::Calls => raw.u64(l.calls_off + 8 * f as u32)?,
+                Metric::Calls => raw
+                    .u64(l.calls_off + 8 * f as u32)?
+                    .saturating_add(direct_calls[f]),
                 _ => node_calls[f],
             };
             if calls == 0 {

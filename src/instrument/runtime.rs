@@ -62,10 +62,12 @@ pub enum CallCounter {
 }
 
 impl CallCounter {
-    /// Emits the counting of a call of function `f` and its arc, using `locals` as scratch.
+    /// Emits the counting of a call of function `f` and its arc, using `locals` as scratch:
+    /// the arc alone, since a direct call's count is its site's and `dyn_arc` counts the
+    /// other calls in f's counter.
     pub fn count_call(&self, b: &mut InstrSeqBuilder, f: u32, locals: [LocalId; 2]) {
         match self {
-            CallCounter::Inline(counter) => counter.count_call(b, Func::Const(f), locals),
+            CallCounter::Inline(counter) => counter.count_arc(b, Func::Const(f), locals),
             CallCounter::Call(count_call) => {
                 b.i32_const(f as i32).call(*count_call);
             }
@@ -248,19 +250,6 @@ pub struct Counter {
 }
 
 impl Counter {
-    /// Emits the calls metric's whole entry probe for function `f`: the arc, and the call in
-    /// `f`'s counter (with a cost, the context node counts the call instead).
-    fn count_call(&self, b: &mut InstrSeqBuilder, f: Func, locals: [LocalId; 2]) {
-        self.count_arc(b, f, locals);
-        let mem = Mem(self.mem);
-        match f {
-            Func::Const(f) => mem.bump64(b, self.layout.calls_off + 8 * f),
-            Func::Local(f) => mem.add64_element(b, self.layout.calls_off, f, locals[1], |b| {
-                b.i64_const(1);
-            }),
-        }
-    }
-
     /// Emits the counting of the arc into `f`: takes the call site (clearing it, so that an
     /// entry nobody announced is the host's) and counts it (a counter per direct site, the
     /// dynamic table for the rest). Uses locals `s` and `addr`.
@@ -501,7 +490,7 @@ fn build_count_call(module: &mut Module, counter: &Counter) -> FunctionId {
     ];
     let mut builder = FunctionBuilder::new(&mut module.types, &[ValType::I32], &[]);
     builder.name("__wasmprof_count_call".into());
-    counter.count_call(&mut builder.func_body(), Func::Local(f), locals);
+    counter.count_arc(&mut builder.func_body(), Func::Local(f), locals);
     builder.finish(vec![f], &mut module.funcs)
 }
 
@@ -559,7 +548,7 @@ impl Parts {
             mem: memory,
             layout: *layout,
             site,
-            dyn_arc: build_dyn_arc(module, layout, &mem),
+            dyn_arc: build_dyn_arc(module, layout, &mem, metric == Metric::Calls),
         };
         let timing = clock.map(|clock| {
             let ops = TimedOps {
@@ -581,14 +570,23 @@ impl Parts {
     }
 }
 
-fn build_dyn_arc(module: &mut Module, layout: &Layout, mem: &Mem) -> FunctionId {
+/// `dyn_arc(site: i32, f: i32)`: counts an arc from an indirect site or the host and, with
+/// `count_calls` (the calls metric, where direct calls are counted at their sites alone),
+/// the call in f's counter, so that it stays exact when the arc table is full.
+fn build_dyn_arc(module: &mut Module, layout: &Layout, mem: &Mem, count_calls: bool) -> FunctionId {
     let s = module.locals.add(ValType::I32);
     let f = module.locals.add(ValType::I32);
     let slot = module.locals.add(ValType::I32);
     let start = module.locals.add(ValType::I32);
     let mut builder = FunctionBuilder::new(&mut module.types, &[ValType::I32, ValType::I32], &[]);
     builder.name("__wasmprof_dyn_arc".into());
-    count_dyn_arc(&mut builder.func_body(), layout, mem, s, f, [slot, start]);
+    let mut b = builder.func_body();
+    count_dyn_arc(&mut b, layout, mem, s, f, [slot, start]);
+    if count_calls {
+        mem.add64_element(&mut b, layout.calls_off, f, slot, |b| {
+            b.i64_const(1);
+        });
+    }
     builder.finish(vec![s, f], &mut module.funcs)
 }
 
