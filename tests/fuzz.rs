@@ -106,6 +106,10 @@ fn engine() -> Engine {
 struct Host {
     import_calls: Vec<u64>,
     clock: i64,
+    /// Growth limits, the same for the original and the instrumented module: a table or
+    /// memory that grows past them fails to grow (-1) instead of taking the machine's RAM
+    /// (seed 21330 grows an imported 64-bit table by 2^31 elements).
+    limits: wasmtime::StoreLimits,
 }
 
 /// One value, comparable across instances (references by null-ness only).
@@ -153,7 +157,18 @@ fn outcome(error: &wasmtime::Error) -> String {
 /// Returns what was observed and, for an instrumented module, the profiler's dump.
 fn observe(engine: &Engine, wasm: &[u8], exports: &[String]) -> (Observed, Option<Dump>) {
     let module = Module::new(engine, wasm).expect("compiles");
-    let mut store = Store::new(engine, Host::default());
+    let limits = wasmtime::StoreLimitsBuilder::new()
+        .table_elements(1 << 20)
+        .memory_size(1 << 30)
+        .build();
+    let mut store = Store::new(
+        engine,
+        Host {
+            limits,
+            ..Host::default()
+        },
+    );
+    store.limiter(|host| &mut host.limits);
     let mut linker: Linker<Host> = Linker::new(engine);
     let mut state_instance = None;
     if let Some(bytes) = meta::custom_section(wasm, meta::STATE_SECTION).unwrap() {
