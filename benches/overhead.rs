@@ -264,13 +264,10 @@ fn main() {
         let (mut plain, mut raw, mut compensated) = (Vec::new(), Vec::new(), Vec::new());
         for _ in 0..RUNS {
             plain.push(host::run(&w.wasm, &config).unwrap().wall_ns as f64);
-            let outcome = host::run(&instrumented.wasm, &config).unwrap();
-            let mut p = Profile::decode(
-                &instrumented.meta,
-                outcome.state.as_ref().unwrap(),
-                outcome.run_info("bench"),
-            )
-            .unwrap();
+            let mut p = host::run(&instrumented.wasm, &config)
+                .unwrap()
+                .profile(&instrumented.meta, "bench")
+                .unwrap();
             let self_sum = |p: &Profile| {
                 p.functions
                     .iter()

@@ -69,16 +69,8 @@ impl Calibration {
     /// Runs both: the plain run's time (ns) and the profile.
     fn run(&self, config: &RunConfig) -> anyhow::Result<(f64, Profile)> {
         let plain_ns = host::run(&self.plain, config)?.wall_ns as f64;
-        let outcome = host::run(&self.instrumented.wasm, config)?;
-        let dump = outcome
-            .state
-            .as_ref()
-            .context("a calibration module left no profile")?;
-        let profile = Profile::decode(
-            &self.instrumented.meta,
-            dump,
-            outcome.run_info("calibration"),
-        )?;
+        let profile = host::run(&self.instrumented.wasm, config)?
+            .profile(&self.instrumented.meta, "calibration")?;
         Ok((plain_ns, profile))
     }
 }

@@ -105,12 +105,9 @@ fn profile_run(
 ) -> Result<(Profile, Outcome), Error> {
     let outcome =
         host::run(&prepared.wasm, config).map_err(|e| Error::input(path, format!("{e:#}")))?;
-    let state = outcome
-        .state
-        .as_ref()
-        .ok_or_else(|| Error::input(path, "the module carries no profiler state"))?;
-    let mut profile = Profile::decode(&prepared.meta, state, outcome.run_info(relative(path)))
-        .map_err(|e| Error::input(path, format!("cannot decode the profile: {e:#}")))?;
+    let mut profile = outcome
+        .profile(&prepared.meta, relative(path))
+        .map_err(|e| Error::input(path, format!("{e:#}")))?;
     if let Some(cost) = compensation {
         profile.compensate(cost);
     }

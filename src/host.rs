@@ -9,7 +9,8 @@ use std::time::Instant;
 use anyhow::Context as _;
 
 use crate::clock::{Clock, ClockChoice};
-use crate::profile::{Dump, RunInfo};
+use crate::meta::Meta;
+use crate::profile::{Dump, Profile, RunInfo};
 use wasmtime::{Engine, Linker, Module, Store};
 use wasmtime_wasi::p1::WasiP1Ctx;
 use wasmtime_wasi::{FsPerms, I32Exit, WasiCtxBuilder};
@@ -67,6 +68,15 @@ pub struct Outcome {
 }
 
 impl Outcome {
+    /// The profile of an instrumented `module` (tables `meta`) from what this run left.
+    pub fn profile(&self, meta: &Meta, module: impl Into<String>) -> anyhow::Result<Profile> {
+        let dump = self
+            .state
+            .as_ref()
+            .context("the module carries no profiler state")?;
+        Profile::decode(meta, dump, self.run_info(module)).context("cannot decode the profile")
+    }
+
     /// How the run ended, for the profile of `module`.
     pub fn run_info(&self, module: impl Into<String>) -> RunInfo {
         RunInfo {

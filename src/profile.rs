@@ -430,21 +430,33 @@ impl Profile {
             nf,
         );
 
+        // Each direct site's callee and count, read once: the arcs' counts, and with the
+        // calls metric the callees' calls too (a direct call is counted at its site alone,
+        // the others in the function's counter).
+        let direct: Vec<(u32, u64)> = meta
+            .direct_sites
+            .iter()
+            .enumerate()
+            .map(|(k, site)| {
+                let callee = site.callee.context("a direct site without a callee")?;
+                anyhow::ensure!(
+                    callee < l.functions,
+                    "a direct site calls an unknown function"
+                );
+                Ok((callee, raw.u64(l.direct_arcs_off + 8 * (k as u32 + 1))?))
+            })
+            .collect::<anyhow::Result<_>>()?;
+        let mut direct_calls = vec![0u64; nf];
+        if metric == Metric::Calls {
+            for &(callee, count) in &direct {
+                let calls = &mut direct_calls[callee as usize];
+                *calls = calls.saturating_add(count);
+            }
+        }
+
         // Functions that ran, renumbered densely.
         let mut fid = vec![u32::MAX; nf];
         let mut functions = Vec::new();
-        // With the calls metric, a direct call is counted at its site alone, the others in
-        // the function's counter.
-        let mut direct_calls = vec![0u64; nf];
-        if metric == Metric::Calls {
-            for (k, site) in meta.direct_sites.iter().enumerate() {
-                let callee = site.callee.context("a direct site without a callee")?;
-                let slot = direct_calls
-                    .get_mut(callee as usize)
-                    .context("a direct site calls an unknown function")?;
-                *slot = slot.saturating_add(raw.u64(l.direct_arcs_off + 8 * (k as u32 + 1))?);
-            }
-        }
         for f in 0..nf {
             let calls = match metric {
                 Metric::Calls => raw
@@ -519,10 +531,8 @@ impl Profile {
                 }
             }
         };
-        for (k, site) in meta.direct_sites.iter().enumerate() {
-            let count = raw.u64(l.direct_arcs_off + 8 * (k as u32 + 1))?;
+        for (site, &(callee, count)) in meta.direct_sites.iter().zip(&direct) {
             if count > 0 {
-                let callee = site.callee.context("a direct site without a callee")?;
                 add(name(site.caller), callee, count, site.pos.as_ref());
             }
         }

@@ -48,6 +48,15 @@ fn instrument_fails(bytes: &[u8], problem: &str) {
     assert_eq!(leftovers.len(), 1, "nothing but the input is left");
 }
 
+/// `run` of `wasm` fails with `problem`.
+fn run_fails(wasm: &[u8], problem: &str) {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("input.wasm");
+    std::fs::write(&input, wasm).unwrap();
+    let out = output(wasmprof().args(["run", "-q", "--no-report"]).arg(&input));
+    assert_clean_failure(&out, &input, problem);
+}
+
 /// Instruments `wat`'s module and checks its profile's invariants; returns it.
 fn profiles(wat: &str) -> Profile {
     let (p, _) = profile_module(&wat::parse_str(wat).unwrap());
@@ -247,11 +256,7 @@ fn a_module_without_code() {
     validate(&done.wasm);
     assert!(done.meta.functions.is_empty());
     // Not a command: `run` says so.
-    let dir = tempfile::tempdir().unwrap();
-    let input = dir.path().join("empty.wasm");
-    std::fs::write(&input, &wasm).unwrap();
-    let out = output(wasmprof().args(["run", "-q", "--no-report"]).arg(&input));
-    assert_clean_failure(&out, &input, "not a WASI command");
+    run_fails(&wasm, "not a WASI command");
 }
 
 #[test]
@@ -310,11 +315,7 @@ fn an_imported_shared_memory_and_a_missing_import() {
     let wasm =
         wat::parse_str(r#"(module (import "env" "missing" (func)) (func (export "_start")))"#)
             .unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let input = dir.path().join("env.wasm");
-    std::fs::write(&input, &wasm).unwrap();
-    let out = output(wasmprof().args(["run", "-q", "--no-report"]).arg(&input));
-    assert_clean_failure(&out, &input, "cannot instantiate the module");
+    run_fails(&wasm, "cannot instantiate the module");
 }
 
 #[test]

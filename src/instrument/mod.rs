@@ -202,15 +202,25 @@ fn rewrite(mut module: Module, options: &Options) -> Result<Rewritten, Instrumen
     for &id in &original_funcs {
         if let FunctionKind::Local(func) = &module.funcs.get(id).kind {
             let f = id.index() as u32;
-            let site_ids = sites.number(func, f, &thunk_for);
-            plans.push(Plan { id, f, site_ids });
+            let seqs = sequences(func);
+            let site_ids = sites.number(func, &seqs, f, &thunk_for);
+            plans.push(Plan {
+                id,
+                f,
+                site_ids,
+                seqs,
+            });
         }
     }
     for (&import, &thunk) in &thunks {
+        let FunctionKind::Local(func) = &module.funcs.get(thunk).kind else {
+            unreachable!("a thunk is a defined function");
+        };
         plans.push(Plan {
             id: thunk,
             f: import.index() as u32,
             site_ids: Vec::new(),
+            seqs: sequences(func),
         });
     }
 
@@ -233,7 +243,8 @@ fn rewrite(mut module: Module, options: &Options) -> Result<Rewritten, Instrumen
         }
     };
     let unwind = Unwind::of(&module);
-    for Plan { id, f, site_ids } in plans {
+    for plan in &plans {
+        let id = plan.id;
         let locals = ProbeLocals {
             timed: runtime::TimedLocals {
                 parent: module.locals.add(ValType::I32),
@@ -253,7 +264,7 @@ fn rewrite(mut module: Module, options: &Options) -> Result<Rewritten, Instrumen
         let FunctionKind::Local(func) = &mut module.funcs.get_mut(id).kind else {
             unreachable!("planned functions are defined functions");
         };
-        rewrite_function(func, f, body_ty, &site_ids, &rt, unwind, locals);
+        rewrite_function(func, plan, body_ty, &rt, unwind, locals);
     }
     let wasm = module.emit_wasm();
     validate(&wasm).map_err(InstrumentError::Produced)?;
@@ -265,11 +276,13 @@ fn rewrite(mut module: Module, options: &Options) -> Result<Rewritten, Instrumen
     })
 }
 
-/// One function to rewrite: its walrus id, its function id, the ids of its call sites.
+/// One function to rewrite: its walrus id, its function id, the ids of its call sites, and
+/// its instruction sequences (found once, for the numbering and the rewrite).
 struct Plan {
     id: FunctionId,
     f: u32,
     site_ids: Vec<u32>,
+    seqs: Vec<InstrSeqId>,
 }
 
 /// Refuses what is not a core module, one we already instrumented, and one whose names are
@@ -521,13 +534,14 @@ impl Sites {
     fn number(
         &mut self,
         func: &LocalFunction,
+        seqs: &[InstrSeqId],
         caller: u32,
         thunk_for: &HashMap<FunctionId, u32>,
     ) -> Vec<u32> {
         // A thunk stands for its import.
         let callee_id = |id: FunctionId| thunk_for.get(&id).copied().unwrap_or(id.index() as u32);
         let mut ids = Vec::new();
-        for seq in sequences(func) {
+        for &seq in seqs {
             for (instr, loc) in &func.block(seq).instrs {
                 let (direct, callee) = match instr {
                     Instr::Call(c) => (true, Some(callee_id(c.func))),
@@ -629,9 +643,13 @@ impl Unwind {
 /// straight-line segment, added to the shared counter before calls and exits.
 fn rewrite_function(
     func: &mut LocalFunction,
-    f: u32,
+    &Plan {
+        f,
+        ref site_ids,
+        ref seqs,
+        ..
+    }: &Plan,
     body_ty: InstrSeqType,
-    site_ids: &[u32],
     rt: &runtime::Runtime,
     unwind: Option<Unwind>,
     ProbeLocals { timed, pending }: ProbeLocals,
@@ -662,7 +680,7 @@ fn rewrite_function(
     };
 
     let mut next_site = site_ids.iter();
-    for seq in sequences(func) {
+    for &seq in seqs {
         let old = std::mem::take(&mut func.block_mut(seq).instrs);
         let mut new = Vec::with_capacity(old.len() + 8);
         let mut segment = Segment::default();

@@ -45,9 +45,7 @@ pub fn profile_module_with(wasm: &[u8], options: &Options) -> (Profile, Outcome)
     let done = instrument::instrument(wasm, options).expect("instruments");
     validate(&done.wasm);
     let outcome = run(&done.wasm);
-    let state = outcome.state.clone().expect("profiler state");
-    let profile =
-        Profile::decode(&done.meta, &state, outcome.run_info("test.wasm")).expect("decodes");
+    let profile = outcome.profile(&done.meta, "test.wasm").expect("decodes");
     (profile, outcome)
 }
 
