@@ -13,11 +13,10 @@
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use cargo_wasmprof::build::{build, Mode, TestBinary};
+use cargo_wasmprof::build::{build, BuildRequest, Mode, TestBinary};
 use cargo_wasmprof::calibrate;
-use cargo_wasmprof::cli::CargoArgs;
 use cargo_wasmprof::clock::ClockChoice;
-use cargo_wasmprof::host::{self, RunConfig};
+use cargo_wasmprof::host::{Embedded, RunConfig};
 use cargo_wasmprof::instrument::{self, Options};
 use cargo_wasmprof::meta::Metric;
 use cargo_wasmprof::profile::Profile;
@@ -68,12 +67,13 @@ fn seconds(f: impl FnOnce()) -> f64 {
 
 fn fixture(name: &str, mode: Mode) -> Vec<TestBinary> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let args = CargoArgs {
+    let request = BuildRequest {
+        mode,
         manifest_path: Some(root.join("fixtures").join(name).join("Cargo.toml")),
         target_dir: Some(root.join("target/bench-fixtures")),
-        ..CargoArgs::default()
+        ..BuildRequest::default()
     };
-    build(&args, mode, cargo_wasmprof::meta::Metric::Time)
+    build(&request)
         .unwrap_or_else(|e| panic!("building fixtures/{name}: {e}"))
         .binaries
 }
@@ -211,8 +211,9 @@ fn main() {
                 )
             })
             .collect();
-        let wall =
-            |wasm: &[u8], config: &RunConfig| host::run(wasm, config).unwrap().wall_ns as f64 / 1e9;
+        let wall = |wasm: &[u8], config: &RunConfig| {
+            Embedded.run_module(wasm, config).unwrap().wall_ns as f64 / 1e9
+        };
         let mut plain = Vec::new();
         let mut profiled = vec![Vec::new(); configs.len()];
         for _ in 0..RUNS {
@@ -263,8 +264,9 @@ fn main() {
         let instrumented = instrument::instrument(&w.wasm, &Options::default()).unwrap();
         let (mut plain, mut raw, mut compensated) = (Vec::new(), Vec::new(), Vec::new());
         for _ in 0..RUNS {
-            plain.push(host::run(&w.wasm, &config).unwrap().wall_ns as f64);
-            let mut p = host::run(&instrumented.wasm, &config)
+            plain.push(Embedded.run_module(&w.wasm, &config).unwrap().wall_ns as f64);
+            let mut p = Embedded
+                .run_module(&instrumented.wasm, &config)
                 .unwrap()
                 .profile(&instrumented.meta, "bench")
                 .unwrap();

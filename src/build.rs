@@ -8,7 +8,6 @@ use std::process::{Command, Stdio};
 use anyhow::Context as _;
 use cargo_metadata::Message;
 
-use crate::cli::CargoArgs;
 use crate::emscripten;
 use crate::error::Error;
 use crate::meta::Metric;
@@ -36,9 +35,10 @@ impl Target {
 }
 
 /// Which of cargo's commands builds the binaries.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Mode {
     /// `cargo test`: unit and integration tests.
+    #[default]
     Test,
     /// `cargo bench`: benchmarks (the harness is told `--bench`, as cargo does).
     Bench,
@@ -60,6 +60,26 @@ impl Mode {
             Mode::Bench => &["--bench"],
         }
     }
+}
+
+/// What to build, as plain data (the command line's flags are one way to fill it in).
+#[derive(Debug, Clone, Default)]
+pub struct BuildRequest {
+    /// `cargo test` or `cargo bench`.
+    pub mode: Mode,
+    /// The target to build for.
+    pub target: Target,
+    /// cargo's selection flags as it takes them (`--package P`, `--lib`, `--features F`...),
+    /// handed on unchanged.
+    pub cargo_args: Vec<String>,
+    /// `--manifest-path`.
+    pub manifest_path: Option<PathBuf>,
+    /// `--target-dir`.
+    pub target_dir: Option<PathBuf>,
+    /// `--profile`: a custom profile, which gets names and DWARF too.
+    pub profile: Option<String>,
+    /// The metric that the Emscripten link instruments for.
+    pub metric: Metric,
 }
 
 /// One test or bench binary cargo built.
@@ -117,8 +137,9 @@ fn check_target(dir: &Path, target: Target) -> Result<(), Error> {
 
 /// Builds the test or bench binaries that `args` select (`cargo test --no-run` or
 /// `cargo bench --no-run`).
-/// With wasm32-unknown-emscripten, the link instruments each binary for `metric`.
-pub fn build(args: &CargoArgs, mode: Mode, metric: Metric) -> Result<Built, Error> {
+/// With wasm32-unknown-emscripten, the link instruments each binary for the request's metric.
+pub fn build(args: &BuildRequest) -> Result<Built, Error> {
+    let mode = args.mode;
     let dir = args
         .manifest_path
         .as_deref()
@@ -136,7 +157,17 @@ pub fn build(args: &CargoArgs, mode: Mode, metric: Metric) -> Result<Built, Erro
         args.target.triple(),
         "--message-format=json-render-diagnostics",
     ]);
-    cmd.args(args.to_cargo_args());
+    cmd.args(&args.cargo_args);
+    let options = [
+        ("--profile", args.profile.as_ref().map(PathBuf::from)),
+        ("--manifest-path", args.manifest_path.clone()),
+        ("--target-dir", args.target_dir.clone()),
+    ];
+    for (flag, value) in options {
+        if let Some(value) = value {
+            cmd.arg(flag).arg(value);
+        }
+    }
     // Names and DWARF for every profile a test build may use; opt-level stays the user's.
     for profile in ["DEV", "TEST", "RELEASE", "BENCH"]
         .into_iter()
@@ -151,7 +182,7 @@ pub fn build(args: &CargoArgs, mode: Mode, metric: Metric) -> Result<Built, Erro
         cmd.env(format!("CARGO_PROFILE_{profile}_STRIP"), "none");
     }
     if args.target == Target::Emscripten {
-        cmd.envs(emscripten::linker_env(metric)?);
+        cmd.envs(emscripten::linker_env(args.metric)?);
     }
     cmd.stdout(Stdio::piped()).stderr(Stdio::inherit());
     let mut child = cmd.spawn().context("cannot run cargo")?;
@@ -227,7 +258,7 @@ pub fn build(args: &CargoArgs, mode: Mode, metric: Metric) -> Result<Built, Erro
 }
 
 /// The workspace's metadata: its packages and target directory.
-fn metadata(args: &CargoArgs) -> anyhow::Result<cargo_metadata::Metadata> {
+fn metadata(args: &BuildRequest) -> anyhow::Result<cargo_metadata::Metadata> {
     let mut cmd = cargo_metadata::MetadataCommand::new();
     cmd.cargo_path(cargo()).no_deps();
     if let Some(path) = &args.manifest_path {

@@ -1,7 +1,7 @@
 //! Measures what the time probes cost, so that it can be subtracted from a profile
 //! ([`Profile::compensate`]).
 //!
-//! Two small modules, each run plain and profiled in the same host with the same clock as
+//! Two small modules, each run plain and profiled in the embedded host with the same clock as
 //! the program, a few times over (medians are kept):
 //! - a call-dense recursion (every activation makes three calls or none, like the naive
 //!   recursions that suffer most from the probes): its sum of self times less the plain
@@ -13,7 +13,7 @@
 use anyhow::Context as _;
 
 use crate::clock::ClockChoice;
-use crate::host::{self, RunConfig};
+use crate::host::{Embedded, RunConfig};
 use crate::instrument::{self, Instrumented, Options};
 use crate::profile::{ProbeCost, Profile};
 
@@ -68,8 +68,9 @@ impl Calibration {
 
     /// Runs both: the plain run's time (ns) and the profile.
     fn run(&self, config: &RunConfig) -> anyhow::Result<(f64, Profile)> {
-        let plain_ns = host::run(&self.plain, config)?.wall_ns as f64;
-        let profile = host::run(&self.instrumented.wasm, config)?
+        let plain_ns = Embedded.run_module(&self.plain, config)?.wall_ns as f64;
+        let profile = Embedded
+            .run_module(&self.instrumented.wasm, config)?
             .profile(&self.instrumented.meta, "calibration")?;
         Ok((plain_ns, profile))
     }

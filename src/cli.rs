@@ -3,10 +3,12 @@
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap::{Args, Parser, Subcommand};
 
+use crate::build::{BuildRequest, Mode};
 use crate::format::Format;
 use crate::meta::Metric;
+use crate::status::ColorChoice;
 
 /// An instrumenting profiler for WebAssembly.
 ///
@@ -66,17 +68,6 @@ impl Cli {
         }
         Cli::parse_from(args)
     }
-}
-
-/// When to color the output.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum ColorChoice {
-    /// Color when writing to a terminal and NO_COLOR is not set.
-    Auto,
-    /// Always color.
-    Always,
-    /// Never color.
-    Never,
 }
 
 /// The commands.
@@ -223,8 +214,9 @@ pub struct CargoArgs {
 }
 
 impl CargoArgs {
-    /// The flags to hand to `cargo test`.
-    pub fn to_cargo_args(&self) -> Vec<String> {
+    /// The build these flags ask for, in `mode`, instrumenting an Emscripten link for
+    /// `metric`.
+    pub fn to_request(&self, mode: Mode, metric: Metric) -> BuildRequest {
         let mut out = Vec::new();
         let mut values = |flag: &str, values: &[String]| {
             for v in values {
@@ -260,25 +252,18 @@ impl CargoArgs {
                 .filter(|(on, _)| *on)
                 .map(|(_, flag)| flag.to_string()),
         );
-        let options = [
-            ("--profile", self.profile.as_ref().map(String::from)),
-            (
-                "--manifest-path",
-                self.manifest_path.as_ref().map(|p| p.display().to_string()),
-            ),
-            (
-                "--target-dir",
-                self.target_dir.as_ref().map(|p| p.display().to_string()),
-            ),
-            ("--jobs", self.jobs.clone()),
-        ];
-        for (flag, value) in options {
-            if let Some(value) = value {
-                out.push(flag.to_string());
-                out.push(value);
-            }
+        if let Some(jobs) = &self.jobs {
+            out.extend(["--jobs".to_string(), jobs.clone()]);
         }
-        out
+        BuildRequest {
+            mode,
+            target: self.target,
+            cargo_args: out,
+            manifest_path: self.manifest_path.clone(),
+            target_dir: self.target_dir.clone(),
+            profile: self.profile.clone(),
+            metric,
+        }
     }
 }
 

@@ -6,9 +6,9 @@ use std::fmt::Write as _;
 
 use serde::Serialize;
 
+use crate::format::units;
 use crate::meta::Metric;
 use crate::profile::Profile;
-use crate::report;
 
 /// The change of one function.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -121,10 +121,7 @@ impl Diff {
 
     /// The comparison as a table: the whole, then each function that changed.
     pub fn render(&self, top: Option<usize>) -> String {
-        let show = |v: u64| match self.metric {
-            Metric::Time => report::time(v),
-            _ => report::count(v),
-        };
+        let show = |v: u64| units::value(self.metric, v);
         let what = match self.metric {
             Metric::Time => "self time",
             Metric::Instructions => "self instructions",

@@ -22,73 +22,17 @@ use std::process::Command;
 
 use anyhow::Context as _;
 
+use crate::emscripten::{Driver, METRIC_VAR};
 use crate::error::Error;
-use crate::fsutil::{relative, write_atomic};
-use crate::instrument::{self, Options};
-use crate::meta::{Meta, Metric, StateLocation};
+use crate::fsutil::relative;
+use crate::instrument::{instrument_in_place, original_path, Options};
+use crate::meta::{Metric, StateLocation};
+use crate::status::{ColorChoice, Status};
 
 /// The JS runtime, with [`WASM_FILE_MARK`] standing for the module's file name.
 const RUNTIME: &str = include_str!("../templates/wasmprof-runtime.js");
-/// The environment variable that chooses the metric (`calls`, `time`, `instructions`).
-pub const METRIC_VAR: &str = "WASMPROF_METRIC";
 /// What the runtime template has where the .wasm file's name goes.
 const WASM_FILE_MARK: &str = "__WASMPROF_WASM_FILE__";
-
-/// Which of Emscripten's drivers a wrapper stands for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Driver {
-    /// `emcc`, the C driver.
-    Cc,
-    /// `em++`, the C++ driver.
-    Cxx,
-}
-
-impl Driver {
-    /// The driver a wrapper called `argv0` stands for: C++ when the name ends in `++`,
-    /// `xx` or `pp` (`wasmprof-em++`, `wasmprof-emxx`), else C.
-    pub fn from_program_name(argv0: &OsStr) -> Driver {
-        let name = Path::new(argv0)
-            .file_stem()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default();
-        if ["++", "xx", "pp"].iter().any(|end| name.ends_with(end)) {
-            Driver::Cxx
-        } else {
-            Driver::Cc
-        }
-    }
-
-    /// The real driver's name.
-    pub fn real_name(self) -> &'static str {
-        match self {
-            Driver::Cc => "emcc",
-            Driver::Cxx => "em++",
-        }
-    }
-
-    /// The environment variable that names the real driver, overriding the search.
-    pub fn override_var(self) -> &'static str {
-        match self {
-            Driver::Cc => "WASMPROF_EMCC",
-            Driver::Cxx => "WASMPROF_EMXX",
-        }
-    }
-
-    /// The real driver: the override variable's value, else the first on PATH.
-    pub fn find(self) -> Result<PathBuf, Error> {
-        if let Some(path) = std::env::var_os(self.override_var()).filter(|p| !p.is_empty()) {
-            return Ok(PathBuf::from(path));
-        }
-        which::which(self.real_name()).map_err(|_| {
-            anyhow::anyhow!(
-                "cannot find `{}` on PATH; install Emscripten, or name the driver in {}",
-                self.real_name(),
-                self.override_var()
-            )
-            .into()
-        })
-    }
-}
 
 /// What a command line asks of emcc, as far as the wrapper cares.
 #[derive(Debug, PartialEq, Eq)]
@@ -225,7 +169,7 @@ impl Output {
 
 /// Runs the wrapper for `driver` with the user's `args` (without `argv[0]`); returns the exit
 /// code to leave with.
-pub fn run(driver: Driver, args: &[OsString]) -> Result<i32, Error> {
+pub(crate) fn run(driver: Driver, args: &[OsString]) -> Result<i32, Error> {
     let real = driver.find()?;
     let step = Step::classify(args);
     let mut command = Command::new(&real);
@@ -271,7 +215,7 @@ pub fn run(driver: Driver, args: &[OsString]) -> Result<i32, Error> {
             ..Options::default()
         };
         if let Some(meta) = instrument_in_place(&wasm, &options)? {
-            crate::status::Status::new(crate::cli::ColorChoice::Auto, false).done(
+            Status::new(ColorChoice::Auto, false).done(
                 "Instrumented",
                 format!(
                     "{} ({} functions; original kept as {})",
@@ -314,33 +258,6 @@ fn runtime_file(wasm: &Path) -> Result<tempfile::NamedTempFile, Error> {
     Ok(file)
 }
 
-/// Makes `wasm` its original instrumented with `options`, keeping the original as
-/// `NAME.orig.wasm`. A module instrumented with other options is made again from that
-/// original. Returns the tables when it instrumented, `None` when `wasm` was already so.
-pub fn instrument_in_place(wasm: &Path, options: &Options) -> Result<Option<Meta>, Error> {
-    let bytes = std::fs::read(wasm).map_err(|e| Error::input(wasm, e))?;
-    let original_file = original_path(wasm);
-    let original = match Meta::from_module(&bytes) {
-        Ok(Some(meta)) if options.made(&meta) => return Ok(None),
-        Ok(Some(_)) => std::fs::read(&original_file).map_err(|e| {
-            Error::input(
-                wasm,
-                format!(
-                    "instrumented with other options, and its original {} cannot be read: {e}",
-                    relative(&original_file)
-                ),
-            )
-        })?,
-        _ => {
-            write_atomic(&original_file, &bytes)?;
-            bytes
-        }
-    };
-    let done = instrument::instrument(&original, options).map_err(|e| Error::input(wasm, e))?;
-    write_atomic(wasm, &done.wasm)?;
-    Ok(Some(done.meta))
-}
-
 /// The metric named by [`METRIC_VAR`], else time.
 fn metric_from_env() -> Result<Metric, Error> {
     match std::env::var(METRIC_VAR) {
@@ -352,11 +269,6 @@ fn metric_from_env() -> Result<Metric, Error> {
         }
         _ => Ok(Metric::Time),
     }
-}
-
-/// Where the uninstrumented module is kept.
-pub fn original_path(wasm: &Path) -> PathBuf {
-    wasm.with_extension("orig.wasm")
 }
 
 /// The wrappers' `main`: the driver chosen by the program's name.

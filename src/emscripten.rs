@@ -1,21 +1,22 @@
-//! The wasm32-unknown-emscripten target: cargo links its binaries through `wasmprof-emcc`,
-//! which instruments each .wasm as it is linked, and each test binary (a .js with the .wasm
-//! beside it) runs under node, where the JS runtime saves its profile.
+//! The Emscripten toolchain as cargo-wasmprof uses it: its drivers (`emcc`, `em++`) and how
+//! they are found, and the environment that makes cargo link the wasm32-unknown-emscripten
+//! target through `wasmprof-emcc`, which instruments each .wasm as it is linked (each test
+//! binary, a .js with the .wasm beside it, then runs under node: the `host` module).
 //!
 //! A linker the user configured for the target (in `CARGO_TARGET_..._LINKER` or a cargo
 //! config file) becomes the driver `wasmprof-emcc` wraps.
 
-use std::ffi::OsString;
+use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use anyhow::Context as _;
 
-use crate::emcc::{self, Driver};
 use crate::error::Error;
-use crate::fsutil::relative;
 use crate::meta::Metric;
-use crate::profile::Profile;
+
+/// The environment variable that chooses the metric of `wasmprof-emcc`'s instrumentation
+/// (`calls`, `time`, `instructions`).
+pub const METRIC_VAR: &str = "WASMPROF_METRIC";
 
 /// The variable through which cargo takes the target's linker.
 pub const LINKER_VAR: &str = "CARGO_TARGET_WASM32_UNKNOWN_EMSCRIPTEN_LINKER";
@@ -28,7 +29,7 @@ pub fn linker_env(metric: Metric) -> Result<Vec<(&'static str, OsString)>, Error
     let cwd = std::env::current_dir().context("cannot read the working directory")?;
     let mut env = vec![
         (LINKER_VAR, wrapper()?.into_os_string()),
-        (emcc::METRIC_VAR, metric.name().into()),
+        (METRIC_VAR, metric.name().into()),
     ];
     match user_linker(&cwd)? {
         Some(linker) => env.push((Driver::Cc.override_var(), linker.into_os_string())),
@@ -108,45 +109,58 @@ fn configured_linker(cwd: &Path) -> Result<Option<PathBuf>, Error> {
     Ok(None)
 }
 
-/// Whether `path` names a JS program (what Emscripten links for node), not a module.
-pub fn is_program(path: &Path) -> bool {
-    path.extension()
-        .is_some_and(|ext| ext == "js" || ext == "mjs" || ext == "cjs")
+/// Which of Emscripten's drivers a wrapper stands for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Driver {
+    /// `emcc`, the C driver.
+    Cc,
+    /// `em++`, the C++ driver.
+    Cxx,
 }
 
-/// Runs the program `js` (linked through `wasmprof-emcc`) under node with `args`, in `cwd`,
-/// and returns its profile and exit code. The profile exists whatever way the program
-/// ended, as long as it got as far as loading its module.
-pub fn profile_run(js: &Path, args: &[String], cwd: &Path) -> Result<(Profile, i32), Error> {
-    let node = which::which("node").map_err(|_| {
-        anyhow::anyhow!("cannot find `node` on PATH, which runs the {TRIPLE} target's programs")
-    })?;
-    let dump = tempfile::Builder::new()
-        .prefix("wasmprof-dump-")
-        .suffix(".json")
-        .tempfile()
-        .context("cannot create a temporary file for the profile")?;
-    let status = Command::new(&node)
-        .arg(js)
-        .args(args)
-        .current_dir(cwd)
-        .env("WASMPROF_OUT", dump.path())
-        .status()
-        .with_context(|| format!("cannot run {}", node.display()))?;
-    let code = status.code().unwrap_or(1);
-    let empty = std::fs::metadata(dump.path()).map_or(true, |m| m.len() == 0);
-    if empty {
-        return Err(Error::input(
-            js,
-            format!("exited with code {code} before it saved a profile (was it linked by wasmprof-emcc?)"),
-        ));
+impl Driver {
+    /// The driver a wrapper called `argv0` stands for: C++ when the name ends in `++`,
+    /// `xx` or `pp` (`wasmprof-em++`, `wasmprof-emxx`), else C.
+    pub fn from_program_name(argv0: &OsStr) -> Driver {
+        let name = Path::new(argv0)
+            .file_stem()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        if ["++", "xx", "pp"].iter().any(|end| name.ends_with(end)) {
+            Driver::Cxx
+        } else {
+            Driver::Cc
+        }
     }
-    let mut profile = Profile::read(dump.path())
-        .map_err(|e| Error::input(js, format!("cannot read its profile: {e:#}")))?;
-    profile.modules = vec![relative(js)];
-    for run in &mut profile.runs {
-        run.module = relative(js);
-        run.exit_code = code; // node's own: after a trap the runtime can only guess
+
+    /// The real driver's name.
+    pub fn real_name(self) -> &'static str {
+        match self {
+            Driver::Cc => "emcc",
+            Driver::Cxx => "em++",
+        }
     }
-    Ok((profile, code))
+
+    /// The environment variable that names the real driver, overriding the search.
+    pub fn override_var(self) -> &'static str {
+        match self {
+            Driver::Cc => "WASMPROF_EMCC",
+            Driver::Cxx => "WASMPROF_EMXX",
+        }
+    }
+
+    /// The real driver: the override variable's value, else the first on PATH.
+    pub fn find(self) -> Result<PathBuf, Error> {
+        if let Some(path) = std::env::var_os(self.override_var()).filter(|p| !p.is_empty()) {
+            return Ok(PathBuf::from(path));
+        }
+        which::which(self.real_name()).map_err(|_| {
+            anyhow::anyhow!(
+                "cannot find `{}` on PATH; install Emscripten, or name the driver in {}",
+                self.real_name(),
+                self.override_var()
+            )
+            .into()
+        })
+    }
 }

@@ -1,6 +1,16 @@
-//! Errors that end a command, each with its exit code.
+//! The errors that end a command, typed until `main` prints them, and the exit codes they
+//! end with. The instrumenter's ([`InstrumentError`]) and the hosts' ([`HostError`]) are
+//! defined here, at the bottom of the crate, so that every layer can return them and
+//! [`Error`] can carry them up unchanged.
 
 use std::path::PathBuf;
+
+/// Exit code of a command that failed on bad input or for any other reason of its own.
+pub const EXIT_FAILURE: i32 = 1;
+/// Exit code when `diff --fail-above` found a regression.
+pub const EXIT_REGRESSION: i32 = 3;
+/// Exit code when the build or some tests failed: cargo's own.
+pub const EXIT_BUILD_OR_TESTS_FAILED: i32 = 101;
 
 /// Why a command failed.
 #[derive(Debug, thiserror::Error)]
@@ -12,6 +22,22 @@ pub enum Error {
         path: PathBuf,
         /// What is wrong with it.
         message: String,
+    },
+    /// A module the instrumenter refused or could not rewrite.
+    #[error("{}: {source}", path.display())]
+    Instrument {
+        /// The module's file.
+        path: PathBuf,
+        /// Why.
+        source: InstrumentError,
+    },
+    /// A program that its host could not run, or whose profile it could not collect.
+    #[error("{}: {source}", path.display())]
+    Host {
+        /// The program's file.
+        path: PathBuf,
+        /// Why.
+        source: HostError,
     },
     /// The toolchain cannot build for this target.
     #[error(
@@ -37,13 +63,18 @@ pub enum Error {
 }
 
 impl Error {
-    /// The process exit code for this error (cargo's 101 for build and test failures).
+    /// The process exit code for this error: [`EXIT_BUILD_OR_TESTS_FAILED`],
+    /// [`EXIT_REGRESSION`], the program's own code, or [`EXIT_FAILURE`].
     pub fn exit_code(&self) -> i32 {
         match self {
-            Error::BuildFailed | Error::TestsFailed(_) => 101,
+            Error::BuildFailed | Error::TestsFailed(_) => EXIT_BUILD_OR_TESTS_FAILED,
             Error::ProgramExit(code) => *code,
-            Error::Regression(_) => 3,
-            Error::Input { .. } | Error::MissingTarget(_) | Error::Other(_) => 1,
+            Error::Regression(_) => EXIT_REGRESSION,
+            Error::Input { .. }
+            | Error::Instrument { .. }
+            | Error::Host { .. }
+            | Error::MissingTarget(_)
+            | Error::Other(_) => EXIT_FAILURE,
         }
     }
 
@@ -58,5 +89,72 @@ impl Error {
             path: path.into(),
             message: message.to_string(),
         }
+    }
+
+    /// An [`Error::Instrument`] for the module at `path`.
+    pub fn instrument(path: impl Into<PathBuf>, source: InstrumentError) -> Error {
+        Error::Instrument {
+            path: path.into(),
+            source,
+        }
+    }
+
+    /// An [`Error::Host`] for the program at `path`.
+    pub fn host(path: impl Into<PathBuf>, source: HostError) -> Error {
+        Error::Host {
+            path: path.into(),
+            source,
+        }
+    }
+}
+
+/// Why a module could not be instrumented.
+#[derive(Debug, thiserror::Error)]
+pub enum InstrumentError {
+    /// Not a WebAssembly binary at all.
+    #[error("not a WebAssembly module (no \\0asm header)")]
+    NotWasm,
+    /// A component, not a core module.
+    #[error("a WebAssembly component, not a core module; only core modules can be instrumented")]
+    Component,
+    /// Already carries the profiler.
+    #[error("already instrumented by cargo-wasmprof")]
+    AlreadyInstrumented,
+    /// The module does not parse or validate.
+    #[error("not a valid module: {0}")]
+    Invalid(String),
+    /// The module uses something the instrumenter cannot handle: the reason.
+    #[error("{0}")]
+    Unsupported(String),
+    /// The rewritten module failed validation: a bug in the instrumenter.
+    #[error("instrumentation produced an invalid module (a bug in cargo-wasmprof): {0}")]
+    Produced(String),
+}
+
+/// Why a host could not run a program, or could not collect what its profiler left.
+#[derive(Debug, thiserror::Error)]
+pub enum HostError {
+    /// The host refused the program before it ran: it does not compile, link or
+    /// instantiate, or is not a program this host runs (the reason, with its causes).
+    #[error("{0}")]
+    Refused(String),
+    /// The program host itself is missing (`node`) or could not be started.
+    #[error("{0}")]
+    Unavailable(String),
+    /// The program ended without leaving its profile.
+    #[error("exited with code {code} before it saved a profile (was it linked by wasmprof-emcc?)")]
+    NoProfile {
+        /// The program's exit code.
+        code: i32,
+    },
+    /// What the program left cannot be read as a profile.
+    #[error("cannot read its profile: {0}")]
+    BadProfile(String),
+}
+
+impl HostError {
+    /// A [`HostError::Refused`] with `error`'s whole chain of causes.
+    pub fn refused(error: impl Into<anyhow::Error>) -> HostError {
+        HostError::Refused(format!("{:#}", error.into()))
     }
 }

@@ -1,5 +1,6 @@
-//! The forensic tables an instrumented module carries: what each function id and call-site
-//! id stands for, and where the profiler's state lies in its memory.
+//! The meta ([`Meta`]): the forensic tables an instrumented module carries, what each
+//! function id and call-site id stands for, and where the profiler's state lies in its
+//! memory.
 //!
 //! The instrumenter writes them, as JSON, into the module's `wasmprof` custom section, so
 //! any host that runs the module (the embedded wasmtime, the JS runtime) can turn a dump of
@@ -118,7 +119,7 @@ pub struct SiteMeta {
 }
 
 impl Meta {
-    /// Reads the tables from an instrumented module; `Ok(None)` if it has none.
+    /// Reads the meta from an instrumented module; `Ok(None)` if it has none.
     pub fn from_module(wasm: &[u8]) -> anyhow::Result<Option<Meta>> {
         match custom_section(wasm, SECTION)? {
             Some(data) => Ok(Some(serde_json::from_slice(data)?)),

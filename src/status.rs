@@ -5,7 +5,16 @@ use std::io::Write as _;
 
 use anstyle::{AnsiColor, Style};
 
-use crate::cli::ColorChoice;
+/// When to color the output.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ColorChoice {
+    /// Color when writing to a terminal and NO_COLOR is not set.
+    Auto,
+    /// Always color.
+    Always,
+    /// Never color.
+    Never,
+}
 
 /// Where status lines go, and whether they go at all.
 #[derive(Debug, Clone, Copy)]

@@ -7,9 +7,8 @@ use std::path::{Path, PathBuf};
 use std::process::Output;
 use std::sync::OnceLock;
 
-use cargo_wasmprof::iterations::measured_routines;
+use cargo_wasmprof::harness::{measured_routines, test_functions};
 use cargo_wasmprof::profile::{Profile, HOST};
-use cargo_wasmprof::report::test_functions;
 use common::{arc, calls, check_invariants, copy_fixture, fib_calls, line_of, output, wasmprof};
 
 /// One `cargo wasmprof test` of the `calls` fixture, shared by the tests that read it.

@@ -482,7 +482,10 @@ fn a_full_arc_table_is_reported() {
         "every call is an arc or a dropped one"
     );
     assert_eq!(calls(&p, "f4999"), 1, "counts stay exact");
-    let text = cargo_wasmprof::report::render(&p, &Default::default());
+    let text = cargo_wasmprof::format::Format::Text
+        .render(&p, &Default::default())
+        .unwrap();
+    let text = String::from_utf8(text).unwrap();
     assert!(
         text.contains("could not be recorded as arcs"),
         "the report says so"

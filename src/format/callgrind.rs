@@ -6,11 +6,16 @@
 use std::collections::HashMap;
 use std::io::Write;
 
+use super::EmitOptions;
 use crate::meta::Metric;
 use crate::profile::{Function, Profile, HOST};
 
 /// Writes `profile` as a callgrind file.
-pub fn write(profile: &Profile, out: &mut dyn Write) -> anyhow::Result<()> {
+pub(super) fn write(
+    profile: &Profile,
+    _options: &EmitOptions,
+    out: &mut dyn Write,
+) -> anyhow::Result<()> {
     let metric = profile.metric;
     let (event, label) = match metric {
         Metric::Time => ("ns", "Wall time (ns)"),

@@ -6,8 +6,9 @@ use std::fmt::Write as _;
 use std::io::Write;
 
 use super::tree::{Tree, Unit};
+use super::units;
+use super::EmitOptions;
 use crate::profile::Profile;
-use crate::report;
 
 const WIDTH: f64 = 1200.0;
 const FRAME_HEIGHT: f64 = 17.0;
@@ -20,7 +21,12 @@ const MIN_WIDTH: f64 = 0.1;
 const CHAR_WIDTH: f64 = 7.2;
 
 /// Writes `profile`'s calling-context tree as an SVG flame graph (an icicle if asked).
-pub fn write(profile: &Profile, icicle: bool, out: &mut dyn Write) -> anyhow::Result<()> {
+pub(super) fn write(
+    profile: &Profile,
+    options: &EmitOptions,
+    out: &mut dyn Write,
+) -> anyhow::Result<()> {
+    let icicle = options.icicle;
     let tree = Tree::of(profile)?;
     let total = tree.frames[0].total.max(1);
     let scale = (WIDTH - 2.0 * SIDE) / total as f64;
@@ -36,8 +42,8 @@ pub fn write(profile: &Profile, icicle: bool, out: &mut dyn Write) -> anyhow::Re
         tree.unit.name()
     );
     let show = |w: u64| match tree.unit {
-        Unit::Nanoseconds => report::time(w),
-        Unit::Instructions => format!("{} instructions", report::count(w)),
+        Unit::Nanoseconds => units::time(w),
+        Unit::Instructions => format!("{} instructions", units::count(w)),
     };
     // Where each frame's next child goes: children start at their parent's left edge, one
     // after the other (preorder visits a parent before its children).

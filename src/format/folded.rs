@@ -5,10 +5,15 @@
 use std::io::Write;
 
 use super::tree::Tree;
+use super::EmitOptions;
 use crate::profile::Profile;
 
 /// Writes `profile`'s calling contexts as folded stacks.
-pub fn write(profile: &Profile, out: &mut dyn Write) -> anyhow::Result<()> {
+pub(super) fn write(
+    profile: &Profile,
+    _options: &EmitOptions,
+    out: &mut dyn Write,
+) -> anyhow::Result<()> {
     let tree = Tree::of(profile)?;
     let mut result = Ok(());
     tree.preorder(&mut |id, _| {

@@ -7,6 +7,7 @@ use std::io::Write;
 use serde_json::json;
 
 use super::tree::{Tree, LOST_PATHS};
+use super::EmitOptions;
 use crate::profile::{Profile, HOST};
 
 /// The page, with [`DATA_MARK`] where the data goes.
@@ -15,7 +16,11 @@ const TEMPLATE: &str = include_str!("../../templates/report.html");
 const DATA_MARK: &str = "/*__WASMPROF_DATA__*/null";
 
 /// Writes `profile` as an HTML page.
-pub fn write(profile: &Profile, out: &mut dyn Write) -> anyhow::Result<()> {
+pub(super) fn write(
+    profile: &Profile,
+    _options: &EmitOptions,
+    out: &mut dyn Write,
+) -> anyhow::Result<()> {
     let metric = profile.metric;
     let index: std::collections::HashMap<&str, usize> = profile
         .functions

@@ -1,7 +1,10 @@
 //! The output formats. Each is a view of the one [`Profile`]: its functions, its arcs and
 //! its calling-context tree, with the names and source positions it carries.
 //!
-//! [`Format::emit`] is the one entry point; each format lives in a module of its own.
+//! [`Format::emit`] is the one entry point. Each format lives in a module of its own and is
+//! one function of the same signature, [`Writer`]; `tree` is the calling-context tree as
+//! the flame-graph views draw it, `units` how every view writes figures. A new format is a
+//! module, a variant of [`Format`] and its line in [`Format::writer`].
 
 mod callgrind;
 mod flamegraph;
@@ -9,12 +12,16 @@ mod folded;
 mod html;
 mod pprof;
 mod speedscope;
+mod text;
 mod tree;
+pub mod units;
 
 use std::io::Write;
 
 use crate::profile::Profile;
-use crate::report::{self, ReportOptions};
+
+/// What every format is: a function that writes its view of a profile.
+pub type Writer = fn(&Profile, &EmitOptions, &mut dyn Write) -> anyhow::Result<()>;
 
 /// The formats a profile can be written in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -37,7 +44,7 @@ pub enum Format {
     Html,
 }
 
-/// What shapes a view besides the profile.
+/// What shapes a view besides the profile (each format takes what applies to it).
 #[derive(Debug, Clone, Default)]
 pub struct EmitOptions {
     /// Limit each section of the text report to its first N rows.
@@ -76,7 +83,29 @@ impl Format {
         self == Format::Pprof
     }
 
-    /// Writes `profile` in this format to `out`.
+    /// The format's name, as `--format` takes it.
+    pub fn name(self) -> String {
+        use clap::ValueEnum as _;
+        self.to_possible_value()
+            .map_or_else(String::new, |v| v.get_name().to_string())
+    }
+
+    /// The function that writes this format.
+    pub fn writer(self) -> Writer {
+        match self {
+            Format::Text => text::write,
+            Format::Json => write_json,
+            Format::Pprof => pprof::write,
+            Format::Callgrind => callgrind::write,
+            Format::Folded => folded::write,
+            Format::Flamegraph => flamegraph::write,
+            Format::Speedscope => speedscope::write,
+            Format::Html => html::write,
+        }
+    }
+
+    /// Writes `profile` in this format to `out`, as for a file: the text report without
+    /// its terminal styles (see [`print_text`]).
     pub fn emit(
         self,
         profile: &Profile,
@@ -84,23 +113,14 @@ impl Format {
         out: &mut dyn Write,
     ) -> anyhow::Result<()> {
         match self {
+            // The text report's headings are styled; a file gets them plain.
             Format::Text => {
-                // Plain text: the terminal's colors are for `anstream` to add, not for files.
-                let text = report::render(profile, &ReportOptions { top: options.top });
-                write!(out, "{}", anstream::adapter::strip_str(&text))?;
+                let styled = text::render(profile, options);
+                write!(out, "{}", anstream::adapter::strip_str(&styled))?;
+                Ok(())
             }
-            Format::Json => {
-                serde_json::to_writer_pretty(&mut *out, profile)?;
-                out.write_all(b"\n")?;
-            }
-            Format::Pprof => pprof::write(profile, out)?,
-            Format::Callgrind => callgrind::write(profile, out)?,
-            Format::Folded => folded::write(profile, out)?,
-            Format::Flamegraph => flamegraph::write(profile, options.icicle, out)?,
-            Format::Speedscope => speedscope::write(profile, out)?,
-            Format::Html => html::write(profile, out)?,
+            other => (other.writer())(profile, options, out),
         }
-        Ok(())
     }
 
     /// The view as bytes.
@@ -109,4 +129,21 @@ impl Format {
         self.emit(profile, options, &mut out)?;
         Ok(out)
     }
+}
+
+/// Prints the text report on standard output, styled where the terminal and the color
+/// choice allow. A closed output (a pipe into `head`) just ends it.
+pub fn print_text(profile: &Profile, options: &EmitOptions) {
+    let _ = text::write(profile, options, &mut anstream::stdout());
+}
+
+/// The json format: the profile itself.
+fn write_json(
+    profile: &Profile,
+    _options: &EmitOptions,
+    out: &mut dyn Write,
+) -> anyhow::Result<()> {
+    serde_json::to_writer_pretty(&mut *out, profile)?;
+    out.write_all(b"\n")?;
+    Ok(())
 }

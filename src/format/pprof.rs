@@ -14,6 +14,7 @@ use std::io::Write;
 
 use prost::Message;
 
+use super::EmitOptions;
 use crate::meta::Metric;
 use crate::profile::{Profile, HOST};
 
@@ -206,7 +207,11 @@ impl<'a> Builder<'a> {
 }
 
 /// Writes `profile` as a gzipped profile.proto.
-pub fn write(profile: &Profile, out: &mut dyn Write) -> anyhow::Result<()> {
+pub(super) fn write(
+    profile: &Profile,
+    _options: &EmitOptions,
+    out: &mut dyn Write,
+) -> anyhow::Result<()> {
     let metric = profile.metric;
     let mut b = Builder::new(profile);
     let mut types = vec![("calls", "count")];

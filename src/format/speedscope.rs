@@ -8,10 +8,15 @@ use std::io::Write;
 use serde_json::json;
 
 use super::tree::{Tree, Unit};
+use super::EmitOptions;
 use crate::profile::Profile;
 
 /// Writes `profile` as a speedscope file.
-pub fn write(profile: &Profile, out: &mut dyn Write) -> anyhow::Result<()> {
+pub(super) fn write(
+    profile: &Profile,
+    _options: &EmitOptions,
+    out: &mut dyn Write,
+) -> anyhow::Result<()> {
     let tree = Tree::of(profile)?;
     // One speedscope frame per function (and one for lost paths).
     let mut frames = Vec::new();

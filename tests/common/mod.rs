@@ -4,7 +4,7 @@
 use std::path::Path;
 use std::process::{Command, Output};
 
-use cargo_wasmprof::host::{self, Outcome, RunConfig};
+use cargo_wasmprof::host::{Embedded, Outcome, RunConfig};
 use cargo_wasmprof::instrument::{self, Options};
 use cargo_wasmprof::meta;
 use cargo_wasmprof::profile::Profile;
@@ -64,7 +64,9 @@ pub fn validate(wasm: &[u8]) {
 
 /// Runs a module as it is in the embedded host.
 pub fn run(wasm: &[u8]) -> Outcome {
-    host::run(wasm, &RunConfig::new("test.wasm", Vec::new(), ".")).expect("runs")
+    Embedded
+        .run_module(wasm, &RunConfig::new("test.wasm", Vec::new(), "."))
+        .expect("runs")
 }
 
 /// The calls of the function named `name`.

@@ -1,5 +1,5 @@
-//! The gprof-style text report: a flat profile, a call graph and the cost of each test, all
-//! read from a [`Profile`] alone. Costs are shown in the profile's metric: time, executed
+//! The text format: the gprof-style report, a flat profile, a call graph and the cost of
+//! each test, all read from a [`Profile`] alone. Costs are shown in the profile's metric: time, executed
 //! instructions, or, for the calls metric, counts alone.
 
 use std::collections::HashMap;
@@ -7,15 +7,10 @@ use std::fmt::Write as _;
 
 use anstyle::Style;
 
+use super::units::{percent, short_path};
+use super::EmitOptions;
 use crate::meta::Metric;
 use crate::profile::{Arc, Costs, Function, Profile};
-
-/// What to include in the report.
-#[derive(Debug, Clone, Default)]
-pub struct ReportOptions {
-    /// Limit each section to its first N rows.
-    pub top: Option<usize>,
-}
 
 const BOLD: Style = Style::new().bold();
 
@@ -55,16 +50,23 @@ impl Units {
 
     /// A cost value as text.
     fn show(&self, value: u64) -> String {
-        match self.metric {
-            Metric::Instructions => count(value),
-            _ => time(value),
-        }
+        super::units::value(self.metric, value)
     }
 }
 
-/// Renders the whole report. Headings carry ANSI bold, which `anstream` strips where color
-/// is off.
-pub fn render(p: &Profile, options: &ReportOptions) -> String {
+/// Writes the whole report. Headings carry ANSI bold: the caller's stream strips it where
+/// color is off (a file, a pipe, NO_COLOR).
+pub(super) fn write(
+    p: &Profile,
+    options: &EmitOptions,
+    out: &mut dyn std::io::Write,
+) -> anyhow::Result<()> {
+    out.write_all(render(p, options).as_bytes())?;
+    Ok(())
+}
+
+/// The whole report as text, with ANSI bold headings.
+pub(super) fn render(p: &Profile, options: &EmitOptions) -> String {
     let mut out = String::new();
     let top = options.top.unwrap_or(usize::MAX);
     let units = Units::of(p);
@@ -86,8 +88,8 @@ fn header(out: &mut String, p: &Profile, units: Units) {
     );
     let cost = match p.metric {
         Metric::Calls => String::new(),
-        Metric::Time => format!("{} in ", time(units.total)),
-        Metric::Instructions => format!("{} instructions in ", count(units.total)),
+        Metric::Time => format!("{} in ", super::units::time(units.total)),
+        Metric::Instructions => format!("{} instructions in ", super::units::count(units.total)),
     };
     let _ = writeln!(
         out,
@@ -272,32 +274,8 @@ fn call_graph(out: &mut String, p: &Profile, units: Units, top: usize) {
     }
 }
 
-/// The `#[test]` functions: libtest calls each one from a closure of the same path
-/// (`tests::foo::{closure#0}` calls `tests::foo`).
-pub fn test_functions(p: &Profile) -> Vec<&Function> {
-    let mut found: Vec<&Function> = p
-        .arcs
-        .iter()
-        .filter(|a| {
-            a.caller
-                .strip_prefix(a.callee.as_str())
-                .is_some_and(|rest| {
-                    rest.starts_with("::{{closure}}") || rest.starts_with("::{closure#")
-                })
-        })
-        .filter_map(|a| p.function_named(&a.callee))
-        .collect();
-    let metric = p.metric;
-    found.sort_by(|a, b| {
-        let (ta, tb) = (a.cost.get(metric).1, b.cost.get(metric).1);
-        tb.cmp(&ta).then(a.name.cmp(&b.name))
-    });
-    found.dedup_by(|a, b| a.name == b.name);
-    found
-}
-
 fn tests(out: &mut String, p: &Profile, units: Units, top: usize) {
-    let tests = test_functions(p);
+    let tests = crate::harness::test_functions(p);
     if tests.is_empty() || !units.has_cost() {
         return;
     }
@@ -327,7 +305,7 @@ fn tests(out: &mut String, p: &Profile, units: Units, top: usize) {
 }
 
 fn iterations(out: &mut String, p: &Profile, units: Units, top: usize) {
-    let routines = crate::iterations::measured_routines(p);
+    let routines = crate::harness::measured_routines(p);
     if routines.is_empty() {
         return;
     }
@@ -418,75 +396,5 @@ fn location(f: &Function) -> String {
         (Some(file), Some(line)) => format!("  ({}:{line})", short_path(file)),
         (Some(file), None) => format!("  ({})", short_path(file)),
         _ => String::new(),
-    }
-}
-
-/// A source path as a person wants to read it: relative to the working directory when
-/// under it, and the standard library's `/rustc/<commit>/library/...` as `library/...`.
-pub fn short_path(path: &str) -> String {
-    if let Some(rest) = path.strip_prefix("/rustc/") {
-        if let Some((_, lib)) = rest.split_once('/') {
-            return lib.to_string();
-        }
-    }
-    crate::fsutil::relative(std::path::Path::new(path))
-}
-
-fn percent(part: u64, whole: u64) -> f64 {
-    if whole == 0 {
-        0.0
-    } else {
-        100.0 * part as f64 / whole as f64
-    }
-}
-
-/// A duration in nanoseconds, in the unit that keeps it short.
-pub fn time(ns: u64) -> String {
-    match ns {
-        0..1_000 => format!("{ns} ns"),
-        1_000..1_000_000 => format!("{:.2} µs", ns as f64 / 1e3),
-        1_000_000..1_000_000_000 => format!("{:.2} ms", ns as f64 / 1e6),
-        _ => format!("{:.3} s", ns as f64 / 1e9),
-    }
-}
-
-/// A count, shortened with k, M and G past four digits.
-pub fn count(n: u64) -> String {
-    match n {
-        0..10_000 => n.to_string(),
-        10_000..1_000_000 => format!("{:.1}k", n as f64 / 1e3),
-        1_000_000..1_000_000_000 => format!("{:.2}M", n as f64 / 1e6),
-        _ => format!("{:.2}G", n as f64 / 1e9),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn times_pick_their_unit() {
-        assert_eq!(time(999), "999 ns");
-        assert_eq!(time(1_500), "1.50 µs");
-        assert_eq!(time(2_345_678), "2.35 ms");
-        assert_eq!(time(3_000_000_000), "3.000 s");
-    }
-
-    #[test]
-    fn counts_are_shortened() {
-        assert_eq!(count(9_999), "9999");
-        assert_eq!(count(12_345), "12.3k");
-        assert_eq!(count(1_375_400), "1.38M");
-        assert_eq!(count(45_600_000), "45.60M");
-    }
-
-    #[test]
-    fn standard_library_paths_are_shortened() {
-        assert_eq!(
-            short_path(
-                "/rustc/59807616e1fa2540724bfbac14d7976d7e4a3860/library/core/src/ops/function.rs"
-            ),
-            "library/core/src/ops/function.rs"
-        );
     }
 }

@@ -1,102 +1,90 @@
-//! The embedded host: runs a wasip1 command module in wasmtime the way cargo's runner would
+//! The embedded host: runs a WASI command module in wasmtime the way cargo's runner would
 //! (inherited stdio and environment, the arguments, the working directory preopened), gives
 //! an instrumented module its clock, and collects the profiler's memory afterwards, also
 //! when the program traps or calls `proc_exit`.
 
-use std::path::PathBuf;
+use std::path::Path;
 use std::time::Instant;
 
 use anyhow::Context as _;
-
-use crate::clock::{Clock, ClockChoice};
-use crate::meta::Meta;
-use crate::profile::{Dump, Profile, RunInfo};
 use wasmtime::{Engine, Linker, Module, Store};
 use wasmtime_wasi::p1::WasiP1Ctx;
 use wasmtime_wasi::{FsPerms, I32Exit, WasiCtxBuilder};
 
-use crate::meta;
+use super::{Host, Outcome, Prepared, RunConfig};
+use crate::clock::Clock;
+use crate::error::{Error, HostError};
+use crate::fsutil::relative;
+use crate::instrument::{self, Options};
+use crate::meta::{self, Meta};
+use crate::profile::Dump;
+use crate::status::Status;
 
 /// Exit status the wasmtime CLI uses for a trap on Unix (128 + SIGABRT).
 pub const TRAP_EXIT_CODE: i32 = 134;
 
-/// How to run a program.
-#[derive(Debug, Clone)]
-pub struct RunConfig {
-    /// `argv[0]` as the program sees it.
-    pub program: String,
-    /// Further arguments.
-    pub args: Vec<String>,
-    /// Host directory preopened as `.` and taken as the working directory.
-    pub dir: PathBuf,
-    /// Give the program our stdin, stdout and stderr (else it reads nothing and its output
-    /// is discarded, as benchmarks want).
-    pub inherit_stdio: bool,
-    /// The clock an instrumented module reads.
-    pub clock: ClockChoice,
-}
+/// wasmtime, embedded: runs WASI (preview 1) command modules.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Embedded;
 
-impl RunConfig {
-    /// Runs `program` with `args` in `dir`, with inherited stdio and the cheapest clock.
-    pub fn new(
-        program: impl Into<String>,
-        args: Vec<String>,
-        dir: impl Into<PathBuf>,
-    ) -> RunConfig {
-        RunConfig {
-            program: program.into(),
-            args,
-            dir: dir.into(),
-            inherit_stdio: true,
-            clock: ClockChoice::Auto,
-        }
+impl Embedded {
+    /// Compiles and runs the module `wasm` (see [`Host::run`]).
+    pub fn run_module(&self, wasm: &[u8], config: &RunConfig) -> Result<Outcome, HostError> {
+        run_module(wasm, config).map_err(HostError::refused)
     }
 }
 
-/// How a run ended.
-#[derive(Debug, Clone)]
-pub struct Outcome {
-    /// The program's exit code: its `proc_exit` code, 0 after a normal return, or
-    /// [`TRAP_EXIT_CODE`] after a trap.
-    pub exit_code: i32,
-    /// The trap's message, when the program trapped.
-    pub trap: Option<String>,
-    /// What the profiler left in the module, for an instrumented module.
-    pub state: Option<Dump>,
-    /// Wall time of the program's run (compilation excluded).
-    pub wall_ns: u64,
-}
-
-impl Outcome {
-    /// The profile of an instrumented `module` (tables `meta`) from what this run left.
-    pub fn profile(&self, meta: &Meta, module: impl Into<String>) -> anyhow::Result<Profile> {
-        let dump = self
-            .state
-            .as_ref()
-            .context("the module carries no profiler state")?;
-        Profile::decode(meta, dump, self.run_info(module)).context("cannot decode the profile")
+impl Host for Embedded {
+    /// Instruments the module in memory; a module that carries the profiler is taken as
+    /// it is.
+    fn prepare(
+        &self,
+        path: &Path,
+        options: Option<&Options>,
+        status: Status,
+    ) -> Result<Prepared, Error> {
+        let wasm = std::fs::read(path).map_err(|e| Error::input(path, e))?;
+        let prepared = |wasm, meta| Prepared {
+            path: path.to_path_buf(),
+            wasm,
+            meta,
+        };
+        let Some(options) = options else {
+            return Ok(prepared(wasm, None));
+        };
+        if let Ok(Some(meta)) = Meta::from_module(&wasm) {
+            return Ok(prepared(wasm, Some(meta)));
+        }
+        let started = Instant::now();
+        let spinner = status.spinner("Instrumenting", relative(path));
+        let done =
+            instrument::instrument(&wasm, options).map_err(|e| Error::instrument(path, e))?;
+        drop(spinner);
+        status.step(
+            "Instrumented",
+            format!(
+                "{} ({} functions, {} call sites) in {:.2}s",
+                relative(path),
+                done.meta.functions.len(),
+                done.meta.direct_sites.len() + done.meta.indirect_sites.len(),
+                started.elapsed().as_secs_f64()
+            ),
+        );
+        Ok(prepared(done.wasm, Some(done.meta)))
     }
 
-    /// How the run ended, for the profile of `module`.
-    pub fn run_info(&self, module: impl Into<String>) -> RunInfo {
-        RunInfo {
-            module: module.into(),
-            exit_code: self.exit_code,
-            trap: self.trap.clone(),
-            open_stack: Vec::new(),
-            wall_ns: self.wall_ns,
-            clock: self
-                .state
-                .as_ref()
-                .map(|d| d.clock.clone())
-                .unwrap_or_default(),
-        }
+    fn run(&self, program: &Prepared, config: &RunConfig) -> Result<Outcome, HostError> {
+        self.run_module(&program.wasm, config)
+    }
+
+    fn calibrated(&self) -> bool {
+        true
     }
 }
 
 /// Compiles and runs `wasm`. An instrumented module (one that exports the profiler's memory,
 /// or carries a state module) has its state collected, and gets its clock if it imports one.
-pub fn run(wasm: &[u8], config: &RunConfig) -> anyhow::Result<Outcome> {
+fn run_module(wasm: &[u8], config: &RunConfig) -> anyhow::Result<Outcome> {
     let mut engine_config = wasmtime::Config::new();
     engine_config.shared_memory(true); // single-threaded programs may use one
     let engine = Engine::new(&engine_config)

@@ -1,6 +1,7 @@
-//! Costs per iteration of a benchmark: a harness's measuring loop (criterion's and
-//! libtest's `Bencher::iter`) calls the measured routine N times, so the routine's cost in
-//! those calls divided by N is what one iteration costs, probes' compensation included.
+//! What the test and bench harnesses left in a profile: the `#[test]` functions libtest
+//! ran, and the cost per iteration of a benchmark (a harness's measuring loop, criterion's
+//! and libtest's `Bencher::iter`, calls the measured routine N times, so the routine's cost
+//! in those calls divided by N is what one iteration costs, probes' compensation included).
 
 use crate::meta::Metric;
 use crate::profile::{Arc, Function, Profile};
@@ -77,6 +78,30 @@ pub fn measured_routines(p: &Profile) -> Vec<Routine<'_>> {
             .total_cmp(&cost(a))
             .then(a.arc.callee.cmp(&b.arc.callee))
     });
+    found
+}
+
+/// The `#[test]` functions: libtest calls each one from a closure of the same path
+/// (`tests::foo::{closure#0}` calls `tests::foo`).
+pub fn test_functions(p: &Profile) -> Vec<&Function> {
+    let mut found: Vec<&Function> = p
+        .arcs
+        .iter()
+        .filter(|a| {
+            a.caller
+                .strip_prefix(a.callee.as_str())
+                .is_some_and(|rest| {
+                    rest.starts_with("::{{closure}}") || rest.starts_with("::{closure#")
+                })
+        })
+        .filter_map(|a| p.function_named(&a.callee))
+        .collect();
+    let metric = p.metric;
+    found.sort_by(|a, b| {
+        let (ta, tb) = (a.cost.get(metric).1, b.cost.get(metric).1);
+        tb.cmp(&ta).then(a.name.cmp(&b.name))
+    });
+    found.dedup_by(|a, b| a.name == b.name);
     found
 }
 

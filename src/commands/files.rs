@@ -1,0 +1,102 @@
+//! The commands that work on files alone: `instrument` (a module in, an instrumented
+//! module out), `report` (a profile in any format) and `diff` (two profiles compared).
+
+use std::path::Path;
+
+use anyhow::Context as _;
+
+use crate::cli::{DiffArgs, InstrumentArgs, ReportArgs};
+use crate::diff::Diff;
+use crate::error::Error;
+use crate::format::{self, EmitOptions, Format};
+use crate::fsutil::{relative, write_atomic};
+use crate::instrument;
+use crate::profile::Profile;
+use crate::status::Status;
+
+/// `instrument`: an instrumented copy of a module, for any host.
+pub(super) fn instrument(args: InstrumentArgs, status: Status) -> Result<(), Error> {
+    let bytes = std::fs::read(&args.input).map_err(|e| Error::input(&args.input, e))?;
+    let spinner = status.spinner("Instrumenting", relative(&args.input));
+    let done = instrument::instrument(&bytes, &args.instrument.to_options())
+        .map_err(|source| Error::instrument(&args.input, source))?;
+    drop(spinner);
+    write_atomic(&args.output, &done.wasm)?;
+    status.done(
+        "Instrumented",
+        format!(
+            "{} -> {} ({} functions, {} direct and {} indirect call sites)",
+            relative(&args.input),
+            relative(&args.output),
+            done.meta.functions.len(),
+            done.meta.direct_sites.len(),
+            done.meta.indirect_sites.len()
+        ),
+    );
+    Ok(())
+}
+
+/// `report`: a profile (or a dump) in any format, to a file or standard output.
+pub(super) fn report(args: ReportArgs, status: Status) -> Result<(), Error> {
+    use std::io::{IsTerminal as _, Write as _};
+    let profile =
+        Profile::read(&args.profile).map_err(|e| Error::input(&args.profile, format!("{e:#}")))?;
+    let options = EmitOptions {
+        top: args.top,
+        icicle: args.icicle,
+    };
+    if args.format == Format::Text && args.output.is_none() {
+        format::print_text(&profile, &options);
+        return Ok(());
+    }
+    let bytes = args
+        .format
+        .render(&profile, &options)
+        .map_err(|e| Error::input(&args.profile, format!("{e:#}")))?;
+    match &args.output {
+        Some(file) => {
+            write_atomic(file, &bytes)?;
+            status.done(
+                "Wrote",
+                format!("{} report to {}", args.format.name(), relative(file)),
+            );
+        }
+        None if args.format.is_binary() && std::io::stdout().is_terminal() => {
+            return Err(anyhow::anyhow!(
+                "{} is binary; write it to a file with -o FILE",
+                args.format.name()
+            )
+            .into());
+        }
+        None => {
+            std::io::stdout()
+                .write_all(&bytes)
+                .context("cannot write to standard output")?;
+        }
+    }
+    Ok(())
+}
+
+/// `diff`: two profiles compared; a regression past `--fail-above` is an error.
+pub(super) fn diff(args: DiffArgs) -> Result<(), Error> {
+    use std::io::Write as _;
+    let read = |path: &Path| Profile::read(path).map_err(|e| Error::input(path, format!("{e:#}")));
+    let (base, new) = (read(&args.base)?, read(&args.new)?);
+    let diff = Diff::of(&base, &new, args.metric)?;
+    let text = if args.json {
+        serde_json::to_string_pretty(&diff).expect("diffs serialize") + "\n"
+    } else {
+        diff.render(args.top)
+    };
+    let _ = write!(anstream::stdout(), "{text}");
+    match args.fail_above {
+        Some(limit) if diff.change_percent > limit => Err(Error::Regression(format!(
+            "{} grew by {:.2}% from {} to {}, above the {limit}% allowed",
+            diff.metric.name(),
+            diff.change_percent,
+            relative(&args.base),
+            relative(&args.new)
+        ))),
+        _ => Ok(()),
+    }
+}

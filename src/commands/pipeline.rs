@@ -1,0 +1,154 @@
+//! The steps that every command running a program shares, whichever host runs it: run the
+//! prepared program, decode and compensate its profile, say where it trapped, and write the
+//! profile and its views.
+
+use std::path::{Path, PathBuf};
+
+use crate::calibrate;
+use crate::cli::ProfileArgs;
+use crate::clock::ClockChoice;
+use crate::error::Error;
+use crate::format::{self, EmitOptions, Format};
+use crate::fsutil::{relative, write_atomic};
+use crate::host::{Host, Outcome, Prepared, RunConfig};
+use crate::meta::Metric;
+use crate::profile::{ProbeCost, Profile};
+use crate::status::Status;
+
+/// Runs a prepared, instrumented program in `host` and decodes its profile, less the
+/// probes' `compensation` when there is one; the profile exists whatever way the program
+/// ended.
+pub(super) fn profile_run(
+    host: &dyn Host,
+    prepared: &Prepared,
+    config: &RunConfig,
+    compensation: Option<ProbeCost>,
+) -> Result<(Profile, Outcome), Error> {
+    let path = &prepared.path;
+    let meta = prepared
+        .meta
+        .as_ref()
+        .ok_or_else(|| Error::input(path, "does not carry the profiler"))?;
+    let outcome = host
+        .run(prepared, config)
+        .map_err(|source| Error::host(path, source))?;
+    let mut profile = outcome
+        .profile(meta, relative(path))
+        .map_err(|e| Error::input(path, format!("{e:#}")))?;
+    if let Some(cost) = compensation {
+        profile.compensate(cost);
+    }
+    report_trap(path, &profile);
+    Ok((profile, outcome))
+}
+
+/// Says where the program trapped, if it did.
+fn report_trap(path: &Path, profile: &Profile) {
+    let run = &profile.runs[0];
+    if let Some(trap) = &run.trap {
+        let innermost: Vec<&str> = run
+            .open_stack
+            .iter()
+            .rev()
+            .take(3)
+            .map(String::as_str)
+            .collect();
+        crate::status::error(format!(
+            "{} trapped: {trap}, in {}",
+            relative(path),
+            innermost.join(" <- ")
+        ));
+    }
+}
+
+/// Measures the probes' cost, when `host` runs the probes the calibration measures, the
+/// profiles measure time and the user wants it subtracted.
+pub(super) fn probe_cost(
+    host: &dyn Host,
+    args: &ProfileArgs,
+    status: Status,
+) -> Result<Option<ProbeCost>, Error> {
+    if !host.calibrated() || args.no_compensation || args.instrument.metric != Metric::Time {
+        return Ok(None);
+    }
+    let spinner = status.spinner("Calibrating", "the probes' cost");
+    let cost = calibrate::probe_cost(ClockChoice::Auto)
+        .map_err(|e| anyhow::anyhow!("cannot measure the probes' cost: {e:#}"))?;
+    drop(spinner);
+    status.step(
+        "Calibrated",
+        format!(
+            "the probes cost {:.1} ns in the callee and {:.1} ns in the caller per call; subtracted",
+            cost.in_callee_ns, cost.in_caller_ns
+        ),
+    );
+    Ok(Some(cost))
+}
+
+/// Writes the merged profile if asked, and the report's formats unless told not to: text
+/// to the terminal, the others to files named after `reports`.
+pub(super) fn finish(
+    profiles: &[Profile],
+    args: &ProfileArgs,
+    reports: &Path,
+    status: Status,
+) -> Result<(), Error> {
+    let merged = match profiles {
+        [one] => one.clone(),
+        many => Profile::merge(many),
+    };
+    if let Some(output) = &args.output {
+        merged.write(output)?;
+        status.done("Wrote", format!("merged profile to {}", relative(output)));
+    }
+    if args.no_report {
+        return Ok(());
+    }
+    let options = EmitOptions {
+        top: args.top,
+        icicle: args.icicle,
+    };
+    for &format in &args.format {
+        if format == Format::Text {
+            format::print_text(&merged, &options);
+            continue;
+        }
+        let stem = reports
+            .file_name()
+            .map_or_else(|| "report".into(), |s| s.to_string_lossy().into_owned());
+        let file = reports.with_file_name(format.file_name(&stem));
+        let bytes = format
+            .render(&merged, &options)
+            .map_err(|e| anyhow::anyhow!("cannot write the {} report: {e:#}", format.name()))?;
+        write_atomic(&file, &bytes)?;
+        status.done(
+            "Wrote",
+            format!("{} report to {}", format.name(), relative(&file)),
+        );
+    }
+    Ok(())
+}
+
+/// `argv[0]` for a program: its file name.
+pub(super) fn program_name(path: &Path) -> String {
+    path.file_name()
+        .map_or_else(String::new, |n| n.to_string_lossy().into_owned())
+}
+
+/// Where `run` writes what it makes of `module`: its stem, in the working directory (the
+/// formats add their extensions).
+pub(super) fn stem(module: &Path) -> PathBuf {
+    PathBuf::from(
+        module
+            .file_stem()
+            .map_or_else(|| "module".into(), |s| s.to_string_lossy().into_owned()),
+    )
+}
+
+/// Ends a command with the program's own exit code.
+pub(super) fn exit_with(code: i32) -> Result<(), Error> {
+    match code {
+        0 => Ok(()),
+        code => Err(Error::ProgramExit(code)),
+    }
+}

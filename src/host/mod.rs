@@ -1,0 +1,142 @@
+//! The hosts: what makes a program ready to profile, runs it, and hands back how the run
+//! ended with what its profiler left. Every host sits behind one seam, [`Host`]:
+//!
+//! - [`Embedded`]: wasmtime inside cargo-wasmprof, for WASI command modules;
+//! - [`Node`]: node, for the JS programs that Emscripten links (through `wasmprof-emcc`).
+//!
+//! The commands choose a host once, with [`for_program`], and walk the same pipeline
+//! whichever it is. A new host (a browser, wasm-bindgen's runner, node's `node:wasi`) is
+//! a module here that implements [`Host`], and one line in [`for_program`].
+
+mod embedded;
+mod node;
+
+use std::path::{Path, PathBuf};
+
+use anyhow::Context as _;
+
+pub use self::embedded::{Embedded, TRAP_EXIT_CODE};
+pub use self::node::Node;
+use crate::clock::ClockChoice;
+use crate::error::{Error, HostError};
+use crate::instrument::Options;
+use crate::meta::Meta;
+use crate::profile::{Dump, Profile, RunInfo};
+use crate::status::Status;
+
+/// Something that runs programs and collects their profilers' state.
+pub trait Host {
+    /// Makes the program at `path` ready for this host: instrumented with `options` (the
+    /// host may choose where the profiler keeps its state), or taken as it is with
+    /// `None`. A program that carries the profiler already is taken as it is.
+    fn prepare(
+        &self,
+        path: &Path,
+        options: Option<&Options>,
+        status: Status,
+    ) -> Result<Prepared, Error>;
+
+    /// Runs a prepared program. The outcome carries the profiler's state whatever way the
+    /// program ended, once it got as far as loading its module.
+    fn run(&self, program: &Prepared, config: &RunConfig) -> Result<Outcome, HostError>;
+
+    /// Whether the probes' cost that the `calibrate` module measures (in the embedded
+    /// wasmtime) is this host's, so that it may be subtracted from its times.
+    fn calibrated(&self) -> bool;
+}
+
+/// The host that runs the program at `path`: node for a JS program (`.js`, `.mjs`, `.cjs`:
+/// what Emscripten links), else the embedded wasmtime.
+pub fn for_program(path: &Path) -> &'static dyn Host {
+    if Node::runs(path) {
+        &Node
+    } else {
+        &Embedded
+    }
+}
+
+/// A program made ready to run.
+#[derive(Debug, Clone)]
+pub struct Prepared {
+    /// The file the user named: the module, or the JS program that loads it.
+    pub path: PathBuf,
+    /// The module as it runs (instrumented, unless it was prepared as it is).
+    pub wasm: Vec<u8>,
+    /// Its meta, when it carries the profiler.
+    pub meta: Option<Meta>,
+}
+
+/// How to run a program.
+#[derive(Debug, Clone)]
+pub struct RunConfig {
+    /// `argv[0]` as the program sees it.
+    pub program: String,
+    /// Further arguments.
+    pub args: Vec<String>,
+    /// The working directory (the embedded host preopens it as `.`).
+    pub dir: PathBuf,
+    /// Give the program our stdin, stdout and stderr (else it reads nothing and its output
+    /// is discarded, as benchmarks want).
+    pub inherit_stdio: bool,
+    /// The clock an instrumented module reads, where the host provides it.
+    pub clock: ClockChoice,
+}
+
+impl RunConfig {
+    /// Runs `program` with `args` in `dir`, with inherited stdio and the cheapest clock.
+    pub fn new(
+        program: impl Into<String>,
+        args: Vec<String>,
+        dir: impl Into<PathBuf>,
+    ) -> RunConfig {
+        RunConfig {
+            program: program.into(),
+            args,
+            dir: dir.into(),
+            inherit_stdio: true,
+            clock: ClockChoice::Auto,
+        }
+    }
+}
+
+/// How a run ended.
+#[derive(Debug, Clone)]
+pub struct Outcome {
+    /// The program's exit code: its `proc_exit` code, 0 after a normal return, or
+    /// [`TRAP_EXIT_CODE`] after a trap (node's own exit code under node).
+    pub exit_code: i32,
+    /// The trap's message, when the program trapped.
+    pub trap: Option<String>,
+    /// What the profiler left in the module, for an instrumented module.
+    pub state: Option<Dump>,
+    /// Wall time of the program's run (compilation excluded).
+    pub wall_ns: u64,
+}
+
+impl Outcome {
+    /// The profile of an instrumented `module` (its meta `meta`) from what this run
+    /// left.
+    pub fn profile(&self, meta: &Meta, module: impl Into<String>) -> anyhow::Result<Profile> {
+        let dump = self
+            .state
+            .as_ref()
+            .context("the module carries no profiler state")?;
+        Profile::decode(meta, dump, self.run_info(module)).context("cannot decode the profile")
+    }
+
+    /// How the run ended, for the profile of `module`.
+    pub fn run_info(&self, module: impl Into<String>) -> RunInfo {
+        RunInfo {
+            module: module.into(),
+            exit_code: self.exit_code,
+            trap: self.trap.clone(),
+            open_stack: Vec::new(),
+            wall_ns: self.wall_ns,
+            clock: self
+                .state
+                .as_ref()
+                .map(|d| d.clock.clone())
+                .unwrap_or_default(),
+        }
+    }
+}

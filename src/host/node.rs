@@ -1,0 +1,132 @@
+//! The node host: runs a JS program that `wasmprof-emcc` linked (Emscripten's glue with the
+//! profiler's JS runtime, beside its .wasm), where the runtime saves the profiler's memory
+//! to a dump file when the program ends, traps or exits.
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::Instant;
+
+use super::{Host, Outcome, Prepared, RunConfig};
+use crate::error::{Error, HostError};
+use crate::fsutil::relative;
+use crate::instrument::{instrument_in_place, Options};
+use crate::meta::{Meta, StateLocation};
+use crate::profile::DumpFile;
+use crate::status::Status;
+
+/// node, for the programs that Emscripten links.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Node;
+
+impl Node {
+    /// Whether `path` names a JS program (what Emscripten links for node), not a module.
+    pub fn runs(path: &Path) -> bool {
+        path.extension()
+            .is_some_and(|ext| ext == "js" || ext == "mjs" || ext == "cjs")
+    }
+}
+
+impl Host for Node {
+    /// Instruments the module the program loads (its .wasm beside it) in place, with the
+    /// profiler's state in a state module (node 20 allows a module one memory), unless its
+    /// link instrumented it with the same options already.
+    fn prepare(
+        &self,
+        js: &Path,
+        options: Option<&Options>,
+        status: Status,
+    ) -> Result<Prepared, Error> {
+        let Some(options) = options else {
+            return Err(Error::input(
+                js,
+                "--no-instrument runs wasip1 modules; run a JS program with node itself",
+            ));
+        };
+        let options = Options {
+            state: StateLocation::StateModule,
+            ..options.clone()
+        };
+        let wasm = js.with_extension("wasm");
+        let started = Instant::now();
+        let spinner = status.spinner("Instrumenting", relative(&wasm));
+        let done = instrument_in_place(&wasm, &options)?;
+        drop(spinner);
+        if let Some(meta) = &done {
+            status.step(
+                "Instrumented",
+                format!(
+                    "{} ({} functions) in {:.2}s",
+                    relative(&wasm),
+                    meta.functions.len(),
+                    started.elapsed().as_secs_f64()
+                ),
+            );
+        }
+        let bytes = std::fs::read(&wasm).map_err(|e| Error::input(&wasm, e))?;
+        let meta = match done {
+            Some(meta) => meta,
+            None => Meta::from_module(&bytes)
+                .map_err(|e| Error::input(&wasm, format!("{e:#}")))?
+                .ok_or_else(|| Error::input(&wasm, "does not carry the profiler"))?,
+        };
+        Ok(Prepared {
+            path: js.to_path_buf(),
+            wasm: bytes,
+            meta: Some(meta),
+        })
+    }
+
+    /// Runs `node PROGRAM ARGS` in the configured directory, with the dump file named in
+    /// `WASMPROF_OUT`. The exit code is node's own: after a trap the runtime can only
+    /// guess it.
+    fn run(&self, program: &Prepared, config: &RunConfig) -> Result<Outcome, HostError> {
+        let node = which::which("node").map_err(|_| {
+            HostError::Unavailable(
+                "cannot find `node` on PATH, which runs the wasm32-unknown-emscripten target's \
+                 programs"
+                    .into(),
+            )
+        })?;
+        let dump = tempfile::Builder::new()
+            .prefix("wasmprof-dump-")
+            .suffix(".json")
+            .tempfile()
+            .map_err(|e| {
+                HostError::Unavailable(format!(
+                    "cannot create a temporary file for the profile: {e}"
+                ))
+            })?;
+        let mut command = Command::new(&node);
+        command
+            .arg(&program.path)
+            .args(&config.args)
+            .current_dir(&config.dir)
+            .env("WASMPROF_OUT", dump.path());
+        if !config.inherit_stdio {
+            command
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null());
+        }
+        let status = command
+            .status()
+            .map_err(|e| HostError::Unavailable(format!("cannot run {}: {e}", node.display())))?;
+        let code = status.code().unwrap_or(1);
+        if std::fs::metadata(dump.path()).map_or(true, |m| m.len() == 0) {
+            return Err(HostError::NoProfile { code });
+        }
+        let (_, state, run) = DumpFile::read(dump.path())
+            .and_then(DumpFile::into_parts)
+            .map_err(|e| HostError::BadProfile(format!("{e:#}")))?;
+        Ok(Outcome {
+            exit_code: code,
+            trap: run.trap,
+            state: Some(state),
+            wall_ns: run.wall_ns,
+        })
+    }
+
+    fn calibrated(&self) -> bool {
+        false // the calibration measures the embedded wasmtime's probes, not node's
+    }
+}

@@ -1,0 +1,279 @@
+//! The rewrite of one function: call-site ids before its calls, the entry probe, and, when
+//! a cost is measured, its body in a block whose every exit (returns, branches to the
+//! body, tail calls, exceptions) reaches the exit probe.
+
+use walrus::ir::{Block, Br, Const, GlobalSet, Instr, InstrLocId, InstrSeqId, InstrSeqType, Value};
+use walrus::{LocalFunction, Module, ValType};
+
+use super::counting::{ends_segment, InstructionCounter, Segment};
+use super::runtime;
+use super::sites::sequences;
+use super::Plan;
+
+/// How an exception that leaves a function reaches its exit probe, in a module that uses
+/// exceptions: a handler that catches everything, runs the exit probe and throws again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Unwind {
+    /// `try_table (catch_all_ref)` and `throw_ref`: the standard exceptions proposal, as
+    /// wasmtime runs it.
+    Standard,
+    /// `try`, `catch_all` and `rethrow`: the legacy proposal, as Emscripten emits it and
+    /// node 20 runs it.
+    Legacy,
+}
+
+impl Unwind {
+    /// The handler a module needs: none without tags (no wasm exception can be thrown);
+    /// the legacy form when the module uses legacy instructions (its host runs them), else
+    /// the standard form.
+    pub(super) fn of(module: &Module) -> Option<Unwind> {
+        module.tags.iter().next()?;
+        let legacy = module.funcs.iter_local().any(|(_, func)| {
+            sequences(func).into_iter().any(|seq| {
+                func.block(seq)
+                    .instrs
+                    .iter()
+                    .any(|(instr, _)| matches!(instr, Instr::Try(_) | Instr::Rethrow(_)))
+            })
+        });
+        Some(if legacy {
+            Unwind::Legacy
+        } else {
+            Unwind::Standard
+        })
+    }
+}
+
+/// Adds the probes to one function: site ids before calls and the entry probe; when a cost
+/// is measured, the body in a block whose exits all reach the exit probe (and, with
+/// `unwind`, a handler that runs it when an exception leaves the function); for the
+/// instructions metric, an increment of the local `pending` at the start of every
+/// straight-line segment, added to the shared counter before calls and exits.
+pub(super) fn rewrite_function(
+    func: &mut LocalFunction,
+    &Plan {
+        f,
+        ref site_ids,
+        ref seqs,
+        ..
+    }: &Plan,
+    body_ty: InstrSeqType,
+    rt: &runtime::Runtime,
+    unwind: Option<Unwind>,
+    ProbeLocals { timed, pending }: ProbeLocals,
+) {
+    let entry = func.entry_block();
+    let timing = match &rt.probes {
+        runtime::Probes::Timed(timing) => Some(timing),
+        runtime::Probes::Count(_) => None,
+    };
+    let body = timing.map(|_| func.builder_mut().dangling_instr_seq(body_ty).id());
+    let counter = match (timing.map(|t| t.clock), pending) {
+        (Some(runtime::Reading::Instructions(global)), Some(local)) => {
+            Some(InstructionCounter { global, local })
+        }
+        _ => None,
+    };
+    let flush = |at: InstrLocId| counter.map(|c| c.flush(at)).unwrap_or_default();
+    // The exit probe, in a block of its own (a sequence has one place in the tree).
+    let exit_probe = |func: &mut LocalFunction, at: InstrLocId| -> Vec<(Instr, InstrLocId)> {
+        let Some(timing) = timing else {
+            return Vec::new();
+        };
+        let mut probe = flush(at);
+        let mut seq = func.builder_mut().dangling_instr_seq(None);
+        timing.exit(&mut seq, timed);
+        probe.push((Instr::Block(Block { seq: seq.id() }), at));
+        probe
+    };
+
+    let mut next_site = site_ids.iter();
+    for &seq in seqs {
+        let old = std::mem::take(&mut func.block_mut(seq).instrs);
+        let mut new = Vec::with_capacity(old.len() + 8);
+        let mut segment = Segment::default();
+        for (mut instr, loc) in old {
+            if let Some(body) = body {
+                retarget(&mut instr, entry, body);
+            }
+            if is_call(&instr) {
+                let site = *next_site.next().unwrap_or(&0);
+                if site != 0 {
+                    segment.instrs.push((i32_const(site), loc));
+                    segment
+                        .instrs
+                        .push((Instr::GlobalSet(GlobalSet { global: rt.site }), loc));
+                }
+                // The callee reads the counter at its entry.
+                segment.instrs.extend(flush(loc));
+            }
+            let ends_segment = ends_segment(&instr);
+            segment.original += 1;
+            match instr {
+                Instr::Return(_) if body.is_some() => {
+                    let block = body.expect("checked");
+                    segment.instrs.push((Instr::Br(Br { block }), loc));
+                }
+                Instr::ReturnCall(_) | Instr::ReturnCallIndirect(_) | Instr::ReturnCallRef(_) => {
+                    segment.instrs.extend(exit_probe(func, loc));
+                    segment.instrs.push((instr, loc));
+                }
+                other => segment.instrs.push((other, loc)),
+            }
+            if ends_segment {
+                segment.flush_into(&mut new, counter);
+            }
+        }
+        segment.flush_into(&mut new, counter);
+        func.block_mut(seq).instrs = new;
+    }
+    debug_assert!(
+        next_site.next().is_none(),
+        "every numbered call site was rewritten"
+    );
+
+    let (Some(body), runtime::Probes::Timed(timing)) = (body, &rt.probes) else {
+        let runtime::Probes::Count(counter) = &rt.probes else {
+            unreachable!("a timed function has a body block");
+        };
+        // Calls only: the counting, then the body as it was.
+        let original = std::mem::take(&mut func.block_mut(entry).instrs);
+        counter.count_call(
+            &mut func.builder_mut().func_body(),
+            f,
+            [timed.parent, timed.node],
+        );
+        func.block_mut(entry).instrs.extend(original);
+        return;
+    };
+    // The entry sequence becomes: entry probe, the body block, exit probe.
+    let moved = std::mem::take(&mut func.block_mut(entry).instrs);
+    func.block_mut(body).instrs = moved;
+    let at = InstrLocId::default();
+    let mut entry_probe = func.builder_mut().dangling_instr_seq(None);
+    timing.entry(&mut entry_probe, f, timed);
+    let mut probe = vec![(
+        Instr::Block(Block {
+            seq: entry_probe.id(),
+        }),
+        at,
+    )];
+    match unwind {
+        None => {
+            probe.push((Instr::Block(Block { seq: body }), at));
+            probe.extend(exit_probe(func, at));
+        }
+        Some(Unwind::Standard) => {
+            // block $caught (result exnref)
+            //   try_table (result ..) (catch_all_ref $caught) body end
+            //   exit probe; return
+            // end
+            // exit probe; throw_ref
+            let exnref = ValType::Ref(walrus::RefType::EXNREF);
+            let builder = func.builder_mut();
+            let try_seq = builder.dangling_instr_seq(body_ty).id();
+            let caught = builder
+                .dangling_instr_seq(InstrSeqType::Simple(Some(exnref)))
+                .id();
+            func.block_mut(try_seq).instrs = vec![(Instr::Block(Block { seq: body }), at)];
+            let catches = vec![walrus::ir::TryTableCatch::CatchAllRef { label: caught }];
+            let mut normal = vec![(
+                Instr::TryTable(walrus::ir::TryTable {
+                    seq: try_seq,
+                    catches,
+                }),
+                at,
+            )];
+            normal.extend(exit_probe(func, at));
+            normal.push((Instr::Return(walrus::ir::Return {}), at));
+            func.block_mut(caught).instrs = normal;
+            probe.push((Instr::Block(Block { seq: caught }), at));
+            probe.extend(exit_probe(func, at));
+            probe.push((Instr::ThrowRef(walrus::ir::ThrowRef {}), at));
+        }
+        Some(Unwind::Legacy) => {
+            // try (result ..) body catch_all exit probe; rethrow 0 end
+            // exit probe
+            let builder = func.builder_mut();
+            let try_seq = builder.dangling_instr_seq(body_ty).id();
+            let handler = builder.dangling_instr_seq(body_ty).id();
+            func.block_mut(try_seq).instrs = vec![(Instr::Block(Block { seq: body }), at)];
+            let mut rethrow = exit_probe(func, at);
+            rethrow.push((
+                Instr::Rethrow(walrus::ir::Rethrow { relative_depth: 0 }),
+                at,
+            ));
+            func.block_mut(handler).instrs = rethrow;
+            let catches = vec![walrus::ir::LegacyCatch::CatchAll { handler }];
+            probe.push((
+                Instr::Try(walrus::ir::Try {
+                    seq: try_seq,
+                    catches,
+                }),
+                at,
+            ));
+            probe.extend(exit_probe(func, at));
+        }
+    }
+    func.block_mut(entry).instrs = probe;
+}
+
+/// The locals the probes use in one function.
+pub(super) struct ProbeLocals {
+    /// The timed probes' locals; the calls metric's probe uses two of them as scratch.
+    pub(super) timed: runtime::TimedLocals,
+    /// With the instructions metric, the instructions counted since the last flush: the
+    /// function counts in this local and adds it to the shared counter only where someone
+    /// reads that, before calls and exits.
+    pub(super) pending: Option<walrus::LocalId>,
+}
+
+fn i32_const(value: u32) -> Instr {
+    Instr::Const(Const {
+        value: Value::I32(value as i32),
+    })
+}
+
+fn is_call(instr: &Instr) -> bool {
+    matches!(
+        instr,
+        Instr::Call(_)
+            | Instr::ReturnCall(_)
+            | Instr::CallIndirect(_)
+            | Instr::ReturnCallIndirect(_)
+            | Instr::CallRef(_)
+            | Instr::ReturnCallRef(_)
+    )
+}
+
+/// Points a branch that targets the function body (`entry`) at the new body block.
+fn retarget(instr: &mut Instr, entry: InstrSeqId, body: InstrSeqId) {
+    let fix = |id: &mut InstrSeqId| {
+        if *id == entry {
+            *id = body;
+        }
+    };
+    match instr {
+        Instr::Br(b) => fix(&mut b.block),
+        Instr::BrIf(b) => fix(&mut b.block),
+        Instr::BrTable(b) => {
+            b.blocks.iter_mut().for_each(fix);
+            fix(&mut b.default);
+        }
+        Instr::BrOnNull(b) => fix(&mut b.block),
+        Instr::BrOnNonNull(b) => fix(&mut b.block),
+        Instr::BrOnCast(b) => fix(&mut b.block),
+        Instr::BrOnCastFail(b) => fix(&mut b.block),
+        Instr::TryTable(t) => {
+            for catch in t.catches.iter_mut() {
+                match catch {
+                    walrus::ir::TryTableCatch::Catch { label, .. }
+                    | walrus::ir::TryTableCatch::CatchRef { label, .. }
+                    | walrus::ir::TryTableCatch::CatchAll { label }
+                    | walrus::ir::TryTableCatch::CatchAllRef { label } => fix(label),
+                }
+            }
+        }
+        _ => {}
+    }
+}

@@ -1,0 +1,274 @@
+//! The probes as code: what an entry and an exit probe emit for each metric, inline in a
+//! function or as a call of the state module, and the arc counting every entry does.
+
+use walrus::ir::{BinaryOp, Instr};
+use walrus::{FunctionId, GlobalId, InstrSeqBuilder, LocalId, MemoryId, ValType};
+
+use super::mem::Mem;
+use super::tables::node_addr;
+use crate::layout::{self, Layout};
+
+/// The calls metric's entry probe.
+pub enum CallCounter {
+    /// Loads and stores on the profiler's memory, inline.
+    Inline(ArcCounter),
+    /// A call of the state module's `count_call(f: i32)`.
+    Call(FunctionId),
+}
+
+impl CallCounter {
+    /// Emits the counting of a call of function `f` and its arc, using `locals` as scratch:
+    /// the arc alone, since a direct call's count is its site's and `dyn_arc` counts the
+    /// other calls in f's counter.
+    pub fn count_call(&self, b: &mut InstrSeqBuilder, f: u32, locals: [LocalId; 2]) {
+        match self {
+            CallCounter::Inline(counter) => counter.count_arc(b, Func::Const(f), locals),
+            CallCounter::Call(count_call) => {
+                b.i32_const(f as i32).call(*count_call);
+            }
+        }
+    }
+}
+
+/// What measures the cost of an activation.
+pub struct Timing {
+    /// Where the probes' work runs.
+    pub probes: TimedProbes,
+    /// Where the cost is read.
+    pub clock: Reading,
+}
+
+/// Where the entry and exit probes' work runs.
+pub enum TimedProbes {
+    /// Inline in each function, on the module's own profiler memory; only the rare path of
+    /// the entry (a context node that is not its parent's first child) calls out.
+    Inline(TimedOps),
+    /// In the state module's functions.
+    Call {
+        /// `enter(f: i32) -> i32`: counts the arc and the call, moves to the callee's
+        /// context node and returns it.
+        enter: FunctionId,
+        /// `exit(parent: i32, node: i32, t0: i64)`: adds the activation's cost and
+        /// returns to the parent's context.
+        exit: FunctionId,
+        /// The current context node.
+        cur: GlobalId,
+    },
+}
+
+impl Timing {
+    /// Emits the entry probe of function `f` into `b`: `parent` gets the current context
+    /// node, `node` the activation's own, `t0` the clock; `scratch` is a spare i32 local.
+    pub fn entry(&self, b: &mut InstrSeqBuilder, f: u32, l: TimedLocals) {
+        match &self.probes {
+            TimedProbes::Inline(ops) => ops.enter(b, Func::Const(f), [l.parent, l.node, l.scratch]),
+            TimedProbes::Call { enter, cur, .. } => {
+                b.global_get(*cur).local_set(l.parent);
+                b.i32_const(f as i32).call(*enter).local_set(l.node);
+            }
+        }
+        b.instr(self.clock.read()).local_set(l.t0);
+    }
+
+    /// Emits the exit probe into `b`, with the locals of the function's entry probe
+    /// (`t0` ends up holding the activation's cost).
+    pub fn exit(&self, b: &mut InstrSeqBuilder, l: TimedLocals) {
+        match &self.probes {
+            TimedProbes::Inline(ops) => {
+                b.instr(self.clock.read())
+                    .local_get(l.t0)
+                    .binop(BinaryOp::I64Sub)
+                    .local_set(l.t0);
+                ops.exit(b, [l.parent, l.node, l.scratch], l.t0);
+            }
+            TimedProbes::Call { exit, .. } => {
+                b.local_get(l.parent).local_get(l.node).local_get(l.t0);
+                b.call(*exit);
+            }
+        }
+    }
+}
+
+/// The locals of a function that its timed probes use.
+#[derive(Clone, Copy)]
+pub struct TimedLocals {
+    /// The context node current at entry (the caller's).
+    pub parent: LocalId,
+    /// This activation's context node.
+    pub node: LocalId,
+    /// The clock at entry.
+    pub t0: LocalId,
+    /// Scratch.
+    pub scratch: LocalId,
+}
+
+/// The timed probes' work on the profiler's memory, for a function id known when the code
+/// is generated (inline probes) or held in a local (the state module's `enter`, `exit`).
+#[derive(Clone, Copy)]
+pub struct TimedOps {
+    pub(super) mem: MemoryId,
+    pub(super) layout: Layout,
+    pub(super) cur: GlobalId,
+    pub(super) counter: ArcCounter,
+    /// `find_child(parent: i32, f: i32) -> i32`: the entry's rare path.
+    pub(super) find_child: FunctionId,
+}
+
+impl TimedOps {
+    /// Counts the arc into `f`, moves the current context node (left in `parent`) to its
+    /// child for `f` (left in `node`) and counts the call there. A function that keeps
+    /// calling the same callee finds it first among its children: the lookup is then two
+    /// loads and a comparison.
+    pub(super) fn enter(
+        &self,
+        b: &mut InstrSeqBuilder,
+        f: Func,
+        [parent, node, addr]: [LocalId; 3],
+    ) {
+        let mem = Mem(self.mem);
+        let nodes = self.layout.nodes_off;
+        self.counter.count_arc(b, f, [node, addr]);
+        b.global_get(self.cur).local_set(parent);
+        node_addr(b, parent);
+        mem.load32(b, nodes + layout::NODE_FIRST_CHILD);
+        b.local_tee(node);
+        b.if_else(
+            ValType::I32,
+            |first| {
+                node_addr(first, node);
+                mem.load32(first, nodes + layout::NODE_FUNC);
+                push_func(first, f);
+                first.binop(BinaryOp::I32Ne);
+            },
+            |none| {
+                none.i32_const(1);
+            },
+        );
+        b.if_else(
+            None,
+            |search| {
+                search.local_get(parent);
+                push_func(search, f);
+                search.call(self.find_child).local_set(node);
+            },
+            |_| {},
+        );
+        node_addr(b, node);
+        b.local_set(addr);
+        mem.add64(b, addr, nodes + layout::NODE_COUNT, |b| {
+            b.i64_const(1);
+        });
+        b.local_get(node).global_set(self.cur);
+    }
+
+    /// Adds the activation's cost `dt` to its node's inclusive cost, and returns to the
+    /// parent's context. What the decoder cannot sum from the tree, the cost of a child
+    /// that went to a fold node, goes to the parent's cost in children.
+    pub(super) fn exit(
+        &self,
+        b: &mut InstrSeqBuilder,
+        [parent, node, addr]: [LocalId; 3],
+        dt: LocalId,
+    ) {
+        let mem = Mem(self.mem);
+        let nodes = self.layout.nodes_off;
+        node_addr(b, node);
+        b.local_set(addr);
+        mem.add64(b, addr, nodes + layout::NODE_INCL, |b| {
+            b.local_get(dt);
+        });
+        b.local_get(node)
+            .i32_const(self.layout.first_context_node() as i32)
+            .binop(BinaryOp::I32LtU);
+        b.if_else(
+            None,
+            |folded| {
+                node_addr(folded, parent);
+                folded.local_set(addr);
+                mem.add64(folded, addr, nodes + layout::NODE_CHILD, |b| {
+                    b.local_get(dt);
+                });
+            },
+            |_| {},
+        );
+        b.local_get(parent).global_set(self.cur);
+    }
+}
+
+/// A function id, known when the code is generated or held in a local.
+#[derive(Clone, Copy)]
+pub(super) enum Func {
+    /// A constant.
+    Const(u32),
+    /// A local.
+    Local(LocalId),
+}
+
+/// Counts calls and arcs: the part of the entry probe that every metric has.
+#[derive(Clone, Copy)]
+pub struct ArcCounter {
+    pub(super) mem: MemoryId,
+    pub(super) layout: Layout,
+    pub(super) site: GlobalId,
+    /// `dyn_arc(site: i32, f: i32)`: counts an arc from an indirect site or the host.
+    pub(super) dyn_arc: FunctionId,
+}
+
+impl ArcCounter {
+    /// Emits the counting of the arc into `f`: takes the call site (clearing it, so that an
+    /// entry nobody announced is the host's) and counts it (a counter per direct site, the
+    /// dynamic table for the rest). Uses locals `s` and `addr`.
+    pub(super) fn count_arc(&self, b: &mut InstrSeqBuilder, f: Func, [s, addr]: [LocalId; 2]) {
+        let mem = Mem(self.mem);
+        let l = &self.layout;
+        b.global_get(self.site)
+            .local_set(s)
+            .i32_const(0)
+            .global_set(self.site);
+        b.local_get(s)
+            .i32_const(1)
+            .binop(BinaryOp::I32Sub)
+            .i32_const((layout::INDIRECT_SITE - 1) as i32)
+            .binop(BinaryOp::I32LtU);
+        b.if_else(
+            None,
+            |direct| {
+                mem.add64_element(direct, l.direct_arcs_off, s, addr, |b| {
+                    b.i64_const(1);
+                });
+            },
+            |other| {
+                other.local_get(s);
+                push_func(other, f);
+                other.call(self.dyn_arc);
+            },
+        );
+    }
+}
+
+fn push_func(b: &mut InstrSeqBuilder, f: Func) {
+    match f {
+        Func::Const(f) => b.i32_const(f as i32),
+        Func::Local(f) => b.local_get(f),
+    };
+}
+
+/// A source of monotonic `i64` readings.
+#[derive(Clone, Copy)]
+pub enum Reading {
+    /// The host's clock import, `() -> i64`.
+    Host(FunctionId),
+    /// A global that every straight-line run of the program's code adds its instruction
+    /// count to.
+    Instructions(GlobalId),
+}
+
+impl Reading {
+    /// The instruction that pushes a reading.
+    pub fn read(&self) -> Instr {
+        match *self {
+            Reading::Host(func) => Instr::Call(walrus::ir::Call { func }),
+            Reading::Instructions(global) => Instr::GlobalGet(walrus::ir::GlobalGet { global }),
+        }
+    }
+}

@@ -1,0 +1,211 @@
+//! The code that keeps the state's two tables (see [`crate::layout`]): the dynamic arc
+//! table, a hash table probed linearly, and the calling-context tree, whose children are
+//! lists in most-recently-used order.
+
+use walrus::ir::{BinaryOp, UnaryOp};
+use walrus::{InstrSeqBuilder, LocalId};
+
+use super::mem::Mem;
+use crate::layout::{self, Layout};
+
+/// Multipliers of the two multiplicative hashes.
+const HASH_A: i32 = 0x9E37_79B1_u32 as i32;
+const HASH_B: i32 = 0x85EB_CA6B_u32 as i32;
+
+/// `h = ((a * HASH_A) ^ b) * HASH_B >> (32 - bits)`: the slot for key (a, b) in a table of
+/// `cap` (a power of two) slots, left in local `h`.
+fn hash(b: &mut InstrSeqBuilder, a: LocalId, k: LocalId, cap: u32, h: LocalId) {
+    let bits = cap.trailing_zeros();
+    b.local_get(a).i32_const(HASH_A).binop(BinaryOp::I32Mul);
+    b.local_get(k).binop(BinaryOp::I32Xor);
+    b.i32_const(HASH_B).binop(BinaryOp::I32Mul);
+    b.i32_const((32 - bits) as i32).binop(BinaryOp::I32ShrU);
+    b.local_set(h);
+}
+
+/// Counts arc (s, f) in the dynamic arc table, by linear probing. A full table counts the
+/// arc as dropped in the header.
+pub(super) fn count_dyn_arc(
+    b: &mut InstrSeqBuilder,
+    layout: &Layout,
+    mem: &Mem,
+    s: LocalId,
+    f: LocalId,
+    [slot, start]: [LocalId; 2],
+) {
+    let mask = (layout.dyn_arcs_cap - 1) as i32;
+    let off = layout.dyn_arcs_off;
+    hash(b, s, f, layout.dyn_arcs_cap, start);
+    b.local_get(start).local_set(slot);
+    // `f + 1` marks a used slot; the probe count stops the search when the table is full.
+    b.block(None, |done| {
+        let done_id = done.id();
+        done.loop_(None, |lp| {
+            let lp_id = lp.id();
+            // addr = slot * 16; empty slot: claim it.
+            lp.local_get(slot).i32_const(4).binop(BinaryOp::I32Shl);
+            mem.load32(lp, off + 4);
+            lp.unop(UnaryOp::I32Eqz);
+            lp.if_else(
+                None,
+                |claim| {
+                    claim
+                        .local_get(slot)
+                        .i32_const(4)
+                        .binop(BinaryOp::I32Shl)
+                        .local_get(s);
+                    mem.store32(claim, off);
+                    claim.local_get(slot).i32_const(4).binop(BinaryOp::I32Shl);
+                    claim.local_get(f).i32_const(1).binop(BinaryOp::I32Add);
+                    mem.store32(claim, off + 4);
+                    claim
+                        .local_get(slot)
+                        .i32_const(4)
+                        .binop(BinaryOp::I32Shl)
+                        .i64_const(1);
+                    mem.store64(claim, off + 8);
+                    claim.br(done_id);
+                },
+                |_| {},
+            );
+            // Our slot: count.
+            lp.local_get(slot).i32_const(4).binop(BinaryOp::I32Shl);
+            mem.load32(lp, off + 4);
+            lp.local_get(f)
+                .i32_const(1)
+                .binop(BinaryOp::I32Add)
+                .binop(BinaryOp::I32Eq);
+            lp.local_get(slot).i32_const(4).binop(BinaryOp::I32Shl);
+            mem.load32(lp, off);
+            lp.local_get(s)
+                .binop(BinaryOp::I32Eq)
+                .binop(BinaryOp::I32And);
+            lp.if_else(
+                None,
+                |hit| {
+                    hit.local_get(slot).i32_const(4).binop(BinaryOp::I32Shl);
+                    hit.local_get(slot).i32_const(4).binop(BinaryOp::I32Shl);
+                    mem.load64(hit, off + 8);
+                    hit.i64_const(1).binop(BinaryOp::I64Add);
+                    mem.store64(hit, off + 8);
+                    hit.br(done_id);
+                },
+                |_| {},
+            );
+            // Next slot; back at the start means the table is full.
+            lp.local_get(slot)
+                .i32_const(1)
+                .binop(BinaryOp::I32Add)
+                .i32_const(mask)
+                .binop(BinaryOp::I32And);
+            lp.local_tee(slot)
+                .local_get(start)
+                .binop(BinaryOp::I32Ne)
+                .br_if(lp_id);
+            mem.bump64(lp, layout::HDR_ARCS_DROPPED);
+        });
+    });
+}
+
+/// Pushes the address of node `n`, relative to the node region.
+pub(super) fn node_addr(b: &mut InstrSeqBuilder, n: LocalId) {
+    b.local_get(n)
+        .i32_const(layout::NODE_SIZE as i32)
+        .binop(BinaryOp::I32Mul);
+}
+
+/// Leaves in `node` the child of `parent` for function `f`, adding it when new. Children are
+/// a list (`first_child`, `next_sibling`) kept in most-recently-used order, so a lookup is
+/// one comparison while a function keeps calling the same callee. When the tree is full,
+/// the entry goes to f's fold node and the header counts it.
+pub(super) fn find_child(
+    b: &mut InstrSeqBuilder,
+    layout: &Layout,
+    mem: &Mem,
+    [parent, f, node]: [LocalId; 3],
+    [prev, at]: [LocalId; 2],
+) {
+    let nodes = layout.nodes_off;
+    b.i32_const(0).local_set(prev);
+    node_addr(b, parent);
+    mem.load32(b, nodes + layout::NODE_FIRST_CHILD);
+    b.local_set(node);
+    b.block(None, |done| {
+        let done_id = done.id();
+        done.block(None, |missing| {
+            let missing_id = missing.id();
+            missing.loop_(None, |lp| {
+                let lp_id = lp.id();
+                lp.local_get(node).unop(UnaryOp::I32Eqz).br_if(missing_id);
+                node_addr(lp, node);
+                lp.local_tee(at);
+                mem.load32(lp, nodes + layout::NODE_FUNC);
+                lp.local_get(f).binop(BinaryOp::I32Eq);
+                lp.if_else(
+                    None,
+                    |found| {
+                        // Move to the front of the list, unless it is there.
+                        found.local_get(prev).unop(UnaryOp::I32Eqz).br_if(done_id);
+                        node_addr(found, prev);
+                        found.local_get(at);
+                        mem.load32(found, nodes + layout::NODE_NEXT_SIBLING);
+                        mem.store32(found, nodes + layout::NODE_NEXT_SIBLING);
+                        link_first(found, layout, mem, [parent, node, at]);
+                        found.br(done_id);
+                    },
+                    |_| {},
+                );
+                lp.local_get(node).local_set(prev);
+                lp.local_get(at);
+                mem.load32(lp, nodes + layout::NODE_NEXT_SIBLING);
+                lp.local_set(node).br(lp_id);
+            });
+        });
+        // A new child: node = header.node_count; when the tree is full, the fold node.
+        done.i32_const(0);
+        mem.load32(done, layout::HDR_NODE_COUNT);
+        done.local_tee(node)
+            .i32_const(layout.nodes_cap as i32)
+            .binop(BinaryOp::I32GeU);
+        done.if_else(
+            None,
+            |full| {
+                full.local_get(f)
+                    .i32_const(1)
+                    .binop(BinaryOp::I32Add)
+                    .local_set(node);
+                mem.bump64(full, layout::HDR_FOLDED);
+                full.br(done_id);
+            },
+            |_| {},
+        );
+        done.i32_const(0)
+            .local_get(node)
+            .i32_const(1)
+            .binop(BinaryOp::I32Add);
+        mem.store32(done, layout::HDR_NODE_COUNT);
+        node_addr(done, node);
+        done.local_tee(at).local_get(parent);
+        mem.store32(done, nodes + layout::NODE_PARENT);
+        done.local_get(at).local_get(f);
+        mem.store32(done, nodes + layout::NODE_FUNC);
+        link_first(done, layout, mem, [parent, node, at]);
+    });
+}
+
+/// Makes `node` (whose address is in `at`) the first child of `parent`.
+fn link_first(
+    b: &mut InstrSeqBuilder,
+    layout: &Layout,
+    mem: &Mem,
+    [parent, node, at]: [LocalId; 3],
+) {
+    let nodes = layout.nodes_off;
+    b.local_get(at);
+    node_addr(b, parent);
+    mem.load32(b, nodes + layout::NODE_FIRST_CHILD);
+    mem.store32(b, nodes + layout::NODE_NEXT_SIBLING);
+    node_addr(b, parent);
+    b.local_get(node);
+    mem.store32(b, nodes + layout::NODE_FIRST_CHILD);
+}

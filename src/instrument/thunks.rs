@@ -1,0 +1,107 @@
+//! Import thunks: each imported function gets a defined function that calls it, and every
+//! reference to the import goes through the thunk, so that calls into the host are
+//! counted and timed like any other.
+
+use std::collections::BTreeMap;
+
+use walrus::ir::{Instr, InstrLocId, VisitorMut};
+use walrus::{FunctionBuilder, FunctionId, FunctionKind, Module};
+
+/// Adds a thunk for every imported function: a defined function that calls the import.
+/// Returns import -> thunk, in index order (so that the output is deterministic).
+pub(super) fn add_import_thunks(
+    module: &mut Module,
+    funcs: &[FunctionId],
+) -> BTreeMap<FunctionId, FunctionId> {
+    let mut thunks = BTreeMap::new();
+    for &id in funcs {
+        let FunctionKind::Import(_) = module.funcs.get(id).kind else {
+            continue;
+        };
+        let ty = module.funcs.get(id).ty();
+        let (params, results) = module.types.params_results(ty);
+        let (params, results) = (params.to_vec(), results.to_vec());
+        let args: Vec<_> = params.iter().map(|&t| module.locals.add(t)).collect();
+        let mut builder = FunctionBuilder::new(&mut module.types, &params, &results);
+        let mut body = builder.func_body();
+        for &arg in &args {
+            body.local_get(arg);
+        }
+        body.call(id);
+        let thunk = builder.finish(args, &mut module.funcs);
+        let name = module.funcs.get(id).name.clone();
+        module.funcs.get_mut(thunk).name = name.map(|n| format!("{n} (wasmprof thunk)"));
+        thunks.insert(id, thunk);
+    }
+    thunks
+}
+
+/// Points every call, `ref.func`, table slot, global initializer, export and start function
+/// that names an import at its thunk instead (only the thunks' own calls keep the import), so that a call
+/// of a re-exported import from the host is counted too, as `<host>` -> the import.
+pub(super) fn redirect_to_thunks(module: &mut Module, thunks: &BTreeMap<FunctionId, FunctionId>) {
+    let swap = |id: &mut FunctionId| {
+        if let Some(&thunk) = thunks.get(id) {
+            *id = thunk;
+        }
+    };
+    let thunk_ids: std::collections::HashSet<FunctionId> = thunks.values().copied().collect();
+    for (id, func) in module.funcs.iter_local_mut() {
+        if thunk_ids.contains(&id) {
+            continue;
+        }
+        let entry = func.entry_block();
+        walrus::ir::dfs_pre_order_mut(&mut Redirect(&swap), func, entry);
+    }
+    for element in module.elements.iter_mut() {
+        match &mut element.items {
+            walrus::ElementItems::Functions(ids) => ids.iter_mut().for_each(&swap),
+            walrus::ElementItems::Expressions(_, exprs) => {
+                for expr in exprs {
+                    redirect_const(expr, &swap);
+                }
+            }
+        }
+    }
+    let globals: Vec<_> = module.globals.iter().map(|g| g.id()).collect();
+    for id in globals {
+        if let walrus::GlobalKind::Local(expr) = &mut module.globals.get_mut(id).kind {
+            redirect_const(expr, &swap);
+        }
+    }
+    for export in module.exports.iter_mut() {
+        if let walrus::ExportItem::Function(id) = &mut export.item {
+            swap(id);
+        }
+    }
+    if let Some(start) = &mut module.start {
+        swap(start);
+    }
+}
+
+fn redirect_const(expr: &mut walrus::ConstExpr, swap: &impl Fn(&mut FunctionId)) {
+    match expr {
+        walrus::ConstExpr::RefFunc(id) => swap(id),
+        walrus::ConstExpr::Extended(ops) => {
+            for op in ops {
+                if let walrus::ConstOp::RefFunc(id) = op {
+                    swap(id);
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+struct Redirect<'a, F: Fn(&mut FunctionId)>(&'a F);
+
+impl<F: Fn(&mut FunctionId)> VisitorMut for Redirect<'_, F> {
+    fn visit_instr_mut(&mut self, instr: &mut Instr, _: &mut InstrLocId) {
+        match instr {
+            Instr::Call(walrus::ir::Call { func })
+            | Instr::ReturnCall(walrus::ir::ReturnCall { func })
+            | Instr::RefFunc(walrus::ir::RefFunc { func }) => (self.0)(func),
+            _ => {}
+        }
+    }
+}

@@ -1,0 +1,226 @@
+//! Compensation: the probes' own cost, measured at start-up, subtracted from a timed
+//! profile in its calling-context tree.
+
+use std::collections::HashMap;
+
+use super::outermost::outermost_sums;
+use super::{Context, ProbeCost, Profile, HOST};
+use crate::meta::Metric;
+
+impl Profile {
+    /// Subtracts the probes' own cost from the times, in the calling-context tree: each
+    /// context loses `in_callee` per call and `in_caller` per call it makes from its self
+    /// time; inclusive times are then rebuilt from the corrected self times, and functions
+    /// and arcs summed again from the contexts. Returns false, and changes nothing, when
+    /// the profile does not measure time or its tree was folded (paths were lost).
+    pub fn compensate(&mut self, cost: ProbeCost) -> bool {
+        if self.metric != Metric::Time || self.folded_entries > 0 || self.compensation.is_some() {
+            return false;
+        }
+        let n = self.contexts.len();
+        let parent = |c: &Context| c.parent.map(|p| p as usize);
+        let mut child_calls = vec![0u64; n];
+        for c in &self.contexts[1..] {
+            child_calls[parent(c).expect("non-root contexts have a parent")] += c.calls;
+        }
+        let mut self_ns = vec![0u64; n];
+        for (i, c) in self.contexts.iter().enumerate().skip(1) {
+            let probes =
+                c.calls as f64 * cost.in_callee_ns + child_calls[i] as f64 * cost.in_caller_ns;
+            self_ns[i] = (c.cost.self_ns as f64 - probes).max(0.0).round() as u64;
+        }
+        // Parents come before children: sum inclusive times from the leaves up.
+        let mut total_ns = self_ns.clone();
+        for i in (1..n).rev() {
+            let p = parent(&self.contexts[i]).expect("non-root contexts have a parent");
+            total_ns[p] += total_ns[i];
+        }
+        for (i, c) in self.contexts.iter_mut().enumerate() {
+            c.cost.self_ns = self_ns[i];
+            c.cost.total_ns = total_ns[i];
+        }
+
+        // Functions: self over all their contexts, total over their outermost ones.
+        let totals = outermost_sums(
+            self.contexts
+                .iter()
+                .map(|c| (c.parent.map(|p| p as usize), c.function.map(|f| f as usize))),
+            &total_ns,
+            self.functions.len(),
+        );
+        for (f, total) in self.functions.iter_mut().zip(totals) {
+            f.cost.self_ns = 0;
+            f.cost.total_ns = total;
+        }
+        for (c, &ns) in self.contexts.iter().zip(&self_ns) {
+            if let Some(f) = c.function {
+                self.functions[f as usize].cost.self_ns += ns;
+            }
+        }
+
+        // Arcs: the callee's contexts under the caller.
+        let mut sums: HashMap<(String, String), (u64, u64)> = HashMap::new();
+        for (i, c) in self.contexts.iter().enumerate().skip(1) {
+            let caller = match self.contexts[parent(c).expect("has a parent")].function {
+                Some(f) => self.functions[f as usize].name.clone(),
+                None => HOST.to_string(),
+            };
+            let callee = self.functions
+                [c.function.expect("non-root contexts have a function") as usize]
+                .name
+                .clone();
+            let sum = sums.entry((caller, callee)).or_default();
+            sum.0 += self_ns[i];
+            sum.1 += total_ns[i];
+        }
+        for arc in &mut self.arcs {
+            let (self_, total) = sums
+                .get(&(arc.caller.clone(), arc.callee.clone()))
+                .copied()
+                .unwrap_or_default();
+            arc.cost.self_ns = self_;
+            arc.cost.total_ns = total;
+        }
+        self.compensation = Some(cost);
+        true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::profile::{Arc, Costs, Function, FORMAT, FORMAT_VERSION};
+
+    fn function(id: u32, name: &str, calls: u64, self_ns: u64, total_ns: u64) -> Function {
+        Function {
+            id,
+            name: name.into(),
+            file: None,
+            line: None,
+            import: false,
+            calls,
+            cost: Costs {
+                self_ns,
+                total_ns,
+                ..Costs::default()
+            },
+        }
+    }
+
+    fn context(
+        id: u32,
+        parent: Option<u32>,
+        function: Option<u32>,
+        calls: u64,
+        self_ns: u64,
+        total_ns: u64,
+    ) -> Context {
+        Context {
+            id,
+            parent,
+            function,
+            folded: false,
+            calls,
+            cost: Costs {
+                self_ns,
+                total_ns,
+                ..Costs::default()
+            },
+        }
+    }
+
+    fn arc(caller: &str, callee: &str, count: u64) -> Arc {
+        Arc {
+            caller: caller.into(),
+            callee: callee.into(),
+            count,
+            cost: Costs::default(),
+            sites: Vec::new(),
+        }
+    }
+
+    /// host -> main (1 call) -> leaf (10 calls); host -> f (1 call) -> f (1 call).
+    fn profile() -> Profile {
+        Profile {
+            format: FORMAT.into(),
+            version: FORMAT_VERSION,
+            modules: vec!["m".into()],
+            complete: true,
+            runs: Vec::new(),
+            metric: Metric::Time,
+            functions: vec![
+                function(0, "main", 1, 1000, 2000),
+                function(1, "leaf", 10, 1000, 1000),
+                function(2, "f", 2, 200, 200),
+            ],
+            arcs: vec![
+                arc(HOST, "main", 1),
+                arc("main", "leaf", 10),
+                arc(HOST, "f", 1),
+                arc("f", "f", 1),
+            ],
+            contexts: vec![
+                context(0, None, None, 0, 0, 2200),
+                context(1, Some(0), Some(0), 1, 1000, 2000),
+                context(2, Some(1), Some(1), 10, 1000, 1000),
+                context(3, Some(0), Some(2), 1, 100, 200),
+                context(4, Some(3), Some(2), 1, 100, 100),
+            ],
+            folded_entries: 0,
+            arcs_dropped: 0,
+            compensation: None,
+        }
+    }
+
+    #[test]
+    fn compensation_subtracts_the_probes_and_rebuilds_inclusive_times() {
+        let mut p = profile();
+        let cost = ProbeCost {
+            in_callee_ns: 10.0,
+            in_caller_ns: 20.0,
+        };
+        assert!(p.compensate(cost));
+        let costs = |name: &str| {
+            let c = p.function_named(name).unwrap().cost;
+            (c.self_ns, c.total_ns)
+        };
+        // main: 1000 - 1 call * 10 - 10 calls made * 20; leaf: 1000 - 10 calls * 10.
+        assert_eq!(costs("leaf"), (900, 900));
+        assert_eq!(costs("main"), (790, 790 + 900));
+        // f: the outer activation made one call, the inner none; total counts the outer once.
+        assert_eq!(costs("f"), ((100 - 10 - 20) + (100 - 10), 70 + 90));
+        let arc = |caller: &str, callee: &str| {
+            let c = p.arc(caller, callee).unwrap().cost;
+            (c.self_ns, c.total_ns)
+        };
+        assert_eq!(arc("main", "leaf"), (900, 900));
+        assert_eq!(arc(HOST, "main"), (790, 1690));
+        assert_eq!(p.contexts[0].cost.total_ns, 1690 + 160);
+        assert_eq!(p.compensation, Some(cost));
+        // Only once.
+        assert!(!p.compensate(cost));
+    }
+
+    #[test]
+    fn folded_or_untimed_profiles_are_left_alone() {
+        let cost = ProbeCost {
+            in_callee_ns: 10.0,
+            in_caller_ns: 20.0,
+        };
+        let mut folded = profile();
+        folded.folded_entries = 1;
+        assert!(!folded.compensate(cost));
+        assert_eq!(
+            folded,
+            Profile {
+                folded_entries: 1,
+                ..profile()
+            }
+        );
+        let mut counted = Profile {
+            metric: Metric::Instructions,
+            ..profile()
+        };
+        assert!(!counted.compensate(cost));
+    }
+}

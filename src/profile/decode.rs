@@ -1,0 +1,371 @@
+//! Decoding: what the profiler left in a module's memory after a run, read with the
+//! module's meta into a [`Profile`]. The memory is laid out as [`crate::layout`]
+//! says; nothing else about the run is needed.
+
+use std::collections::{BTreeMap, HashMap};
+
+use anyhow::Context as _;
+
+use super::outermost::outermost_sums;
+use super::{
+    Arc, ArcSite, Context, Costs, Function, Profile, RunInfo, FORMAT, FORMAT_VERSION, HOST,
+};
+use crate::layout::{self, Layout};
+use crate::meta::{Meta, Metric};
+use crate::symbols::SourcePos;
+
+/// What the profiler left in a module after a run: the input of [`Profile::decode`].
+#[derive(Debug, Clone)]
+pub struct Dump {
+    /// The profiler's linear memory.
+    pub memory: Vec<u8>,
+    /// The context-tree node that was current when the run ended (the root after a clean
+    /// run; the innermost open activation after a trap).
+    pub cur: u32,
+    /// Clock ticks per nanosecond (1 for a nanosecond clock).
+    pub ticks_per_ns: f64,
+    /// Which clock the module read (`tsc`, `instant`; `none` when it read none).
+    pub clock: String,
+}
+
+impl Profile {
+    /// Decodes what one run of a module instrumented with `meta` left behind.
+    pub fn decode(meta: &Meta, dump: &Dump, run: RunInfo) -> anyhow::Result<Profile> {
+        let raw = Raw(&dump.memory);
+        anyhow::ensure!(
+            raw.u32(layout::HDR_MAGIC)? == layout::MAGIC,
+            "profiler memory has no WPRF header"
+        );
+        let decoder = Decoder {
+            meta,
+            layout: &meta.layout,
+            ticks_per_ns: dump.ticks_per_ns,
+            nodes: read_nodes(&raw, &meta.layout)?,
+            direct: direct_sites(&raw, meta)?,
+            raw,
+        };
+        let (functions, fid) = decoder.functions()?;
+        let contexts = decoder.contexts(&fid);
+        let arcs = decoder.arcs()?;
+        let open_stack = decoder.open_stack(dump.cur);
+        Ok(Profile {
+            format: FORMAT.to_string(),
+            version: FORMAT_VERSION,
+            modules: vec![run.module.clone()],
+            complete: open_stack.is_empty(),
+            runs: vec![RunInfo {
+                open_stack,
+                clock: dump.clock.clone(),
+                ..run
+            }],
+            metric: meta.metric,
+            functions,
+            arcs,
+            contexts,
+            folded_entries: decoder.raw.u64(layout::HDR_FOLDED)?,
+            arcs_dropped: decoder.raw.u64(layout::HDR_ARCS_DROPPED)?,
+            compensation: None,
+        })
+    }
+}
+
+/// A little-endian reader over the profiler's memory.
+struct Raw<'a>(&'a [u8]);
+
+impl Raw<'_> {
+    fn u32(&self, at: u32) -> anyhow::Result<u32> {
+        let at = at as usize;
+        let bytes = self
+            .0
+            .get(at..at + 4)
+            .context("profiler memory is truncated")?;
+        Ok(u32::from_le_bytes(bytes.try_into().expect("4 bytes")))
+    }
+    fn u64(&self, at: u32) -> anyhow::Result<u64> {
+        let at = at as usize;
+        let bytes = self
+            .0
+            .get(at..at + 8)
+            .context("profiler memory is truncated")?;
+        Ok(u64::from_le_bytes(bytes.try_into().expect("8 bytes")))
+    }
+}
+
+/// One node as the runtime left it.
+struct RawNode {
+    parent: u32,
+    func: u32,
+    count: u64,
+    incl: u64,
+    child: u64,
+}
+
+/// The nodes of the context tree: the root, the fold nodes (function f at node f + 1), the
+/// contexts; each node's cost in children completed with its tree children's inclusive
+/// costs (the probes leave those out: only what went to fold nodes is there).
+fn read_nodes(raw: &Raw, l: &Layout) -> anyhow::Result<Vec<RawNode>> {
+    let node_count = raw.u32(layout::HDR_NODE_COUNT)?.min(l.nodes_cap);
+    let mut nodes = Vec::with_capacity(node_count as usize);
+    for n in 0..node_count {
+        let at = l.nodes_off + n * layout::NODE_SIZE;
+        let mut node = RawNode {
+            parent: raw.u32(at + layout::NODE_PARENT)?,
+            func: raw.u32(at + layout::NODE_FUNC)?,
+            count: raw.u64(at + layout::NODE_COUNT)?,
+            incl: raw.u64(at + layout::NODE_INCL)?,
+            child: raw.u64(at + layout::NODE_CHILD)?,
+        };
+        if n == 0 {
+            node.parent = layout::NO_PARENT;
+            node.func = layout::NO_PARENT;
+        } else if n < l.first_context_node() {
+            node.parent = layout::NO_PARENT;
+            node.func = n - 1;
+        } else {
+            anyhow::ensure!(
+                node.parent < n && node.func < l.functions,
+                "context node {n} has parent {} and function {}, not an earlier node and a function",
+                node.parent,
+                node.func
+            );
+        }
+        nodes.push(node);
+    }
+    for n in l.first_context_node() as usize..nodes.len() {
+        let (parent, incl) = (nodes[n].parent as usize, nodes[n].incl);
+        nodes[parent].child = nodes[parent].child.saturating_add(incl);
+    }
+    Ok(nodes)
+}
+
+/// Each direct site's callee and count, read once: the arcs' counts, and with the calls
+/// metric the callees' calls too (a direct call is counted at its site alone, the others
+/// in the function's counter).
+fn direct_sites(raw: &Raw, meta: &Meta) -> anyhow::Result<Vec<(u32, u64)>> {
+    let l = &meta.layout;
+    meta.direct_sites
+        .iter()
+        .enumerate()
+        .map(|(k, site)| {
+            let callee = site.callee.context("a direct site without a callee")?;
+            anyhow::ensure!(
+                callee < l.functions,
+                "a direct site calls an unknown function"
+            );
+            Ok((callee, raw.u64(l.direct_arcs_off + 8 * (k as u32 + 1))?))
+        })
+        .collect()
+}
+
+/// The memory of one run, read into nodes and site counts, and the meta to name them.
+struct Decoder<'a> {
+    meta: &'a Meta,
+    layout: &'a Layout,
+    raw: Raw<'a>,
+    ticks_per_ns: f64,
+    nodes: Vec<RawNode>,
+    /// Each direct site's callee and count.
+    direct: Vec<(u32, u64)>,
+}
+
+impl Decoder<'_> {
+    /// Costs of raw `self_` and `total` readings (converted once summed, so that rounding
+    /// cannot make self exceed total).
+    fn cost(&self, self_: u64, total: u64) -> Costs {
+        Costs::from_raw(self.meta.metric, self_, total, self.ticks_per_ns)
+    }
+
+    /// The name of function `f`.
+    fn name(&self, f: u32) -> String {
+        self.meta.functions[f as usize].symbol.name.clone()
+    }
+
+    /// Whether node `n` is a fold node.
+    fn is_fold(&self, n: usize) -> bool {
+        n > 0 && (n as u32) < self.layout.first_context_node()
+    }
+
+    /// The functions that ran, renumbered densely, and each function id's new id
+    /// (`u32::MAX` for those that did not run).
+    fn functions(&self) -> anyhow::Result<(Vec<Function>, Vec<u32>)> {
+        let (meta, l, nodes) = (self.meta, self.layout, &self.nodes);
+        let nf = l.functions as usize;
+        // Self cost sums over the nodes of each function; calls, with a cost, over its
+        // context nodes (fold nodes included); for the calls metric, the function's own
+        // counter and its direct sites.
+        let mut self_ticks = vec![0u64; nf];
+        let mut node_calls = vec![0u64; nf];
+        for n in nodes.iter().skip(1) {
+            self_ticks[n.func as usize] += n.incl.saturating_sub(n.child);
+            node_calls[n.func as usize] += n.count;
+        }
+        let mut direct_calls = vec![0u64; nf];
+        if meta.metric == Metric::Calls {
+            for &(callee, count) in &self.direct {
+                let calls = &mut direct_calls[callee as usize];
+                *calls = calls.saturating_add(count);
+            }
+        }
+        // Inclusive cost, once per outermost activation; a fold node's entries (their
+        // paths lost) count as outermost.
+        let total_ticks = outermost_sums(
+            nodes.iter().enumerate().map(|(n, node)| match n {
+                0 => (None, None),
+                _ if self.is_fold(n) => (Some(0), Some(node.func as usize)),
+                _ => (Some(node.parent as usize), Some(node.func as usize)),
+            }),
+            &nodes.iter().map(|n| n.incl).collect::<Vec<_>>(),
+            nf,
+        );
+
+        let mut fid = vec![u32::MAX; nf];
+        let mut functions = Vec::new();
+        for f in 0..nf {
+            let calls = match meta.metric {
+                Metric::Calls => self
+                    .raw
+                    .u64(l.calls_off + 8 * f as u32)?
+                    .saturating_add(direct_calls[f]),
+                _ => node_calls[f],
+            };
+            if calls == 0 {
+                continue;
+            }
+            let m = &meta.functions[f];
+            fid[f] = functions.len() as u32;
+            functions.push(Function {
+                id: functions.len() as u32,
+                name: m.symbol.name.clone(),
+                file: m.symbol.file.clone(),
+                line: m.symbol.line,
+                import: m.import,
+                calls,
+                cost: self.cost(self_ticks[f], total_ticks[f]),
+            });
+        }
+        Ok((functions, fid))
+    }
+
+    /// The contexts: the root, the fold nodes that were used, then every context, with
+    /// functions by their new ids `fid`.
+    fn contexts(&self, fid: &[u32]) -> Vec<Context> {
+        let mut cid = vec![u32::MAX; self.nodes.len()];
+        let mut contexts = Vec::new();
+        for (n, node) in self.nodes.iter().enumerate() {
+            if n > 0 && node.count == 0 {
+                continue;
+            }
+            cid[n] = contexts.len() as u32;
+            let parent = match n {
+                0 => None,
+                _ if self.is_fold(n) => Some(0),
+                _ => Some(cid[node.parent as usize]),
+            };
+            contexts.push(Context {
+                id: contexts.len() as u32,
+                parent,
+                function: (n > 0).then(|| fid[node.func as usize]),
+                folded: self.is_fold(n),
+                calls: node.count,
+                cost: match n {
+                    0 => self.cost(0, node.child),
+                    _ => self.cost(node.incl.saturating_sub(node.child), node.incl),
+                },
+            });
+        }
+        contexts
+    }
+
+    /// The arcs: counts and sites from the arc tables, costs from the context tree.
+    fn arcs(&self) -> anyhow::Result<Vec<Arc>> {
+        let (meta, l) = (self.meta, self.layout);
+        let mut arcs: BTreeMap<(String, String), Arc> = BTreeMap::new();
+        let mut add = |caller: String, callee: u32, count: u64, pos: Option<&SourcePos>| {
+            let arc = arcs
+                .entry((caller.clone(), self.name(callee)))
+                .or_insert_with(|| Arc {
+                    caller,
+                    callee: self.name(callee),
+                    count: 0,
+                    cost: Costs::default(),
+                    sites: Vec::new(),
+                });
+            arc.count += count;
+            if let Some(pos) = pos {
+                match arc.sites.iter_mut().find(|s| s.pos == *pos) {
+                    Some(site) => site.count += count,
+                    None => arc.sites.push(ArcSite {
+                        pos: pos.clone(),
+                        count,
+                    }),
+                }
+            }
+        };
+        for (site, &(callee, count)) in meta.direct_sites.iter().zip(&self.direct) {
+            if count > 0 {
+                add(self.name(site.caller), callee, count, site.pos.as_ref());
+            }
+        }
+        for slot in 0..l.dyn_arcs_cap {
+            let at = l.dyn_arcs_off + slot * layout::DYN_ARC_SIZE;
+            let callee_plus_one = self.raw.u32(at + 4)?;
+            if callee_plus_one == 0 {
+                continue;
+            }
+            let site = self.raw.u32(at)?;
+            let count = self.raw.u64(at + 8)?;
+            if site == 0 {
+                add(HOST.to_string(), callee_plus_one - 1, count, None);
+            } else {
+                let s = meta
+                    .indirect_sites
+                    .get((site & !layout::INDIRECT_SITE) as usize)
+                    .context("an arc from an unknown call site")?;
+                add(
+                    self.name(s.caller),
+                    callee_plus_one - 1,
+                    count,
+                    s.pos.as_ref(),
+                );
+            }
+        }
+        // Raw readings summed per arc, converted once summed.
+        let mut arc_raw: HashMap<(String, String), (u64, u64)> = HashMap::new();
+        for n in self.nodes.iter().skip(l.first_context_node() as usize) {
+            let caller = match n.parent {
+                0 => HOST.to_string(),
+                p => self.name(self.nodes[p as usize].func),
+            };
+            let sums = arc_raw.entry((caller, self.name(n.func))).or_default();
+            sums.0 += n.incl.saturating_sub(n.child);
+            sums.1 += n.incl;
+        }
+        for (key, (self_, total)) in arc_raw {
+            if let Some(arc) = arcs.get_mut(&key) {
+                arc.cost = self.cost(self_, total);
+            }
+        }
+        let mut arcs: Vec<Arc> = arcs.into_values().collect();
+        for arc in &mut arcs {
+            arc.sites
+                .sort_by(|x, y| (&x.pos.file, x.pos.line).cmp(&(&y.pos.file, y.pos.line)));
+        }
+        Ok(arcs)
+    }
+
+    /// The activations open at the end, outermost first: from node `cur` up to the root.
+    fn open_stack(&self, cur: u32) -> Vec<String> {
+        let nodes = &self.nodes;
+        let mut open_stack = Vec::new();
+        let mut at = cur;
+        while at != 0 && (at as usize) < nodes.len() && open_stack.len() < nodes.len() {
+            open_stack.push(self.name(nodes[at as usize].func));
+            at = nodes[at as usize].parent;
+            if at == layout::NO_PARENT {
+                break;
+            }
+        }
+        open_stack.reverse();
+        open_stack
+    }
+}

@@ -1,0 +1,23 @@
+//! The profile: one data model that every report and output format is a view of.
+//!
+//! A profile is self-contained: it carries the names and source locations of its
+//! functions, so a report never needs the build that made it. It is decoded from the
+//! profiler's memory with the module's meta ([`crate::meta`]).
+//!
+//! - [`model`](Profile): the types, and lookups by name;
+//! - `decode`: a run's [`Dump`] and the module's meta into a profile;
+//! - `merge`: several runs' profiles as one;
+//! - `compensate`: the probes' measured cost subtracted from a timed profile;
+//! - `io`: profile files, and the [`DumpFile`] a JS host saves;
+//! - `outermost`: inclusive costs counted once per outermost activation.
+
+mod compensate;
+mod decode;
+mod io;
+mod merge;
+mod model;
+mod outermost;
+
+pub use decode::Dump;
+pub use io::{DumpFile, DUMP_FORMAT};
+pub use model::*;

@@ -1,0 +1,234 @@
+//! The profile's data model: functions, arcs, the calling-context tree and how each run
+//! ended. Every report and output format is a view of a [`Profile`].
+
+use serde::{Deserialize, Serialize};
+
+use crate::meta::Metric;
+use crate::symbols::SourcePos;
+
+/// The `format` field of every profile file.
+pub const FORMAT: &str = "wasmprof-profile";
+/// Version of the profile file format.
+pub const FORMAT_VERSION: u32 = 1;
+/// The caller name of arcs that enter the module from the host.
+pub const HOST: &str = "<host>";
+
+/// A whole profile.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Profile {
+    /// Always [`FORMAT`].
+    pub format: String,
+    /// [`FORMAT_VERSION`] of the writer.
+    pub version: u32,
+    /// What was profiled: the module (or, merged, the modules).
+    pub modules: Vec<String>,
+    /// Whether every activation ended (false after a trap or an exit from deep inside).
+    pub complete: bool,
+    /// How each module's run ended.
+    pub runs: Vec<RunInfo>,
+    /// What was measured besides calls: `time` (the `*_ns` fields, wall-clock
+    /// nanoseconds), `instructions` (the `*_instructions` fields) or `calls` (neither).
+    pub metric: Metric,
+    /// Functions that were called at least once.
+    pub functions: Vec<Function>,
+    /// Caller -> callee arcs, with counts and times.
+    pub arcs: Vec<Arc>,
+    /// The calling-context tree: node 0 is the host, every other node one call path.
+    pub contexts: Vec<Context>,
+    /// Function entries that went to a per-function fold node because the context tree
+    /// was full (their paths are lost; counts and times are not).
+    pub folded_entries: u64,
+    /// Arcs that could not be recorded because the arc table was full.
+    pub arcs_dropped: u64,
+    /// The probes' own cost, when it was subtracted from the times.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compensation: Option<ProbeCost>,
+}
+
+/// What the probes cost per call, as measured at start-up (see the `calibrate` module).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct ProbeCost {
+    /// Probe time that falls inside an activation's own window: added to the callee's self
+    /// time by every call (ns).
+    pub in_callee_ns: f64,
+    /// Probe time that falls outside the callee's window: added to the caller's self time
+    /// by every call it makes (ns).
+    pub in_caller_ns: f64,
+}
+
+/// How one run ended.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunInfo {
+    /// The module that ran.
+    pub module: String,
+    /// Its exit code.
+    pub exit_code: i32,
+    /// The trap message, if it trapped.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trap: Option<String>,
+    /// The activations open when the run ended, outermost first (empty after a clean run).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub open_stack: Vec<String>,
+    /// Wall time of the run.
+    pub wall_ns: u64,
+    /// The clock the module read (`tsc`, `instant`).
+    #[serde(default)]
+    pub clock: String,
+}
+
+/// One function.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Function {
+    /// Index in `functions`, which `contexts` refer to.
+    pub id: u32,
+    /// Demangled name, unique in the profile.
+    pub name: String,
+    /// Source file of the definition.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub file: Option<String>,
+    /// Line of the definition.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub line: Option<u32>,
+    /// Imported: its time is time spent in the host.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub import: bool,
+    /// Exact number of calls.
+    pub calls: u64,
+    /// Cost in the function itself, callees excluded (`self`), and with its callees,
+    /// counted once per outermost activation (`total`).
+    #[serde(flatten)]
+    pub cost: Costs,
+}
+
+impl Function {
+    /// The function's own weight in `metric`: its self time or self instructions, or, for
+    /// the calls metric, its calls.
+    pub fn own_weight(&self, metric: Metric) -> u64 {
+        match metric {
+            Metric::Calls => self.calls,
+            other => self.cost.get(other).0,
+        }
+    }
+}
+
+/// Self and inclusive cost, in the profile's metric.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Costs {
+    /// Self time, in nanoseconds (0 unless the metric is time).
+    pub self_ns: u64,
+    /// Inclusive time, in nanoseconds (0 unless the metric is time).
+    pub total_ns: u64,
+    /// Self executed instructions (with the instructions metric).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub self_instructions: Option<u64>,
+    /// Inclusive executed instructions (with the instructions metric).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub total_instructions: Option<u64>,
+}
+
+impl Costs {
+    /// Costs of `self_` and `total` raw readings (clock ticks or instructions) of `metric`.
+    pub(super) fn from_raw(metric: Metric, self_: u64, total: u64, ticks_per_ns: f64) -> Costs {
+        let ns = |ticks: u64| (ticks as f64 / ticks_per_ns).round() as u64;
+        match metric {
+            Metric::Calls => Costs::default(),
+            Metric::Time => Costs {
+                self_ns: ns(self_),
+                total_ns: ns(total),
+                ..Costs::default()
+            },
+            Metric::Instructions => Costs {
+                self_instructions: Some(self_),
+                total_instructions: Some(total),
+                ..Costs::default()
+            },
+        }
+    }
+
+    /// Adds `other` in.
+    pub fn add(&mut self, other: &Costs) {
+        let sum = |a: Option<u64>, b: Option<u64>| match (a, b) {
+            (None, None) => None,
+            (a, b) => Some(a.unwrap_or(0) + b.unwrap_or(0)),
+        };
+        self.self_ns += other.self_ns;
+        self.total_ns += other.total_ns;
+        self.self_instructions = sum(self.self_instructions, other.self_instructions);
+        self.total_instructions = sum(self.total_instructions, other.total_instructions);
+    }
+
+    /// (self, total) in `metric`'s unit: nanoseconds, instructions, or (0, 0) for calls.
+    pub fn get(&self, metric: Metric) -> (u64, u64) {
+        match metric {
+            Metric::Calls => (0, 0),
+            Metric::Time => (self.self_ns, self.total_ns),
+            Metric::Instructions => (
+                self.self_instructions.unwrap_or(0),
+                self.total_instructions.unwrap_or(0),
+            ),
+        }
+    }
+}
+
+/// Calls from one function to another.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Arc {
+    /// Name of the caller, or [`HOST`].
+    pub caller: String,
+    /// Name of the callee.
+    pub callee: String,
+    /// Exact number of calls.
+    pub count: u64,
+    /// The callee's self and inclusive cost in these calls (for a recursive arc, nested
+    /// calls count again).
+    #[serde(flatten)]
+    pub cost: Costs,
+    /// The call sites, with their counts, when known.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sites: Vec<ArcSite>,
+}
+
+/// One call site of an arc.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ArcSite {
+    /// Where the call is.
+    #[serde(flatten)]
+    pub pos: SourcePos,
+    /// Calls made there.
+    pub count: u64,
+}
+
+/// One node of the calling-context tree.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Context {
+    /// Index in `contexts`.
+    pub id: u32,
+    /// Parent node; `None` for the root (the host).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent: Option<u32>,
+    /// Function id; `None` for the root.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub function: Option<u32>,
+    /// This node collects entries whose path was lost when the tree was full.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub folded: bool,
+    /// Calls along this path.
+    pub calls: u64,
+    /// Self and inclusive cost along this path.
+    #[serde(flatten)]
+    pub cost: Costs,
+}
+
+impl Profile {
+    /// The function with this name.
+    pub fn function_named(&self, name: &str) -> Option<&Function> {
+        self.functions.iter().find(|f| f.name == name)
+    }
+
+    /// The arc from `caller` to `callee`, by name.
+    pub fn arc(&self, caller: &str, callee: &str) -> Option<&Arc> {
+        self.arcs
+            .iter()
+            .find(|a| a.caller == caller && a.callee == callee)
+    }
+}
