@@ -68,7 +68,7 @@ const NO_LINK: &[&str] = &[
 impl Step {
     /// Classifies `args` (response files `@file` are read for this; what emcc gets is
     /// unchanged). The default output of a link is `a.out.js`. A step taken for a link may
-    /// still write no module (`emcc -v`); [`run`] instruments only a module the step wrote.
+    /// still write no module (`emcc -v`); the wrapper instruments only a module the step wrote.
     pub fn classify(args: &[OsString]) -> Step {
         let args = expand_response_files(args);
         let mut output = None;

@@ -1,10 +1,10 @@
 //! cargo-wasmprof: an instrumenting profiler for WebAssembly.
 //!
 //! The pipeline, one module per step: [`build`] (cargo, for wasm32-wasip1 or, through
-//! [`emscripten`], wasm32-unknown-emscripten) -> [`instrument`] (walrus; it also reads the
+//! `emscripten`, wasm32-unknown-emscripten) -> [`instrument`] (walrus; it also reads the
 //! original module's DWARF through [`symbols`] into its [`meta`]) -> [`host`]
 //! (one seam: the embedded wasmtime, node) -> [`profile`] (one data model, decoded from the
-//! memory laid out by [`layout`]) -> [`format`] (every view of it, the text report too).
+//! memory laid out by [`layout`]) -> [`format`](mod@format) (every view of it, the text report too).
 //!
 //! [`commands`] walks the pipeline for each command of [`cli`]; [`emcc`] is the compiler
 //! wrapper that instruments what Emscripten links. Layers point down only: ARCHITECTURE.md

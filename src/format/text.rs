@@ -103,14 +103,20 @@ fn header(out: &mut String, p: &Profile, units: Units) {
     );
 }
 
-fn flat_profile(out: &mut String, p: &Profile, units: Units, top: usize) {
+/// The functions, most `cost` first, then most calls, then by name.
+fn by_cost(p: &Profile, cost: impl Fn(&Function) -> u64) -> Vec<&Function> {
     let mut rows: Vec<&Function> = p.functions.iter().collect();
     rows.sort_by(|a, b| {
-        let (sa, sb) = (units.get(&a.cost).0, units.get(&b.cost).0);
-        sb.cmp(&sa)
+        cost(b)
+            .cmp(&cost(a))
             .then(b.calls.cmp(&a.calls))
             .then(a.name.cmp(&b.name))
     });
+    rows
+}
+
+fn flat_profile(out: &mut String, p: &Profile, units: Units, top: usize) {
+    let rows = by_cost(p, |f| units.get(&f.cost).0);
     if !units.has_cost() {
         let all: u64 = p.functions.iter().map(|f| f.calls).sum();
         let _ = writeln!(out, "\n{BOLD}Flat profile{BOLD:#} (calls only)\n");
@@ -165,13 +171,7 @@ fn flat_profile(out: &mut String, p: &Profile, units: Units, top: usize) {
 }
 
 fn call_graph(out: &mut String, p: &Profile, units: Units, top: usize) {
-    let mut order: Vec<&Function> = p.functions.iter().collect();
-    order.sort_by(|a, b| {
-        let (ta, tb) = (units.get(&a.cost).1, units.get(&b.cost).1);
-        tb.cmp(&ta)
-            .then(b.calls.cmp(&a.calls))
-            .then(a.name.cmp(&b.name))
-    });
+    let order = by_cost(p, |f| units.get(&f.cost).1);
     let index: HashMap<&str, usize> = order
         .iter()
         .enumerate()
