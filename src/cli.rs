@@ -334,6 +334,7 @@ impl InstrumentOptions {
             max_contexts: self.max_contexts,
             metric: self.metric,
             state: self.state,
+            host_exceptions: false,
         }
     }
 }

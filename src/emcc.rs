@@ -29,10 +29,13 @@ use crate::instrument::{instrument_in_place, original_path, Options};
 use crate::meta::{Metric, StateLocation};
 use crate::status::{ColorChoice, Status};
 
-/// The JS runtime, with [`WASM_FILE_MARK`] standing for the module's file name.
+/// The JS runtime, with [`WASM_FILE_MARK`] standing for the module's file name and
+/// [`NODE_SIZE_MARK`] for the size of a context-tree node.
 const RUNTIME: &str = include_str!("../templates/wasmprof-runtime.js");
 /// What the runtime template has where the .wasm file's name goes.
 const WASM_FILE_MARK: &str = "__WASMPROF_WASM_FILE__";
+/// What the runtime template has where [`crate::layout::NODE_SIZE`] goes.
+const NODE_SIZE_MARK: &str = "__WASMPROF_NODE_SIZE__";
 
 /// What a command line asks of emcc, as far as the wrapper cares.
 #[derive(Debug, PartialEq, Eq)]
@@ -212,6 +215,8 @@ pub(crate) fn run(driver: Driver, args: &[OsString]) -> Result<i32, Error> {
         let options = Options {
             state,
             metric: metric_from_env()?,
+            // JS glue can throw through the imports (longjmp, C++ exceptions).
+            host_exceptions: state == StateLocation::StateModule,
             ..Options::default()
         };
         if let Some(meta) = instrument_in_place(&wasm, &options)? {
@@ -244,10 +249,15 @@ fn runtime_file(wasm: &Path) -> Result<tempfile::NamedTempFile, Error> {
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
     let quoted = serde_json::to_string(&name).expect("strings serialize");
-    let text = RUNTIME.replace(
-        &format!("'{WASM_FILE_MARK}'"),
-        &quoted, // a JS string literal
-    );
+    let text = RUNTIME
+        .replace(
+            &format!("'{WASM_FILE_MARK}'"),
+            &quoted, // a JS string literal
+        )
+        .replace(
+            &format!("'{NODE_SIZE_MARK}'"),
+            &crate::layout::NODE_SIZE.to_string(),
+        );
     let mut file = tempfile::Builder::new()
         .prefix("wasmprof-runtime-")
         .suffix(".js")

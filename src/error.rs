@@ -142,7 +142,10 @@ pub enum HostError {
     #[error("{0}")]
     Unavailable(String),
     /// The program ended without leaving its profile.
-    #[error("exited with code {code} before it saved a profile (was it linked by wasmprof-emcc?)")]
+    #[error(
+        "the profile was lost: the program exited with code {code} before the profiler's \
+         runtime could save it (is it linked by wasmprof-emcc?)"
+    )]
     NoProfile {
         /// The program's exit code.
         code: i32,

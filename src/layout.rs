@@ -37,8 +37,8 @@ pub const MAGIC: u32 = u32::from_le_bytes(*b"WPRF");
 /// Size of one dynamic-arc slot: `site: u32, callee_plus_one: u32, count: u64`.
 pub const DYN_ARC_SIZE: u32 = 16;
 /// Size of one context-tree node: `parent: u32, func: u32, count: u64, incl: u64, child: u64,
-/// first_child: u32, next_sibling: u32`.
-pub const NODE_SIZE: u32 = 40;
+/// first_child: u32, next_sibling: u32, t0: u64`.
+pub const NODE_SIZE: u32 = 48;
 /// Node field offsets within a node.
 pub const NODE_PARENT: u32 = 0;
 /// See [`NODE_PARENT`].
@@ -54,15 +54,25 @@ pub const NODE_CHILD: u32 = 24;
 pub const NODE_FIRST_CHILD: u32 = 32;
 /// See [`NODE_PARENT`].
 pub const NODE_NEXT_SIBLING: u32 = 36;
+/// The clock's (or the instruction counter's) reading when the node's latest activation
+/// began: what closes an activation that never reached its exit probe (one that a longjmp
+/// or a JS exception unwound, or that was still open when the run ended). A context node
+/// has at most one open activation at a time (a recursive call is a child node).
+pub const NODE_T0: u32 = 40;
 
 /// The parent recorded for the root and for fold nodes.
 pub const NO_PARENT: u32 = u32::MAX;
 /// Site ids with this bit set are indirect sites (`call_indirect`, `call_ref` and their tail
 /// forms); site ids without it are direct sites, and 0 means "entered from the host".
 pub const INDIRECT_SITE: u32 = 0x8000_0000;
+/// A dynamic arc whose site has this bit set (and not [`INDIRECT_SITE`]) is an entry from
+/// the host while the import whose function id is in the other bits was running: the host
+/// called back into the module (Emscripten's `invoke_*` trampolines, a callback). Only the
+/// arc table holds such ids; call sites never do.
+pub const IMPORT_ENTRY: u32 = 0x4000_0000;
 
-/// The most calling contexts a profiler memory can hold (2 GB of nodes, so that the memory
-/// stays within a 32-bit address space).
+/// The most calling contexts a profiler memory can hold (2.4 GB of nodes at most, root and
+/// fold nodes included, so that the memory stays within a 32-bit address space).
 pub const MAX_CONTEXTS: u32 = 25_000_000;
 
 /// Wasm page size.

@@ -18,12 +18,16 @@ pub const MEMORY_EXPORT: &str = "__wasmprof_memory";
 /// Name under which the instrumented module exports the global holding the current
 /// context-tree node (after a trap: the innermost open activation).
 pub const CUR_EXPORT: &str = "__wasmprof_cur";
+/// Name under which the module that holds the profiler's state exports the instruction
+/// counter (with the instructions metric): its value when the run ended closes the
+/// activations still open.
+pub const INSTRUCTIONS_EXPORT: &str = "__wasmprof_instructions";
 /// Import module of the clock the instrumented module reads at entries and exits.
 pub const CLOCK_MODULE: &str = STATE_MODULE;
 /// Import name of the clock: `() -> i64`, monotonic nanoseconds.
 pub const CLOCK_NAME: &str = "now";
 /// Version of the [`Meta`] format and of the memory layout.
-pub const VERSION: u32 = 2;
+pub const VERSION: u32 = 3;
 /// Import module of everything an instrumented module takes from outside: the clock, and
 /// with [`StateLocation::StateModule`] the state module's exports.
 pub const STATE_MODULE: &str = "wasmprof";
@@ -84,6 +88,10 @@ pub struct Meta {
     /// Where the profiler's state is.
     #[serde(default)]
     pub state: StateLocation,
+    /// Whether each import's thunk handles the host's own exceptions
+    /// ([`crate::instrument::Options::host_exceptions`]).
+    #[serde(default)]
+    pub host_exceptions: bool,
     /// Where the state lies in the profiler's memory.
     pub layout: Layout,
     /// One entry per function id (= the function's index in the original module).

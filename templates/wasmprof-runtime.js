@@ -8,6 +8,7 @@
 var wasmprof = (function () {
   'use strict';
   var WASM_FILE = '__WASMPROF_WASM_FILE__';
+  var NODE_SIZE = '__WASMPROF_NODE_SIZE__'; // the size of a context-tree node, in bytes
   var PROGRAM = WASM_FILE.replace(/\.wasm$/, '');
   var isNode = typeof process === 'object' && !!(process.versions && process.versions.node);
   var scriptUrl = typeof document === 'object' && document.currentScript ? document.currentScript.src
@@ -50,7 +51,9 @@ var wasmprof = (function () {
         try {
           return value.apply(this, arguments);
         } catch (e) {
-          if (e instanceof WebAssembly.RuntimeError && !run.trap) {
+          // A stack overflow is a RangeError in V8; the glue's own handler may overflow
+          // next, so the profile is saved now.
+          if ((e instanceof WebAssembly.RuntimeError || e instanceof RangeError) && !run.trap) {
             run.trap = e.message;
             if (isNode) writeProfile(1);
           }
@@ -93,13 +96,23 @@ var wasmprof = (function () {
     return btoa(text);
   }
 
+  // The reading that closes the activations still open: the instruction counter, or the
+  // clock (in decimal: a JS number would lose the last digits).
+  function endReading() {
+    if (run.meta.metric === 'instructions') {
+      var counter = run.state['__wasmprof_instructions'];
+      return counter ? counter.value.toString() : null;
+    }
+    return run.meta.metric === 'time' ? now().toString() : null;
+  }
+
   // The dump that `cargo wasmprof report` decodes: the used part of the profiler's memory.
   function profile(exitCode) {
     if (!run.state) return null;
     var layout = run.meta.layout;
     var memory = new Uint8Array(run.state['__wasmprof_memory'].buffer);
     var nodes = new DataView(memory.buffer).getUint32(8, true);
-    var used = Math.min(memory.length, layout.nodes_off + 40 * Math.min(nodes, layout.nodes_cap));
+    var used = Math.min(memory.length, layout.nodes_off + NODE_SIZE * Math.min(nodes, layout.nodes_cap));
     return {
       format: 'wasmprof-dump',
       version: run.meta.version,
@@ -110,6 +123,7 @@ var wasmprof = (function () {
       clock: isNode ? 'hrtime' : 'performance.now',
       ticks_per_ns: 1,
       cur: run.state['__wasmprof_cur'].value,
+      end: endReading(),
       memory: base64(memory.subarray(0, used)),
       meta: run.meta
     };

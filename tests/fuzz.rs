@@ -249,11 +249,17 @@ fn observe(engine: &Engine, wasm: &[u8], exports: &[String]) -> (Observed, Optio
                 .get_global(&mut store, meta::CUR_EXPORT)?
                 .get(&mut store)
                 .i32()?;
+            // The instruction counter, else the test clock's last reading.
+            let end = state
+                .get_global(&mut store, meta::INSTRUCTIONS_EXPORT)
+                .and_then(|g| g.get(&mut store).i64())
+                .unwrap_or(store.data().clock);
             Some(Dump {
                 memory: memory.data(&store).to_vec(),
                 cur: cur as u32,
                 ticks_per_ns: 1.0,
                 clock: "test".into(),
+                end: Some(end as u64),
             })
         });
     (observed, dump)

@@ -153,6 +153,7 @@ fn run_module(wasm: &[u8], config: &RunConfig) -> anyhow::Result<Outcome> {
         .context("`_start` must take and return nothing")?;
     let result = start.call(&mut store, ());
     let wall_ns = started.elapsed().as_nanos() as u64;
+    let ended = clock.reader()() as u64;
 
     let (exit_code, trap) = match result {
         Ok(()) => (0, None),
@@ -169,11 +170,20 @@ fn run_module(wasm: &[u8], config: &RunConfig) -> anyhow::Result<Outcome> {
             .get_global(&mut store, meta::CUR_EXPORT)
             .and_then(|g| g.get(&mut store).i32())
             .context("the instrumented module exports no current-context global")?;
+        // What closes the activations still open: the instruction counter, or the clock.
+        let instructions = state_instance
+            .get_global(&mut store, meta::INSTRUCTIONS_EXPORT)
+            .and_then(|g| g.get(&mut store).i64());
+        let end = match instructions {
+            Some(count) => Some(count as u64),
+            None => timed.then_some(ended),
+        };
         Some(Dump {
             memory: memory.data(&store).to_vec(),
             cur: cur as u32,
             ticks_per_ns: clock.ticks_per_ns(),
             clock: if timed { clock.name() } else { "none" }.to_string(),
+            end,
         })
     } else {
         None

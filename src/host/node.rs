@@ -44,6 +44,7 @@ impl Host for Node {
         };
         let options = Options {
             state: StateLocation::StateModule,
+            host_exceptions: true,
             ..options.clone()
         };
         let wasm = js.with_extension("wasm");

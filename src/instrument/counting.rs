@@ -93,12 +93,18 @@ impl Segment {
         self.original = 0;
     }
 }
+
 /// Whether the instructions after `instr` may not run whenever it does: after a branch, a
-/// return or a trap, and after a nested block (which may branch past them).
+/// return or a trap, after a nested block (which may branch past them), and after a call
+/// (which a longjmp or a JS exception may leave without returning: the frame it unwinds
+/// is then charged no instruction it did not run).
 pub(super) fn ends_segment(instr: &Instr) -> bool {
     matches!(
         instr,
-        Instr::Block(_)
+        Instr::Call(_)
+            | Instr::CallIndirect(_)
+            | Instr::CallRef(_)
+            | Instr::Block(_)
             | Instr::Loop(_)
             | Instr::IfElse(_)
             | Instr::TryTable(_)

@@ -50,6 +50,11 @@ pub struct Options {
     pub metric: Metric,
     /// Where the profiler keeps its state.
     pub state: StateLocation,
+    /// The host throws exceptions of its own through the module's imports (JavaScript's:
+    /// Emscripten's longjmp, C++ throws without wasm exceptions). Each import's thunk then
+    /// gets a handler, in the legacy exceptions form that node 20 runs (wasmtime does not),
+    /// so that its activation is closed and the running import known while one passes.
+    pub host_exceptions: bool,
 }
 
 impl Default for Options {
@@ -58,17 +63,19 @@ impl Default for Options {
             max_contexts: 1 << 18,
             metric: Metric::Time,
             state: StateLocation::OwnMemory,
+            host_exceptions: false,
         }
     }
 }
 
 impl Options {
     /// Whether these options produced `meta`: a module that carries it was instrumented
-    /// with the same metric, state location and room for contexts.
+    /// with the same metric, state location, import handlers and room for contexts.
     pub fn produced(&self, meta: &Meta) -> bool {
         let l = &meta.layout;
         meta.metric == self.metric
             && meta.state == self.state
+            && meta.host_exceptions == self.host_exceptions
             && l.nodes_cap == Layout::new(l.functions, 0, 0, self.max_contexts).nodes_cap
     }
 }
@@ -150,6 +157,7 @@ impl Rewritten {
             version: meta::VERSION,
             metric: options.metric,
             state: options.state,
+            host_exceptions: options.host_exceptions,
             layout: self.layout,
             functions,
             direct_sites: locate(&self.sites.direct),
@@ -203,6 +211,7 @@ fn rewrite(mut module: Module, options: &Options) -> Result<Rewritten, Instrumen
                 f,
                 site_ids,
                 seqs,
+                thunk: false,
             });
         }
     }
@@ -215,6 +224,7 @@ fn rewrite(mut module: Module, options: &Options) -> Result<Rewritten, Instrumen
             f: import.index() as u32,
             site_ids: Vec::new(),
             seqs: sequences(func),
+            thunk: true,
         });
     }
 
@@ -224,10 +234,13 @@ fn rewrite(mut module: Module, options: &Options) -> Result<Rewritten, Instrumen
         sites.indirect.len() as u32,
         options.max_contexts,
     );
+    // Imports come first among the function ids.
+    let imports = thunks.len() as u32;
     let rt = match options.state {
-        StateLocation::OwnMemory => runtime::add(&mut module, &layout, options.metric),
+        StateLocation::OwnMemory => runtime::add(&mut module, &layout, options.metric, imports),
         StateLocation::StateModule => {
-            let (rt, state) = runtime::import_state_module(&mut module, &layout, options.metric);
+            let (rt, state) =
+                runtime::import_state_module(&mut module, &layout, options.metric, imports);
             validate(&state).map_err(InstrumentError::Produced)?;
             module.customs.add(walrus::RawCustomSection {
                 name: meta::STATE_SECTION.to_string(),
@@ -237,6 +250,13 @@ fn rewrite(mut module: Module, options: &Options) -> Result<Rewritten, Instrumen
         }
     };
     let unwind = Unwind::of(&module);
+    // A host that throws through imports (JS: a longjmp, a C++ throw without wasm
+    // exceptions): each thunk gets a handler, so that its activation is closed, and the
+    // running import known, while an exception passes.
+    let thunk_unwind = match unwind {
+        None if options.host_exceptions => Some(Unwind::Legacy),
+        other => other,
+    };
     for plan in &plans {
         let id = plan.id;
         let locals = ProbeLocals {
@@ -258,6 +278,7 @@ fn rewrite(mut module: Module, options: &Options) -> Result<Rewritten, Instrumen
         let FunctionKind::Local(func) = &mut module.funcs.get_mut(id).kind else {
             unreachable!("planned functions are defined functions");
         };
+        let unwind = if plan.thunk { thunk_unwind } else { unwind };
         rewrite_function(func, plan, body_ty, &rt, unwind, locals);
     }
     let wasm = module.emit_wasm();
@@ -270,11 +291,13 @@ fn rewrite(mut module: Module, options: &Options) -> Result<Rewritten, Instrumen
     })
 }
 
-/// One function to rewrite: its walrus id, its function id, the ids of its call sites, and
-/// its instruction sequences (found once, for the numbering and the rewrite).
+/// One function to rewrite: its walrus id, its function id, the ids of its call sites, its
+/// instruction sequences (found once, for the numbering and the rewrite), and whether it is
+/// an import's thunk.
 struct Plan {
     id: FunctionId,
     f: u32,
     site_ids: Vec<u32>,
     seqs: Vec<InstrSeqId>,
+    thunk: bool,
 }

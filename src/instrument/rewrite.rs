@@ -2,7 +2,10 @@
 //! a cost is measured, its body in a block whose every exit (returns, branches to the
 //! body, tail calls, exceptions) reaches the exit probe.
 
-use walrus::ir::{Block, Br, Const, GlobalSet, Instr, InstrLocId, InstrSeqId, InstrSeqType, Value};
+use walrus::ir::{
+    Block, Br, Const, GlobalGet, GlobalSet, Instr, InstrLocId, InstrSeqId, InstrSeqType, LocalGet,
+    LocalSet, Value,
+};
 use walrus::{LocalFunction, Module, ValType};
 
 use super::counting::{ends_segment, InstructionCounter, Segment};
@@ -55,6 +58,7 @@ pub(super) fn rewrite_function(
         f,
         ref site_ids,
         ref seqs,
+        thunk,
         ..
     }: &Plan,
     body_ty: InstrSeqType,
@@ -65,7 +69,7 @@ pub(super) fn rewrite_function(
     let entry = func.entry_block();
     let timing = match &rt.probes {
         runtime::Probes::Timed(timing) => Some(timing),
-        runtime::Probes::Count(_) => None,
+        runtime::Probes::Count(..) => None,
     };
     let body = timing.map(|_| func.builder_mut().dangling_instr_seq(body_ty).id());
     let counter = match (timing.map(|t| t.clock), pending) {
@@ -82,6 +86,9 @@ pub(super) fn rewrite_function(
         };
         let mut probe = flush(at);
         let mut seq = func.builder_mut().dangling_instr_seq(None);
+        if thunk {
+            timing.repair(&mut seq, timed);
+        }
         timing.exit(&mut seq, timed);
         probe.push((Instr::Block(Block { seq: seq.id() }), at));
         probe
@@ -133,7 +140,7 @@ pub(super) fn rewrite_function(
     );
 
     let (Some(body), runtime::Probes::Timed(timing)) = (body, &rt.probes) else {
-        let runtime::Probes::Count(counter) = &rt.probes else {
+        let runtime::Probes::Count(counter, active) = &rt.probes else {
             unreachable!("a timed function has a body block");
         };
         // Calls only: the counting, then the body as it was.
@@ -143,7 +150,11 @@ pub(super) fn rewrite_function(
             f,
             [timed.parent, timed.node],
         );
-        func.block_mut(entry).instrs.extend(original);
+        if thunk {
+            mark_running(func, original, f, *active, timed.scratch, body_ty, unwind);
+        } else {
+            func.block_mut(entry).instrs.extend(original);
+        }
         return;
     };
     // The entry sequence becomes: entry probe, the body block, exit probe.
@@ -216,6 +227,57 @@ pub(super) fn rewrite_function(
         }
     }
     func.block_mut(entry).instrs = probe;
+}
+
+/// Appends an import's thunk `body` to its entry sequence between the setting of `active`
+/// to the import's id + 1 and its restoring (from `saved`), so that an entry from the host
+/// while the import runs is counted as the import's arc. With a legacy `unwind` (a JS host),
+/// a handler restores it too when an exception passes.
+fn mark_running(
+    func: &mut LocalFunction,
+    body: Vec<(Instr, InstrLocId)>,
+    f: u32,
+    active: walrus::GlobalId,
+    saved: walrus::LocalId,
+    body_ty: InstrSeqType,
+    unwind: Option<Unwind>,
+) {
+    let at = InstrLocId::default();
+    let restore = [
+        (Instr::LocalGet(LocalGet { local: saved }), at),
+        (Instr::GlobalSet(GlobalSet { global: active }), at),
+    ];
+    let mut out = vec![
+        (Instr::GlobalGet(GlobalGet { global: active }), at),
+        (Instr::LocalSet(LocalSet { local: saved }), at),
+        (i32_const(f + 1), at),
+        (Instr::GlobalSet(GlobalSet { global: active }), at),
+    ];
+    if unwind == Some(Unwind::Legacy) {
+        let builder = func.builder_mut();
+        let try_seq = builder.dangling_instr_seq(body_ty).id();
+        let handler = builder.dangling_instr_seq(body_ty).id();
+        func.block_mut(try_seq).instrs = body;
+        let mut rethrow = restore.to_vec();
+        rethrow.push((
+            Instr::Rethrow(walrus::ir::Rethrow { relative_depth: 0 }),
+            at,
+        ));
+        func.block_mut(handler).instrs = rethrow;
+        let catches = vec![walrus::ir::LegacyCatch::CatchAll { handler }];
+        out.push((
+            Instr::Try(walrus::ir::Try {
+                seq: try_seq,
+                catches,
+            }),
+            at,
+        ));
+    } else {
+        out.extend(body);
+    }
+    out.extend(restore);
+    let entry = func.entry_block();
+    func.block_mut(entry).instrs.extend(out);
 }
 
 /// The locals the probes use in one function.

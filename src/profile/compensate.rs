@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 
-use super::outermost::outermost_sums;
+use super::outermost::{arc_keys, outermost_sums, TreeNode};
 use super::{Context, ProbeCost, Profile, HOST};
 use crate::meta::Metric;
 
@@ -41,13 +41,14 @@ impl Profile {
         }
 
         // Functions: self over all their contexts, total over their outermost ones.
-        let totals = outermost_sums(
-            self.contexts
-                .iter()
-                .map(|c| (c.parent.map(|p| p as usize), c.function.map(|f| f as usize))),
-            &total_ns,
-            self.functions.len(),
-        );
+        let tree: Vec<TreeNode> = self
+            .contexts
+            .iter()
+            .map(|c| (c.parent.map(|p| p as usize), c.function.map(|f| f as usize)))
+            .collect();
+        let parents = || tree.iter().map(|&(parent, _)| parent);
+        let functions: Vec<Option<usize>> = tree.iter().map(|&(_, function)| function).collect();
+        let totals = outermost_sums(parents(), &functions, &total_ns, self.functions.len());
         for (f, total) in self.functions.iter_mut().zip(totals) {
             f.cost.self_ns = 0;
             f.cost.total_ns = total;
@@ -58,21 +59,25 @@ impl Profile {
             }
         }
 
-        // Arcs: the callee's contexts under the caller.
-        let mut sums: HashMap<(String, String), (u64, u64)> = HashMap::new();
-        for (i, c) in self.contexts.iter().enumerate().skip(1) {
-            let caller = match self.contexts[parent(c).expect("has a parent")].function {
-                Some(f) => self.functions[f as usize].name.clone(),
-                None => HOST.to_string(),
-            };
-            let callee = self.functions
-                [c.function.expect("non-root contexts have a function") as usize]
-                .name
-                .clone();
-            let sum = sums.entry((caller, callee)).or_default();
-            sum.0 += self_ns[i];
-            sum.1 += total_ns[i];
+        // Arcs: the callee's contexts under the caller; self over all of them, total over
+        // the outermost ones.
+        let (keys, tree_arcs) = arc_keys(&tree, |_| true);
+        let mut arc_self = vec![0u64; tree_arcs.len()];
+        for (key, &ns) in keys.iter().zip(&self_ns) {
+            if let Some(k) = *key {
+                arc_self[k] += ns;
+            }
         }
+        let arc_total = outermost_sums(parents(), &keys, &total_ns, tree_arcs.len());
+        let name = |f: usize| self.functions[f].name.clone();
+        let sums: HashMap<(String, String), (u64, u64)> = tree_arcs
+            .iter()
+            .enumerate()
+            .map(|(k, &(caller, callee))| {
+                let caller = caller.map_or_else(|| HOST.to_string(), name);
+                ((caller, name(callee)), (arc_self[k], arc_total[k]))
+            })
+            .collect();
         for arc in &mut self.arcs {
             let (self_, total) = sums
                 .get(&(arc.caller.clone(), arc.callee.clone()))

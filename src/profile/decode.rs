@@ -2,11 +2,11 @@
 //! module's meta into a [`Profile`]. The memory is laid out as [`crate::layout`]
 //! says; nothing else about the run is needed.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
 use anyhow::Context as _;
 
-use super::outermost::outermost_sums;
+use super::outermost::{arc_keys, outermost_sums, TreeNode};
 use super::{
     Arc, ArcSite, Context, Costs, Function, Profile, RunInfo, FORMAT, FORMAT_VERSION, HOST,
 };
@@ -26,6 +26,10 @@ pub struct Dump {
     pub ticks_per_ns: f64,
     /// Which clock the module read (`tsc`, `instant`; `none` when it read none).
     pub clock: String,
+    /// The clock's (or, with the instructions metric, the instruction counter's) raw
+    /// reading when the run ended: the activations still open then are closed at it. `None`
+    /// when the host did not read it; they keep only what their finished activations cost.
+    pub end: Option<u64>,
 }
 
 impl Profile {
@@ -40,7 +44,7 @@ impl Profile {
             meta,
             layout: &meta.layout,
             ticks_per_ns: dump.ticks_per_ns,
-            nodes: read_nodes(&raw, &meta.layout)?,
+            nodes: read_nodes(&raw, &meta.layout, dump.cur, dump.end)?,
             direct: direct_sites(&raw, meta)?,
             raw,
         };
@@ -98,12 +102,15 @@ struct RawNode {
     count: u64,
     incl: u64,
     child: u64,
+    t0: u64,
 }
 
 /// The nodes of the context tree: the root, the fold nodes (function f at node f + 1), the
-/// contexts; each node's cost in children completed with its tree children's inclusive
-/// costs (the probes leave those out: only what went to fold nodes is there).
-fn read_nodes(raw: &Raw, l: &Layout) -> anyhow::Result<Vec<RawNode>> {
+/// contexts. The activations still open at the end (from node `cur` up) are closed at the
+/// `end` reading, from the reading their entry kept; then each node's cost in children is
+/// completed with its tree children's inclusive costs (the probes leave those out: only
+/// what went to fold nodes is there).
+fn read_nodes(raw: &Raw, l: &Layout, cur: u32, end: Option<u64>) -> anyhow::Result<Vec<RawNode>> {
     let node_count = raw.u32(layout::HDR_NODE_COUNT)?.min(l.nodes_cap);
     let mut nodes = Vec::with_capacity(node_count as usize);
     for n in 0..node_count {
@@ -114,6 +121,7 @@ fn read_nodes(raw: &Raw, l: &Layout) -> anyhow::Result<Vec<RawNode>> {
             count: raw.u64(at + layout::NODE_COUNT)?,
             incl: raw.u64(at + layout::NODE_INCL)?,
             child: raw.u64(at + layout::NODE_CHILD)?,
+            t0: raw.u64(at + layout::NODE_T0)?,
         };
         if n == 0 {
             node.parent = layout::NO_PARENT;
@@ -130,6 +138,16 @@ fn read_nodes(raw: &Raw, l: &Layout) -> anyhow::Result<Vec<RawNode>> {
             );
         }
         nodes.push(node);
+    }
+    if let Some(end) = end {
+        // Context nodes only: a fold node's path is lost, and it may hold several open
+        // activations, of which it kept only the latest entry's reading.
+        let mut n = cur as usize;
+        while n >= l.first_context_node() as usize && n < nodes.len() {
+            let node = &mut nodes[n];
+            node.incl = node.incl.saturating_add(end.saturating_sub(node.t0));
+            n = node.parent as usize;
+        }
     }
     for n in l.first_context_node() as usize..nodes.len() {
         let (parent, incl) = (nodes[n].parent as usize, nodes[n].incl);
@@ -180,6 +198,19 @@ impl Decoder<'_> {
         self.meta.functions[f as usize].symbol.name.clone()
     }
 
+    /// Each node's parent and function; a fold node hangs from the root.
+    fn tree(&self) -> Vec<TreeNode> {
+        self.nodes
+            .iter()
+            .enumerate()
+            .map(|(n, node)| match n {
+                0 => (None, None),
+                _ if self.is_fold(n) => (Some(0), Some(node.func as usize)),
+                _ => (Some(node.parent as usize), Some(node.func as usize)),
+            })
+            .collect()
+    }
+
     /// Whether node `n` is a fold node.
     fn is_fold(&self, n: usize) -> bool {
         n > 0 && (n as u32) < self.layout.first_context_node()
@@ -208,12 +239,13 @@ impl Decoder<'_> {
         }
         // Inclusive cost, once per outermost activation; a fold node's entries (their
         // paths lost) count as outermost.
+        let tree = self.tree();
         let total_ticks = outermost_sums(
-            nodes.iter().enumerate().map(|(n, node)| match n {
-                0 => (None, None),
-                _ if self.is_fold(n) => (Some(0), Some(node.func as usize)),
-                _ => (Some(node.parent as usize), Some(node.func as usize)),
-            }),
+            tree.iter().map(|&(parent, _)| parent),
+            &tree
+                .iter()
+                .map(|&(_, function)| function)
+                .collect::<Vec<_>>(),
             &nodes.iter().map(|n| n.incl).collect::<Vec<_>>(),
             nf,
         );
@@ -316,6 +348,11 @@ impl Decoder<'_> {
             let count = self.raw.u64(at + 8)?;
             if site == 0 {
                 add(HOST.to_string(), callee_plus_one - 1, count, None);
+            } else if site & layout::INDIRECT_SITE == 0 && site & layout::IMPORT_ENTRY != 0 {
+                // The host called in while this import ran.
+                let import = site & !layout::IMPORT_ENTRY;
+                anyhow::ensure!(import < l.functions, "an arc from an unknown import");
+                add(self.name(import), callee_plus_one - 1, count, None);
             } else {
                 let s = meta
                     .indirect_sites
@@ -329,20 +366,27 @@ impl Decoder<'_> {
                 );
             }
         }
-        // Raw readings summed per arc, converted once summed.
-        let mut arc_raw: HashMap<(String, String), (u64, u64)> = HashMap::new();
-        for n in self.nodes.iter().skip(l.first_context_node() as usize) {
-            let caller = match n.parent {
-                0 => HOST.to_string(),
-                p => self.name(self.nodes[p as usize].func),
-            };
-            let sums = arc_raw.entry((caller, self.name(n.func))).or_default();
-            sums.0 += n.incl.saturating_sub(n.child);
-            sums.1 += n.incl;
+        // Costs from the context nodes (fold nodes' callers are lost): self over all the
+        // arc's nodes, inclusive over its outermost ones; raw readings, converted once
+        // summed.
+        let tree = self.tree();
+        let (keys, tree_arcs) = arc_keys(&tree, |n| !self.is_fold(n));
+        let mut self_raw = vec![0u64; tree_arcs.len()];
+        for (node, key) in self.nodes.iter().zip(&keys) {
+            if let Some(k) = *key {
+                self_raw[k] = self_raw[k].saturating_add(node.incl.saturating_sub(node.child));
+            }
         }
-        for (key, (self_, total)) in arc_raw {
-            if let Some(arc) = arcs.get_mut(&key) {
-                arc.cost = self.cost(self_, total);
+        let total_raw = outermost_sums(
+            tree.iter().map(|&(parent, _)| parent),
+            &keys,
+            &self.nodes.iter().map(|n| n.incl).collect::<Vec<_>>(),
+            tree_arcs.len(),
+        );
+        for (k, &(caller, callee)) in tree_arcs.iter().enumerate() {
+            let caller = caller.map_or_else(|| HOST.to_string(), |f| self.name(f as u32));
+            if let Some(arc) = arcs.get_mut(&(caller, self.name(callee as u32))) {
+                arc.cost = self.cost(self_raw[k], total_raw[k]);
             }
         }
         let mut arcs: Vec<Arc> = arcs.into_values().collect();

@@ -31,6 +31,9 @@ pub struct DumpFile {
     pub cur: u32,
     /// Clock ticks per nanosecond.
     pub ticks_per_ns: f64,
+    /// [`Dump::end`], in decimal (a JS number would lose its last digits).
+    #[serde(default)]
+    pub end: Option<String>,
 }
 
 impl DumpFile {
@@ -59,11 +62,17 @@ impl DumpFile {
         let memory = base64::engine::general_purpose::STANDARD
             .decode(self.memory.as_bytes())
             .context("its memory is not base64")?;
+        let end = self
+            .end
+            .map(|end| end.parse::<u64>())
+            .transpose()
+            .context("its end reading is not a number")?;
         let dump = Dump {
             memory,
             cur: self.cur,
             ticks_per_ns: self.ticks_per_ns,
             clock: self.run.clock.clone(),
+            end,
         };
         Ok((self.meta, dump, self.run))
     }

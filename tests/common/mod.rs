@@ -103,18 +103,66 @@ pub fn check_invariants(p: &Profile) {
             "contexts of {} add up to its calls",
             f.name
         );
-        if p.complete {
+        // Open activations (a trap, an exit from deep inside) run to the end of the run.
+        let (self_, total) = f.cost.get(p.metric);
+        assert!(self_ <= total, "self <= total for {}", f.name);
+    }
+    // Each function's self cost is shared out among the arcs into it: all of it where the
+    // context tree knows the callers (not for folded entries, nor for a tail call, whose
+    // callee runs in its caller's caller's context); never more.
+    if p.folded_entries == 0 {
+        for f in &p.functions {
+            let into: Vec<u64> = p
+                .arcs
+                .iter()
+                .filter(|a| a.callee == f.name)
+                .map(|a| a.cost.get(p.metric).0)
+                .collect();
+            // Times are rounded to nanoseconds per arc and per function: half a unit each.
+            let slack = match p.metric {
+                cargo_wasmprof::meta::Metric::Time => into.len() as u64,
+                _ => 0,
+            };
+            let (shared, own) = (into.iter().sum::<u64>(), f.cost.get(p.metric).0);
+            let orphan_context = p.arcs.iter().any(|a| a.callee == f.name && a.count > 0)
+                && p.contexts.iter().any(|c| {
+                    c.function == Some(f.id)
+                        && !p.arcs.iter().any(|a| {
+                            a.callee == f.name && Some(&a.caller) == caller_name(p, c).as_ref()
+                        })
+                });
             assert!(
-                f.cost.self_ns <= f.cost.total_ns,
-                "self <= total for {}",
+                shared <= own + slack && (orphan_context || own <= shared + slack),
+                "arcs into {} share its self: {shared} against {own}",
                 f.name
             );
         }
+    }
+    for a in &p.arcs {
+        // An arc's cost is part of its callee's: once per outermost activation of the arc.
+        let callee = p.function_named(&a.callee).expect("arcs name functions");
+        let (arc_self, arc_total) = a.cost.get(p.metric);
+        let (callee_self, callee_total) = callee.cost.get(p.metric);
+        assert!(
+            arc_total <= callee_total && arc_self <= callee_self,
+            "{} -> {} costs ({arc_self}, {arc_total}), more than its callee's ({callee_self}, {callee_total})",
+            a.caller,
+            a.callee
+        );
     }
     for c in &p.contexts[1..] {
         let parent = c.parent.expect("non-root contexts have a parent") as usize;
         assert!(parent < c.id as usize, "parents come before children");
     }
+}
+
+/// The name of the caller of context `c`: its parent's function, or `<host>`.
+fn caller_name(p: &Profile, c: &cargo_wasmprof::profile::Context) -> Option<String> {
+    let parent = &p.contexts[c.parent? as usize];
+    Some(parent.function.map_or_else(
+        || cargo_wasmprof::profile::HOST.to_string(),
+        |f| p.functions[f as usize].name.clone(),
+    ))
 }
 
 /// A copy of fixtures/NAME in a temporary directory, so tests build it in isolation.

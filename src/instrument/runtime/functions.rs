@@ -1,14 +1,14 @@
 //! The runtime's out-of-line functions: the rare paths the inline probes call
-//! (`dyn_arc`, `find_child`), and the state module's probes (`enter`, `exit`,
+//! (`dyn_arc`, `find_child`, `unwind_to`), and the state module's probes (`enter`, `exit`,
 //! `count_call`), generated from the same code as the inline ones.
 
-use walrus::ir::BinaryOp;
-use walrus::{FunctionBuilder, FunctionId, Module, ValType};
+use walrus::ir::{BinaryOp, UnaryOp};
+use walrus::{FunctionBuilder, FunctionId, GlobalId, InstrSeqBuilder, LocalId, Module, ValType};
 
 use super::mem::Mem;
 use super::probes::{ArcCounter, Func, Reading, TimedOps};
-use super::tables::{count_dyn_arc, find_child};
-use crate::layout::Layout;
+use super::tables::{count_dyn_arc, find_child, node_addr};
+use crate::layout::{self, Layout};
 
 /// `count_call(f: i32)`: the calls metric's entry probe, out of line.
 pub(super) fn build_count_call(module: &mut Module, counter: &ArcCounter) -> FunctionId {
@@ -26,14 +26,31 @@ pub(super) fn build_count_call(module: &mut Module, counter: &ArcCounter) -> Fun
 /// The parameters of `exit`: parent, node, t0.
 pub(super) const EXIT_PARAMS: [ValType; 3] = [ValType::I32, ValType::I32, ValType::I64];
 
-/// `dyn_arc(site: i32, f: i32)`: counts an arc from an indirect site or the host and, with
-/// `count_calls` (the calls metric, where direct calls are counted at their sites alone),
-/// the call in f's counter, so that it stays exact when the arc table is full.
+/// How `dyn_arc` tells which import was running when the host called into the module.
+#[derive(Clone, Copy)]
+pub(super) enum HostEntry {
+    /// The calls metric: the thunks keep the innermost running import's id + 1 in `active`.
+    Active(GlobalId),
+    /// A cost metric: the innermost import node on the current path of the context tree
+    /// (function ids below `imports` are the imports). Activations above it that an
+    /// unwinding left open are closed first (`unwind_to`).
+    Tree {
+        cur: GlobalId,
+        unwind_to: FunctionId,
+        imports: u32,
+    },
+}
+
+/// `dyn_arc(site: i32, f: i32)`: counts an arc from an indirect site or the host. An entry
+/// from the host while an import runs is the import's arc (site [`layout::IMPORT_ENTRY`] |
+/// the import's id); with the calls metric (where direct calls are counted at their sites
+/// alone), the call is counted in f's counter too, so that it stays exact when the arc
+/// table is full.
 pub(super) fn build_dyn_arc(
     module: &mut Module,
     layout: &Layout,
     mem: &Mem,
-    count_calls: bool,
+    host_entry: HostEntry,
 ) -> FunctionId {
     let s = module.locals.add(ValType::I32);
     let f = module.locals.add(ValType::I32);
@@ -42,8 +59,38 @@ pub(super) fn build_dyn_arc(
     let mut builder = FunctionBuilder::new(&mut module.types, &[ValType::I32, ValType::I32], &[]);
     builder.name("__wasmprof_dyn_arc".into());
     let mut b = builder.func_body();
+    b.local_get(s).unop(UnaryOp::I32Eqz);
+    b.if_else(
+        None,
+        |from_host| match host_entry {
+            HostEntry::Active(active) => {
+                from_host.global_get(active).local_tee(slot);
+                from_host.if_else(
+                    None,
+                    |import| {
+                        import.local_get(slot).i32_const(1).binop(BinaryOp::I32Sub);
+                        import_entry(import, s);
+                    },
+                    |_| {},
+                );
+            }
+            HostEntry::Tree {
+                cur,
+                unwind_to,
+                imports,
+            } => innermost_import(
+                from_host,
+                layout,
+                mem,
+                (cur, unwind_to, imports),
+                s,
+                [slot, start],
+            ),
+        },
+        |_| {},
+    );
     count_dyn_arc(&mut b, layout, mem, s, f, [slot, start]);
-    if count_calls {
+    if matches!(host_entry, HostEntry::Active(_)) {
         mem.add64_element(&mut b, layout.calls_off, f, slot, |b| {
             b.i64_const(1);
         });
@@ -51,18 +98,162 @@ pub(super) fn build_dyn_arc(
     builder.finish(vec![s, f], &mut module.funcs)
 }
 
-/// `enter(f: i32) -> i32`, the state module's entry probe: [`TimedOps::enter`] for a
-/// function id in a parameter; returns the activation's node.
-pub(super) fn build_enter(module: &mut Module, ops: &TimedOps) -> FunctionId {
+/// `s = <pushed import id> | IMPORT_ENTRY`.
+fn import_entry(b: &mut InstrSeqBuilder, s: LocalId) {
+    b.i32_const(layout::IMPORT_ENTRY as i32)
+        .binop(BinaryOp::I32Or)
+        .local_set(s);
+}
+
+/// For an entry from the host: walks up from the current node to the innermost node of an
+/// import; when there is one, closes what an unwinding left open above it and sets `s` to
+/// its import-entry site; when the walk reaches the root (no import runs), closes whatever
+/// was left open. A fold node on the way (a full tree) ends the walk with nothing done:
+/// its path is lost. Uses `n` and `func` as scratch.
+fn innermost_import(
+    b: &mut InstrSeqBuilder,
+    layout: &Layout,
+    mem: &Mem,
+    (cur, unwind_to, imports): (GlobalId, FunctionId, u32),
+    s: LocalId,
+    [n, func]: [LocalId; 2],
+) {
+    let nodes = layout.nodes_off;
+    let first_context = layout.first_context_node() as i32;
+    b.global_get(cur).local_set(n);
+    b.block(None, |done| {
+        let done_id = done.id();
+        done.block(None, |root| {
+            let root_id = root.id();
+            root.block(None, |found| {
+                let found_id = found.id();
+                found.loop_(None, |up| {
+                    let up_id = up.id();
+                    up.local_get(n).unop(UnaryOp::I32Eqz).br_if(root_id);
+                    up.local_get(n)
+                        .i32_const(first_context)
+                        .binop(BinaryOp::I32LtU);
+                    up.if_else(
+                        None,
+                        |fold| {
+                            // Fold node f + 1: an import's, or a path that is lost.
+                            fold.local_get(n).i32_const(1).binop(BinaryOp::I32Sub);
+                            fold.local_tee(func)
+                                .i32_const(imports as i32)
+                                .binop(BinaryOp::I32LtU)
+                                .br_if(found_id);
+                            fold.br(done_id);
+                        },
+                        |_| {},
+                    );
+                    node_addr(up, n);
+                    mem.load32(up, nodes + layout::NODE_FUNC);
+                    up.local_tee(func)
+                        .i32_const(imports as i32)
+                        .binop(BinaryOp::I32LtU)
+                        .br_if(found_id);
+                    node_addr(up, n);
+                    mem.load32(up, nodes + layout::NODE_PARENT);
+                    up.local_set(n).br(up_id);
+                });
+            });
+            // The import's node is `n`, its function `func`.
+            root.global_get(cur).local_get(n).binop(BinaryOp::I32Ne);
+            root.if_else(
+                None,
+                |unwound| {
+                    unwound.local_get(n).call(unwind_to);
+                },
+                |_| {},
+            );
+            root.local_get(func);
+            import_entry(root, s);
+            root.br(done_id);
+        });
+        // No import runs: nothing of the module should be open.
+        done.global_get(cur);
+        done.if_else(
+            None,
+            |unwound| {
+                unwound.i32_const(0).call(unwind_to);
+            },
+            |_| {},
+        );
+    });
+}
+
+/// `unwind_to(target: i32)`: closes the activations from the current node up to `target`
+/// (excluded) at the clock's reading now, each from the reading its entry kept in its
+/// node, and makes `target` current. An activation whose exit probe never ran (a longjmp
+/// or a JS exception unwound it) so gets its cost up to the moment control came back. The
+/// walk stops early at a fold node (a full tree), whose path is lost.
+pub(super) fn build_unwind_to(
+    module: &mut Module,
+    layout: &Layout,
+    mem: &Mem,
+    cur: GlobalId,
+    clock: Reading,
+) -> FunctionId {
+    let target = module.locals.add(ValType::I32);
+    let n = module.locals.add(ValType::I32);
+    let addr = module.locals.add(ValType::I32);
+    let now = module.locals.add(ValType::I64);
+    let mut builder = FunctionBuilder::new(&mut module.types, &[ValType::I32], &[]);
+    builder.name("__wasmprof_unwind_to".into());
+    let mut b = builder.func_body();
+    let nodes = layout.nodes_off;
+    b.instr(clock.read()).local_set(now);
+    b.global_get(cur).local_set(n);
+    b.block(None, |done| {
+        let done_id = done.id();
+        done.loop_(None, |up| {
+            let up_id = up.id();
+            up.local_get(n)
+                .local_get(target)
+                .binop(BinaryOp::I32Eq)
+                .br_if(done_id);
+            up.local_get(n)
+                .i32_const(layout.first_context_node() as i32)
+                .binop(BinaryOp::I32LtU)
+                .br_if(done_id);
+            node_addr(up, n);
+            up.local_set(addr);
+            mem.add64(up, addr, nodes + layout::NODE_INCL, |b| {
+                b.local_get(now).local_get(addr);
+                mem.load64(b, nodes + layout::NODE_T0);
+                b.binop(BinaryOp::I64Sub);
+            });
+            up.local_get(addr);
+            mem.load32(up, nodes + layout::NODE_PARENT);
+            up.local_set(n).br(up_id);
+        });
+    });
+    b.local_get(target).global_set(cur);
+    builder.finish(vec![target], &mut module.funcs)
+}
+
+/// `enter(f: i32) -> i64`, the state module's entry probe: [`TimedOps::enter`] for a
+/// function id in a parameter, then the clock's reading, kept in the node and returned.
+/// The activation's node is current then, and the node it entered from is left in
+/// `parent_global`.
+pub(super) fn build_enter(
+    module: &mut Module,
+    ops: &TimedOps,
+    clock: Reading,
+    parent_global: GlobalId,
+) -> FunctionId {
     let f = module.locals.add(ValType::I32);
     let parent = module.locals.add(ValType::I32);
     let node = module.locals.add(ValType::I32);
     let addr = module.locals.add(ValType::I32);
-    let mut builder = FunctionBuilder::new(&mut module.types, &[ValType::I32], &[ValType::I32]);
+    let t0 = module.locals.add(ValType::I64);
+    let mut builder = FunctionBuilder::new(&mut module.types, &[ValType::I32], &[ValType::I64]);
     builder.name("__wasmprof_enter".into());
     let mut b = builder.func_body();
     ops.enter(&mut b, Func::Local(f), [parent, node, addr]);
-    b.local_get(node);
+    ops.start(&mut b, clock, addr, t0);
+    b.local_get(parent).global_set(parent_global);
+    b.local_get(t0);
     builder.finish(vec![f], &mut module.funcs)
 }
 

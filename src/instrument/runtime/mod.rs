@@ -26,15 +26,20 @@ use crate::layout::{self, Layout};
 use crate::meta::StateLocation;
 use crate::meta::{self, Metric};
 use functions::{
-    build_count_call, build_dyn_arc, build_enter, build_exit, build_find_child, EXIT_PARAMS,
+    build_count_call, build_dyn_arc, build_enter, build_exit, build_find_child, build_unwind_to,
+    HostEntry, EXIT_PARAMS,
 };
 use mem::Mem;
 pub use probes::{ArcCounter, CallCounter, Reading, TimedLocals, TimedOps, TimedProbes, Timing};
 
 /// The state module's export (and the instrumented module's import) of the call-site global.
 const SITE_EXPORT: &str = "site";
-/// The state module's export of the instruction counter.
-const INSTRUCTIONS_EXPORT: &str = "instructions";
+/// The state module's export of the node `enter` entered from.
+const PARENT_EXPORT: &str = "parent";
+/// The state module's export of `unwind_to`.
+const UNWIND_TO_EXPORT: &str = "unwind_to";
+/// The state module's export of the calls metric's running-import global.
+const ACTIVE_EXPORT: &str = "active";
 /// The state module's export of `enter`.
 const ENTER_EXPORT: &str = "enter";
 /// The state module's export of `exit`.
@@ -52,28 +57,37 @@ pub struct Runtime {
 
 /// The probes of a metric.
 pub enum Probes {
-    /// The calls metric: an entry probe that counts the call and its arc.
-    Count(CallCounter),
+    /// The calls metric: an entry probe that counts the call and its arc, and the global in
+    /// which an import's thunk keeps the running import's id + 1 (0: none), so that an
+    /// entry from the host while it runs is its arc.
+    Count(CallCounter, GlobalId),
     /// A cost metric: entry and exit probes around a clock.
     Timed(Timing),
 }
 
 /// Adds the profiler's memory, globals, clock and runtime functions for `metric` to
 /// `module`, and exports the memory and the current-node global for the host.
-pub fn add(module: &mut Module, layout: &Layout, metric: Metric) -> Runtime {
-    let parts = Parts::build(module, layout, metric);
-    module
-        .exports
-        .add(meta::MEMORY_EXPORT, ExportItem::Memory(parts.memory));
-    module
-        .exports
-        .add(meta::CUR_EXPORT, ExportItem::Global(parts.cur));
+pub fn add(module: &mut Module, layout: &Layout, metric: Metric, imports: u32) -> Runtime {
+    let parts = Parts::build(module, layout, metric, imports);
+    let exports = &mut module.exports;
+    exports.add(meta::MEMORY_EXPORT, ExportItem::Memory(parts.memory));
+    exports.add(meta::CUR_EXPORT, ExportItem::Global(parts.cur));
     let probes = match parts.timing {
-        Some((ops, clock)) => Probes::Timed(Timing {
-            probes: TimedProbes::Inline(ops),
+        Some(Timed {
+            ops,
             clock,
-        }),
-        None => Probes::Count(CallCounter::Inline(parts.counter)),
+            unwind_to,
+        }) => {
+            if let Reading::Instructions(counter) = clock {
+                exports.add(meta::INSTRUCTIONS_EXPORT, ExportItem::Global(counter));
+            }
+            Probes::Timed(Timing {
+                probes: TimedProbes::Inline(ops),
+                clock,
+                unwind_to,
+            })
+        }
+        None => Probes::Count(CallCounter::Inline(parts.counter), parts.active),
     };
     Runtime {
         site: parts.site,
@@ -88,9 +102,10 @@ pub fn import_state_module(
     module: &mut Module,
     layout: &Layout,
     metric: Metric,
+    imports: u32,
 ) -> (Runtime, Vec<u8>) {
     let mut state = Module::default();
-    let parts = Parts::build(&mut state, layout, metric);
+    let parts = Parts::build(&mut state, layout, metric, imports);
     let exports = &mut state.exports;
     exports.add(meta::MEMORY_EXPORT, ExportItem::Memory(parts.memory));
     exports.add(meta::CUR_EXPORT, ExportItem::Global(parts.cur));
@@ -114,30 +129,48 @@ pub fn import_state_module(
                 .exports
                 .add(COUNT_CALL_EXPORT, ExportItem::Function(count_call));
             let count_call = import_func(module, COUNT_CALL_EXPORT, &[ValType::I32], &[]);
-            Probes::Count(CallCounter::Call(count_call))
+            state
+                .exports
+                .add(ACTIVE_EXPORT, ExportItem::Global(parts.active));
+            let active = import_global(module, ACTIVE_EXPORT, ValType::I32);
+            Probes::Count(CallCounter::Call(count_call), active)
         }
-        Some((ops, clock)) => {
-            let enter = build_enter(&mut state, &ops);
+        Some(Timed {
+            ops,
+            clock,
+            unwind_to,
+        }) => {
+            let zero = walrus::ConstExpr::Value(walrus::ir::Value::I32(0));
+            let parent = state.globals.add_local(ValType::I32, true, false, zero);
+            let enter = build_enter(&mut state, &ops, clock, parent);
             let exit = build_exit(&mut state, &ops, clock);
             let exports = &mut state.exports;
             exports.add(ENTER_EXPORT, ExportItem::Function(enter));
             exports.add(EXIT_EXPORT, ExportItem::Function(exit));
+            exports.add(UNWIND_TO_EXPORT, ExportItem::Function(unwind_to));
+            exports.add(PARENT_EXPORT, ExportItem::Global(parent));
             let clock = match clock {
                 Reading::Host(_) => {
                     Reading::Host(import_func(module, meta::CLOCK_NAME, &[], &[ValType::I64]))
                 }
                 Reading::Instructions(global) => {
-                    exports.add(INSTRUCTIONS_EXPORT, ExportItem::Global(global));
-                    Reading::Instructions(import_global(module, INSTRUCTIONS_EXPORT, ValType::I64))
+                    exports.add(meta::INSTRUCTIONS_EXPORT, ExportItem::Global(global));
+                    Reading::Instructions(import_global(
+                        module,
+                        meta::INSTRUCTIONS_EXPORT,
+                        ValType::I64,
+                    ))
                 }
             };
             Probes::Timed(Timing {
                 probes: TimedProbes::Call {
-                    enter: import_func(module, ENTER_EXPORT, &[ValType::I32], &[ValType::I32]),
+                    enter: import_func(module, ENTER_EXPORT, &[ValType::I32], &[ValType::I64]),
                     exit: import_func(module, EXIT_EXPORT, &EXIT_PARAMS, &[]),
                     cur,
+                    parent: import_global(module, PARENT_EXPORT, ValType::I32),
                 },
                 clock,
+                unwind_to: import_func(module, UNWIND_TO_EXPORT, &[ValType::I32], &[]),
             })
         }
     };
@@ -150,13 +183,24 @@ struct Parts {
     memory: MemoryId,
     cur: GlobalId,
     site: GlobalId,
+    /// The calls metric's running-import global (unused by the cost metrics, which find
+    /// the running import in the context tree).
+    active: GlobalId,
     counter: ArcCounter,
-    /// With a cost metric, the probes' work and the clock.
-    timing: Option<(TimedOps, Reading)>,
+    /// With a cost metric, the probes' work, the clock and `unwind_to`.
+    timing: Option<Timed>,
+}
+
+/// A cost metric's pieces.
+struct Timed {
+    ops: TimedOps,
+    clock: Reading,
+    unwind_to: walrus::FunctionId,
 }
 
 impl Parts {
-    fn build(module: &mut Module, layout: &Layout, metric: Metric) -> Parts {
+    /// The pieces for `metric` in `module`, whose first `imports` function ids are imports.
+    fn build(module: &mut Module, layout: &Layout, metric: Metric, imports: u32) -> Parts {
         let pages = u64::from(layout.pages);
         let memory = module
             .memories
@@ -176,7 +220,10 @@ impl Parts {
         let cur = module
             .globals
             .add_local(ValType::I32, true, false, zero.clone());
-        let site = module.globals.add_local(ValType::I32, true, false, zero);
+        let site = module
+            .globals
+            .add_local(ValType::I32, true, false, zero.clone());
+        let active = module.globals.add_local(ValType::I32, true, false, zero);
         let clock = match metric {
             Metric::Calls => None,
             Metric::Time => {
@@ -192,26 +239,37 @@ impl Parts {
             }
         };
         let mem = Mem(memory);
+        let unwind_to = clock.map(|clock| build_unwind_to(module, layout, &mem, cur, clock));
+        let host_entry = match unwind_to {
+            Some(unwind_to) => HostEntry::Tree {
+                cur,
+                unwind_to,
+                imports,
+            },
+            None => HostEntry::Active(active),
+        };
         let counter = ArcCounter {
             mem: memory,
             layout: *layout,
             site,
-            dyn_arc: build_dyn_arc(module, layout, &mem, metric == Metric::Calls),
+            dyn_arc: build_dyn_arc(module, layout, &mem, host_entry),
         };
-        let timing = clock.map(|clock| {
-            let ops = TimedOps {
+        let timing = clock.zip(unwind_to).map(|(clock, unwind_to)| Timed {
+            ops: TimedOps {
                 mem: memory,
                 layout: *layout,
                 cur,
                 counter,
                 find_child: build_find_child(module, layout, &mem),
-            };
-            (ops, clock)
+            },
+            clock,
+            unwind_to,
         });
         Parts {
             memory,
             cur,
             site,
+            active,
             counter,
             timing,
         }

@@ -36,6 +36,9 @@ pub struct Timing {
     pub probes: TimedProbes,
     /// Where the cost is read.
     pub clock: Reading,
+    /// `unwind_to(node: i32)`: closes, at the current reading, every activation above
+    /// `node` that an unwinding left open, and makes `node` current.
+    pub unwind_to: FunctionId,
 }
 
 /// Where the entry and exit probes' work runs.
@@ -45,9 +48,12 @@ pub enum TimedProbes {
     Inline(TimedOps),
     /// In the state module's functions.
     Call {
-        /// `enter(f: i32) -> i32`: counts the arc and the call, moves to the callee's
-        /// context node and returns it.
+        /// `enter(f: i32) -> i64`: counts the arc and the call, moves to the callee's
+        /// context node, and returns the clock's reading, which it also keeps in the node.
         enter: FunctionId,
+        /// The context node `enter` entered from: the current one, once an entry from
+        /// the host has closed what an unwinding left open.
+        parent: GlobalId,
         /// `exit(parent: i32, node: i32, t0: i64)`: adds the activation's cost and
         /// returns to the parent's context.
         exit: FunctionId,
@@ -58,16 +64,41 @@ pub enum TimedProbes {
 
 impl Timing {
     /// Emits the entry probe of function `f` into `b`: `parent` gets the current context
-    /// node, `node` the activation's own, `t0` the clock; `scratch` is a spare i32 local.
+    /// node, `node` the activation's own, `t0` the clock (kept in the node too);
+    /// `scratch` is a spare i32 local.
     pub fn entry(&self, b: &mut InstrSeqBuilder, f: u32, l: TimedLocals) {
         match &self.probes {
-            TimedProbes::Inline(ops) => ops.enter(b, Func::Const(f), [l.parent, l.node, l.scratch]),
-            TimedProbes::Call { enter, cur, .. } => {
-                b.global_get(*cur).local_set(l.parent);
-                b.i32_const(f as i32).call(*enter).local_set(l.node);
+            TimedProbes::Inline(ops) => {
+                ops.enter(b, Func::Const(f), [l.parent, l.node, l.scratch]);
+                ops.start(b, self.clock, l.scratch, l.t0);
+            }
+            TimedProbes::Call {
+                enter, cur, parent, ..
+            } => {
+                b.i32_const(f as i32).call(*enter).local_set(l.t0);
+                b.global_get(*parent).local_set(l.parent);
+                b.global_get(*cur).local_set(l.node);
             }
         }
-        b.instr(self.clock.read()).local_set(l.t0);
+    }
+
+    /// Emits, for an import's thunk, the repair of the context after the import returned
+    /// or threw: when the current node is not the thunk's own, the host unwound frames
+    /// above it (a longjmp, a JS exception) whose exit probes never ran; they are closed
+    /// now, so their cost up to this moment is theirs.
+    pub fn repair(&self, b: &mut InstrSeqBuilder, l: TimedLocals) {
+        let cur = match &self.probes {
+            TimedProbes::Inline(ops) => ops.cur,
+            TimedProbes::Call { cur, .. } => *cur,
+        };
+        b.global_get(cur).local_get(l.node).binop(BinaryOp::I32Ne);
+        b.if_else(
+            None,
+            |unwound| {
+                unwound.local_get(l.node).call(self.unwind_to);
+            },
+            |_| {},
+        );
     }
 
     /// Emits the exit probe into `b`, with the locals of the function's entry probe
@@ -115,6 +146,19 @@ pub struct TimedOps {
 }
 
 impl TimedOps {
+    /// Reads the clock into `t0` and keeps it in the node at address `addr`, where the
+    /// activation's cost can be closed from if its exit probe never runs.
+    pub(super) fn start(
+        &self,
+        b: &mut InstrSeqBuilder,
+        clock: Reading,
+        addr: LocalId,
+        t0: LocalId,
+    ) {
+        b.local_get(addr).instr(clock.read()).local_tee(t0);
+        Mem(self.mem).store64(b, self.layout.nodes_off + layout::NODE_T0);
+    }
+
     /// Counts the arc into `f`, moves the current context node (left in `parent`) to its
     /// child for `f` (left in `node`) and counts the call there. A function that keeps
     /// calling the same callee finds it first among its children: the lookup is then two
