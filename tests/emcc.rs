@@ -655,6 +655,22 @@ fn instructions_profile(program: &str, args: &[&str]) -> (Profile, String) {
     (profile, String::from_utf8_lossy(&run.stdout).into_owned())
 }
 
+/// The self instructions of each context of `name` that calls `name` again: the frames
+/// of a recursion above its deepest.
+fn recursing_contexts(p: &Profile, name: &str) -> Vec<u64> {
+    let f = p.function_named(name).unwrap().id;
+    p.contexts
+        .iter()
+        .filter(|c| c.function == Some(f))
+        .filter(|c| {
+            p.contexts
+                .iter()
+                .any(|child| child.parent == Some(c.id) && child.function == Some(f))
+        })
+        .map(|c| c.cost.self_instructions.unwrap())
+        .collect()
+}
+
 /// Self instructions of `name`.
 fn self_instructions(p: &Profile, name: &str) -> u64 {
     p.function_named(name)
@@ -684,18 +700,7 @@ fn a_longjmp_closes_the_frames_it_unwinds() {
     assert_eq!(context_callers(&p, "stackRestore"), ["env.invoke_vi"]);
     // Every unwound frame keeps its cost: the frames above the deepest run the same body,
     // so their contexts cost the same, and twice the rounds cost twice as much.
-    let dive = p.function_named("dive").unwrap().id;
-    let mut inner: Vec<u64> = p
-        .contexts
-        .iter()
-        .filter(|c| c.function == Some(dive))
-        .filter(|c| {
-            p.contexts
-                .iter()
-                .any(|child| child.parent == Some(c.id) && child.function == Some(dive))
-        })
-        .map(|c| c.cost.self_instructions.unwrap())
-        .collect();
+    let mut inner = recursing_contexts(&p, "dive");
     assert_eq!(inner.len() as u64, depth);
     inner.dedup();
     assert_eq!(inner.len(), 1, "the inner frames cost alike: {inner:?}");
@@ -739,18 +744,7 @@ fn js_exceptions_close_the_frames_they_unwind() {
     assert_eq!(self_instructions(&p, "env.invoke_ii"), 3 * 3);
     assert_eq!(context_callers(&p, "after(int)"), ["__original_main"]);
     // The four frames above the deepest run the same body: their contexts cost alike.
-    let dive = p.function_named("dive(int)").unwrap().id;
-    let mut costs: Vec<u64> = p
-        .contexts
-        .iter()
-        .filter(|c| c.function == Some(dive))
-        .filter(|c| {
-            p.contexts
-                .iter()
-                .any(|child| child.parent == Some(c.id) && child.function == Some(dive))
-        })
-        .map(|c| c.cost.self_instructions.unwrap())
-        .collect();
+    let mut costs = recursing_contexts(&p, "dive(int)");
     assert_eq!(costs.len(), 4);
     costs.dedup();
     assert_eq!(costs.len(), 1, "{costs:?}");
