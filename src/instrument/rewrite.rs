@@ -205,24 +205,9 @@ pub(super) fn rewrite_function(
         Some(Unwind::Legacy) => {
             // try (result ..) body catch_all exit probe; rethrow 0 end
             // exit probe
-            let builder = func.builder_mut();
-            let try_seq = builder.dangling_instr_seq(body_ty).id();
-            let handler = builder.dangling_instr_seq(body_ty).id();
-            func.block_mut(try_seq).instrs = vec![(Instr::Block(Block { seq: body }), at)];
-            let mut rethrow = exit_probe(func, at);
-            rethrow.push((
-                Instr::Rethrow(walrus::ir::Rethrow { relative_depth: 0 }),
-                at,
-            ));
-            func.block_mut(handler).instrs = rethrow;
-            let catches = vec![walrus::ir::LegacyCatch::CatchAll { handler }];
-            probe.push((
-                Instr::Try(walrus::ir::Try {
-                    seq: try_seq,
-                    catches,
-                }),
-                at,
-            ));
+            let cleanup = exit_probe(func, at);
+            let body = vec![(Instr::Block(Block { seq: body }), at)];
+            probe.push(legacy_try(func, body, body_ty, cleanup));
             probe.extend(exit_probe(func, at));
         }
     }
@@ -254,30 +239,41 @@ fn mark_running(
         (Instr::GlobalSet(GlobalSet { global: active }), at),
     ];
     if unwind == Some(Unwind::Legacy) {
-        let builder = func.builder_mut();
-        let try_seq = builder.dangling_instr_seq(body_ty).id();
-        let handler = builder.dangling_instr_seq(body_ty).id();
-        func.block_mut(try_seq).instrs = body;
-        let mut rethrow = restore.to_vec();
-        rethrow.push((
-            Instr::Rethrow(walrus::ir::Rethrow { relative_depth: 0 }),
-            at,
-        ));
-        func.block_mut(handler).instrs = rethrow;
-        let catches = vec![walrus::ir::LegacyCatch::CatchAll { handler }];
-        out.push((
-            Instr::Try(walrus::ir::Try {
-                seq: try_seq,
-                catches,
-            }),
-            at,
-        ));
+        out.push(legacy_try(func, body, body_ty, restore.to_vec()));
     } else {
         out.extend(body);
     }
     out.extend(restore);
     let entry = func.entry_block();
     func.block_mut(entry).instrs.extend(out);
+}
+
+/// `try (body_ty) body catch_all cleanup; rethrow 0 end`: runs `cleanup` when an exception,
+/// a wasm one or the host's, leaves `body`, and lets it go on.
+fn legacy_try(
+    func: &mut LocalFunction,
+    body: Vec<(Instr, InstrLocId)>,
+    body_ty: InstrSeqType,
+    mut cleanup: Vec<(Instr, InstrLocId)>,
+) -> (Instr, InstrLocId) {
+    let at = InstrLocId::default();
+    let builder = func.builder_mut();
+    let try_seq = builder.dangling_instr_seq(body_ty).id();
+    let handler = builder.dangling_instr_seq(body_ty).id();
+    func.block_mut(try_seq).instrs = body;
+    cleanup.push((
+        Instr::Rethrow(walrus::ir::Rethrow { relative_depth: 0 }),
+        at,
+    ));
+    func.block_mut(handler).instrs = cleanup;
+    let catches = vec![walrus::ir::LegacyCatch::CatchAll { handler }];
+    (
+        Instr::Try(walrus::ir::Try {
+            seq: try_seq,
+            catches,
+        }),
+        at,
+    )
 }
 
 /// The locals the probes use in one function.
