@@ -12,7 +12,7 @@
 //! `WASMPROF_METRIC` chooses what is measured besides calls, as `--metric` does.
 //!
 //! JS outputs (.js, .mjs, .html, no extension) get the profiler's state in a state module
-//! ([`StateLocation::StateModule`]), because node 20 refuses a second memory; a bare .wasm
+//! ([`crate::meta::StateLocation::StateModule`]), because node 20 refuses a second memory; a bare .wasm
 //! output (standalone) keeps it in a memory of its own, for wasmtime.
 
 use std::ffi::{OsStr, OsString};
@@ -26,7 +26,7 @@ use crate::emscripten::{Driver, METRIC_VAR};
 use crate::error::Error;
 use crate::fsutil::relative;
 use crate::instrument::{instrument_in_place, original_path, Options};
-use crate::meta::{Metric, StateLocation};
+use crate::meta::Metric;
 use crate::status::{ColorChoice, Status};
 
 /// The JS runtime, with [`WASM_FILE_MARK`] standing for the module's file name and
@@ -201,9 +201,9 @@ pub(crate) fn run(driver: Driver, args: &[OsString]) -> Result<i32, Error> {
     }
     let started = std::time::SystemTime::now();
     let code = exit_code(&real, command)?;
-    let (wasm, state) = match kind {
-        Output::Js { wasm } => (wasm, StateLocation::StateModule),
-        Output::Wasm => (output, StateLocation::OwnMemory),
+    let (wasm, for_js) = match kind {
+        Output::Js { wasm } => (wasm, true),
+        Output::Wasm => (output, false),
     };
     // What this step wrote: a module modified since it started (with room for file systems
     // that keep whole seconds) that does not carry the profiler yet.
@@ -213,11 +213,13 @@ pub(crate) fn run(driver: Driver, args: &[OsString]) -> Result<i32, Error> {
         .is_ok_and(|modified| modified >= recent);
     if code == 0 && written {
         let options = Options {
-            state,
             metric: metric_from_env()?,
-            // JS glue can throw through the imports (longjmp, C++ exceptions).
-            host_exceptions: state == StateLocation::StateModule,
             ..Options::default()
+        };
+        let options = if for_js {
+            options.for_js_host()
+        } else {
+            options
         };
         if let Some(meta) = instrument_in_place(&wasm, &options)? {
             Status::new(ColorChoice::Auto, false).done(

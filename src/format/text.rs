@@ -222,6 +222,17 @@ fn call_graph(out: &mut String, p: &Profile, units: Units, top: usize) {
         units.percent_header(),
         "called"
     );
+    // A caller's or a callee's row: the arc's costs, its calls, the other function.
+    let arc_row = |out: &mut String, a: &Arc, called: String, other: &str| {
+        let _ = writeln!(
+            out,
+            "{:<7} {:>6} {}{called:>15}      {}",
+            "",
+            "",
+            costs(&a.cost),
+            name_of(other)
+        );
+    };
     for f in order.into_iter().take(top) {
         let name = f.name.as_str();
         let incoming = callers.get(name).map_or(&[][..], Vec::as_slice);
@@ -232,14 +243,7 @@ fn call_graph(out: &mut String, p: &Profile, units: Units, top: usize) {
             .map_or(0, |a| a.count);
         for a in incoming.iter().filter(|a| a.caller != f.name) {
             let called = format!("{}/{}", a.count, f.calls - recursive);
-            let _ = writeln!(
-                out,
-                "{:<7} {:>6} {}{called:>15}      {}",
-                "",
-                "",
-                costs(&a.cost),
-                name_of(&a.caller)
-            );
+            arc_row(out, a, called, &a.caller);
         }
         let called = match recursive {
             0 => f.calls.to_string(),
@@ -261,14 +265,7 @@ fn call_graph(out: &mut String, p: &Profile, units: Units, top: usize) {
         for a in outgoing.iter().filter(|a| a.callee != f.name) {
             let callee_calls = by_name.get(a.callee.as_str()).map_or(a.count, |c| c.calls);
             let called = format!("{}/{callee_calls}", a.count);
-            let _ = writeln!(
-                out,
-                "{:<7} {:>6} {}{called:>15}      {}",
-                "",
-                "",
-                costs(&a.cost),
-                name_of(&a.callee)
-            );
+            arc_row(out, a, called, &a.callee);
         }
         let _ = writeln!(out, "{}", "-".repeat(60));
     }

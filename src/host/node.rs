@@ -10,7 +10,7 @@ use super::{Host, Outcome, Prepared, RunConfig};
 use crate::error::{Error, HostError};
 use crate::fsutil::relative;
 use crate::instrument::{instrument_in_place, Options};
-use crate::meta::{Meta, StateLocation};
+use crate::meta::Meta;
 use crate::profile::DumpFile;
 use crate::status::Status;
 
@@ -42,11 +42,7 @@ impl Host for Node {
                 "--no-instrument runs wasip1 modules; run a JS program with node itself",
             ));
         };
-        let options = Options {
-            state: StateLocation::StateModule,
-            host_exceptions: true,
-            ..options.clone()
-        };
+        let options = options.clone().for_js_host();
         let wasm = js.with_extension("wasm");
         let started = Instant::now();
         let spinner = status.spinner("Instrumenting", relative(&wasm));

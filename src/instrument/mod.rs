@@ -69,6 +69,17 @@ impl Default for Options {
 }
 
 impl Options {
+    /// These options for a JS host (node, a browser): the state in a state module, since
+    /// node 20 allows a module one memory, and handlers for the JS exceptions that the glue
+    /// throws through imports (longjmp, C++ exceptions).
+    pub fn for_js_host(self) -> Options {
+        Options {
+            state: StateLocation::StateModule,
+            host_exceptions: true,
+            ..self
+        }
+    }
+
     /// Whether these options produced `meta`: a module that carries it was instrumented
     /// with the same metric, state location, import handlers and room for contexts.
     pub fn produced(&self, meta: &Meta) -> bool {
