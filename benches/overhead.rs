@@ -4,9 +4,14 @@
 //! each workload measures, side by side in one run and in the same embedded wasmtime:
 //! - the instrumenter's time on the binary (for the time and the calls metric), against a
 //!   plain walrus parse + emit of it;
-//! - the program's run time uninstrumented and instrumented under each metric (time with
-//!   the default clock, the TSC where it is invariant, and with `Instant`; instructions;
-//!   calls), median of RUNS runs each, interleaved, and the ratios to the plain run.
+//! - the program's run time uninstrumented and instrumented under each metric (sampled
+//!   time; exact time with the default clock, the TSC where it is invariant, and with
+//!   `Instant`; instructions; calls), median of RUNS runs each, interleaved, and the ratios
+//!   to the plain run;
+//! - the accuracy of both times: the sum of all self times against the plain run time, and
+//!   the inclusive time shares of fixtures/parts' three parts (a loop without calls, 60 M
+//!   small calls, a recursion) against their true shares, each part's plain run timed
+//!   alone.
 //!
 //! Run times exclude compilation (the host times `_start` alone).
 
@@ -176,7 +181,8 @@ fn main() {
     // Run time, uninstrumented and under each metric (and clock), interleaved.
     let configs = [
         ("time", Metric::Time, ClockChoice::Auto),
-        ("time/Instant", Metric::Time, ClockChoice::Instant),
+        ("exact-time", Metric::ExactTime, ClockChoice::Auto),
+        ("exact/Instant", Metric::ExactTime, ClockChoice::Instant),
         ("instructions", Metric::Instructions, ClockChoice::Auto),
         ("calls", Metric::Calls, ClockChoice::Auto),
     ];
@@ -187,7 +193,7 @@ fn main() {
     }
     println!();
     // Per group: the sum of the logarithms of each configuration's ratios, and the count.
-    let mut log_sums = [[0.0f64; 4]; GROUPS.len()];
+    let mut log_sums = [[0.0f64; 5]; GROUPS.len()];
     let mut counts = [0usize; GROUPS.len()];
     for w in &workloads {
         let plain_config = RunConfig {
@@ -245,49 +251,157 @@ fn main() {
     }
     println!("\n(median of {RUNS} runs each; ratios are profiled / plain run time)");
 
-    // Accuracy of the time metric: the sum of all self times against the plain run time,
-    // as measured and with the probes' cost subtracted.
+    accuracy(&workloads);
+    parts_accuracy();
+}
+
+fn self_sum(p: &Profile) -> f64 {
+    p.functions
+        .iter()
+        .map(|f| f.cost.self_ns as f64)
+        .sum::<f64>()
+}
+
+/// Instruments `wasm` for `metric`.
+fn instrumented(wasm: &[u8], metric: Metric) -> instrument::Instrumented {
+    let options = Options {
+        metric,
+        ..Options::default()
+    };
+    instrument::instrument(wasm, &options).unwrap()
+}
+
+/// Accuracy of both times: the sum of all self times against the plain run time; exact
+/// time as measured and with the probes' cost subtracted.
+fn accuracy(workloads: &[Workload]) {
     let cost = calibrate::probe_cost(ClockChoice::Auto).unwrap();
     println!(
         "\nprobe cost measured at start-up: {:.1} ns in the callee, {:.1} ns in the caller, per call",
         cost.in_callee_ns, cost.in_caller_ns
     );
     println!(
-        "{:<30} {:>10} {:>14} {:>16}",
-        "workload", "plain run", "sum self (raw)", "(compensated)"
+        "{:<30} {:>10} {:>12} {:>14} {:>16}",
+        "workload", "plain run", "sampled", "exact (raw)", "(compensated)"
     );
-    for w in &workloads {
+    for w in workloads {
         let config = RunConfig {
             inherit_stdio: false,
             ..RunConfig::new("bench.wasm", w.args.clone(), &w.dir)
         };
-        let instrumented = instrument::instrument(&w.wasm, &Options::default()).unwrap();
-        let (mut plain, mut raw, mut compensated) = (Vec::new(), Vec::new(), Vec::new());
+        let exact = instrumented(&w.wasm, Metric::ExactTime);
+        let sampled = instrumented(&w.wasm, Metric::Time);
+        let (mut plain, mut sampled_sums, mut raw, mut compensated) =
+            (Vec::new(), Vec::new(), Vec::new(), Vec::new());
         for _ in 0..RUNS {
             plain.push(Embedded.run_module(&w.wasm, &config).unwrap().wall_ns as f64);
-            let mut p = Embedded
-                .run_module(&instrumented.wasm, &config)
-                .unwrap()
-                .profile(&instrumented.meta, "bench")
-                .unwrap();
-            let self_sum = |p: &Profile| {
-                p.functions
-                    .iter()
-                    .map(|f| f.cost.self_ns as f64)
-                    .sum::<f64>()
+            let run = |done: &instrument::Instrumented| {
+                Embedded
+                    .run_module(&done.wasm, &config)
+                    .unwrap()
+                    .profile(&done.meta, "bench")
+                    .unwrap()
             };
+            sampled_sums.push(self_sum(&run(&sampled)));
+            let mut p = run(&exact);
             raw.push(self_sum(&p));
-            p.compensate(cost);
+            let _ = p.compensate(cost);
             compensated.push(self_sum(&p));
         }
         let plain = median(plain);
         println!(
-            "{:<30} {:>8.2}ms {:>13.2}x {:>15.2}x",
+            "{:<30} {:>8.2}ms {:>11.2}x {:>13.2}x {:>15.2}x",
             w.name,
             plain / 1e6,
+            median(sampled_sums) / plain,
             median(raw) / plain,
             median(compensated) / plain
         );
     }
     println!("(sum of self times / plain run time; 1.00x is exact)");
+}
+
+/// The three parts of fixtures/parts: each part's true share of the whole (from plain
+/// runs of each part alone, less a run of none), against the inclusive time share of its
+/// function in profiles of all three, sampled and exact (compensated).
+fn parts_accuracy() {
+    const PARTS: [(&str, &str); 3] = [
+        ("loop", "parts::part_loop"),
+        ("calls", "parts::part_calls"),
+        ("recursion", "parts::part_recursion"),
+    ];
+    let binaries = fixture("parts", Mode::Bench);
+    let binary = binaries
+        .iter()
+        .find(|b| b.kind == "bench")
+        .expect("the parts bench");
+    let wasm = std::fs::read(&binary.path).unwrap();
+    let config = |args: &[&str]| RunConfig {
+        inherit_stdio: false,
+        ..RunConfig::new(
+            "parts.wasm",
+            args.iter().map(|a| a.to_string()).collect(),
+            &binary.package_dir,
+        )
+    };
+    let wall = |wasm: &[u8], args: &[&str]| {
+        Embedded.run_module(wasm, &config(args)).unwrap().wall_ns as f64
+    };
+    let cost = calibrate::probe_cost(ClockChoice::Auto).unwrap();
+    let sampled = instrumented(&wasm, Metric::Time);
+    let exact = instrumented(&wasm, Metric::ExactTime);
+    let mut alone = vec![Vec::new(); PARTS.len()];
+    let mut none = Vec::new();
+    let mut shares = [vec![Vec::new(); PARTS.len()], vec![Vec::new(); PARTS.len()]];
+    for _ in 0..RUNS {
+        none.push(wall(&wasm, &[]));
+        for (k, (part, _)) in PARTS.iter().enumerate() {
+            alone[k].push(wall(&wasm, &[part]));
+        }
+        for (m, done) in [&sampled, &exact].into_iter().enumerate() {
+            let mut p = Embedded
+                .run_module(&done.wasm, &config(&["all"]))
+                .unwrap()
+                .profile(&done.meta, "parts")
+                .unwrap();
+            if m == 1 {
+                let _ = p.compensate(cost);
+            }
+            let totals: Vec<f64> = PARTS
+                .iter()
+                .map(|(_, f)| p.function_named(f).map_or(0.0, |f| f.cost.total_ns as f64))
+                .collect();
+            let sum: f64 = totals.iter().sum();
+            for (k, t) in totals.iter().enumerate() {
+                shares[m][k].push(100.0 * t / sum);
+            }
+        }
+    }
+    let none = median(none);
+    let truth: Vec<f64> = alone
+        .into_iter()
+        .map(|times| (median(times) - none).max(0.0))
+        .collect();
+    let truth_sum: f64 = truth.iter().sum();
+    println!(
+        "\n{:<12} {:>10} {:>11} {:>16} {:>16}",
+        "part", "plain run", "true share", "sampled (diff)", "exact (diff)"
+    );
+    for (k, (part, _)) in PARTS.iter().enumerate() {
+        let true_share = 100.0 * truth[k] / truth_sum;
+        let show = |m: usize| {
+            let share = median(shares[m][k].clone());
+            format!("{share:.1}% ({:+.1})", share - true_share)
+        };
+        println!(
+            "{:<12} {:>8.1}ms {:>10.1}% {:>16} {:>16}",
+            part,
+            truth[k] / 1e6,
+            true_share,
+            show(0),
+            show(1)
+        );
+    }
+    println!(
+        "(inclusive time shares of the three parts' functions, median of {RUNS} profiles of all three; true shares from each part run alone, plain, less a run of none)"
+    );
 }

@@ -15,6 +15,7 @@ use anyhow::Context as _;
 use crate::clock::ClockChoice;
 use crate::host::{Embedded, RunConfig};
 use crate::instrument::{self, Instrumented, Options};
+use crate::meta::Metric;
 use crate::profile::{ProbeCost, Profile};
 
 const ROUNDS: usize = 7;
@@ -59,7 +60,13 @@ struct Calibration {
 impl Calibration {
     fn new(wat: &str) -> anyhow::Result<Calibration> {
         let plain = wat::parse_str(wat).context("a calibration module")?;
-        let instrumented = instrument::instrument(&plain, &Options::default())?;
+        let instrumented = instrument::instrument(
+            &plain,
+            &Options {
+                metric: Metric::ExactTime,
+                ..Options::default()
+            },
+        )?;
         Ok(Calibration {
             plain,
             instrumented,

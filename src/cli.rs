@@ -267,6 +267,21 @@ impl CargoArgs {
     }
 }
 
+impl ProfileArgs {
+    /// How the program is run: `program` with `args` in `dir`, sampled as asked.
+    pub fn run_config(
+        &self,
+        program: String,
+        args: Vec<String>,
+        dir: impl Into<PathBuf>,
+    ) -> crate::host::RunConfig {
+        crate::host::RunConfig {
+            sample_interval: std::time::Duration::from_micros(self.sample_interval),
+            ..crate::host::RunConfig::new(program, args, dir)
+        }
+    }
+}
+
 /// Options of the profile and its report, shared by the commands that run a program.
 #[derive(Debug, Clone, Args)]
 #[command(next_help_heading = "Profile options")]
@@ -292,10 +307,19 @@ pub struct ProfileArgs {
     /// Write the profiles but no report.
     #[arg(long)]
     pub no_report: bool,
-    /// Keep the times as measured: do not subtract the probes' own cost (which is measured
-    /// at start-up otherwise).
+    /// With `--metric exact-time`: keep the times as measured, do not subtract the probes'
+    /// own cost (which is measured at start-up otherwise).
     #[arg(long)]
     pub no_compensation: bool,
+    /// With `--metric time`: sample every US microseconds (each sample is credited with
+    /// the time that actually passed since the previous one).
+    #[arg(
+        long,
+        value_name = "US",
+        default_value_t = crate::host::DEFAULT_SAMPLE_INTERVAL.as_micros() as u64,
+        value_parser = clap::value_parser!(u64).range(10..=1_000_000)
+    )]
+    pub sample_interval: u64,
     /// What the instrumentation measures.
     #[command(flatten)]
     pub instrument: InstrumentOptions,
@@ -306,16 +330,19 @@ pub struct ProfileArgs {
 #[command(next_help_heading = "Instrumentation options")]
 pub struct InstrumentOptions {
     /// What to measure besides exact calls and arcs: `time` (wall time, self and
-    /// inclusive), `instructions` (executed wasm instructions: the same on every run and
-    /// machine, for CI), or `calls` (nothing more: the cheapest).
+    /// inclusive, sampled: estimates, with the probes' own time left out), `exact-time`
+    /// (wall time read at every entry and exit: every call timed, the probes' calibrated
+    /// cost subtracted), `instructions` (executed wasm instructions: the same on every run
+    /// and machine, for CI), or `calls` (nothing more: the cheapest).
     #[arg(long, value_name = "METRIC", default_value = "time")]
     pub metric: Metric,
-    /// Room for this many calling contexts; past it, entries are folded per function
-    /// (counts and times stay exact, their paths are lost, and the report says so).
+    /// The most calling contexts to keep: the profiler's memory grows with the tree up to
+    /// room for N (48 bytes each); past it, entries are folded per function (counts and
+    /// times stay exact, their paths are lost, and the report says how many).
     #[arg(
         long,
         value_name = "N",
-        default_value_t = 1 << 18,
+        default_value_t = crate::instrument::DEFAULT_MAX_CONTEXTS,
         value_parser = clap::value_parser!(u32).range(1..=i64::from(crate::layout::MAX_CONTEXTS))
     )]
     pub max_contexts: u32,

@@ -49,13 +49,13 @@ pub struct Diff {
 
 impl Diff {
     /// Compares `base` and `new` in `metric`, or, when None, in the metric both measured
-    /// (calls when they differ).
+    /// (calls when they differ). Sampled and exact time are both wall time, and compare.
     pub fn of(base: &Profile, new: &Profile, metric: Option<Metric>) -> anyhow::Result<Diff> {
         let metric = match metric {
             Some(m) => {
                 for (which, p) in [("BASE", base), ("NEW", new)] {
                     anyhow::ensure!(
-                        m == Metric::Calls || p.metric == m,
+                        m == Metric::Calls || p.metric == m || (m.is_time() && p.metric.is_time()),
                         "{which} measured {}, not {}; compare them with --metric {}",
                         p.metric.name(),
                         m.name(),
@@ -69,6 +69,7 @@ impl Diff {
                 m
             }
             None if base.metric == new.metric => base.metric,
+            None if base.metric.is_time() && new.metric.is_time() => Metric::Time,
             None => Metric::Calls,
         };
         let mut by_name: BTreeMap<&str, FunctionChange> = BTreeMap::new();
@@ -123,7 +124,7 @@ impl Diff {
     pub fn render(&self, top: Option<usize>) -> String {
         let show = |v: u64| units::value(self.metric, v);
         let what = match self.metric {
-            Metric::Time => "self time",
+            Metric::Time | Metric::ExactTime => "self time",
             Metric::Instructions => "self instructions",
             Metric::Calls => "calls",
         };

@@ -30,12 +30,12 @@ use crate::meta::Metric;
 use crate::status::{ColorChoice, Status};
 
 /// The JS runtime, with [`WASM_FILE_MARK`] standing for the module's file name and
-/// [`NODE_SIZE_MARK`] for the size of a context-tree node.
+/// [`LAYOUT_MARK`] for the state's layout constants.
 const RUNTIME: &str = include_str!("../templates/wasmprof-runtime.js");
 /// What the runtime template has where the .wasm file's name goes.
 const WASM_FILE_MARK: &str = "__WASMPROF_WASM_FILE__";
-/// What the runtime template has where [`crate::layout::NODE_SIZE`] goes.
-const NODE_SIZE_MARK: &str = "__WASMPROF_NODE_SIZE__";
+/// What the runtime template has where the layout constants go ([`runtime_layout`]).
+const LAYOUT_MARK: &str = "__WASMPROF_LAYOUT__";
 
 /// What a command line asks of emcc, as far as the wrapper cares.
 #[derive(Debug, PartialEq, Eq)]
@@ -191,9 +191,10 @@ pub(crate) fn run(driver: Driver, args: &[OsString]) -> Result<i32, Error> {
     };
     command.arg("--profiling-funcs");
     let kind = Output::of(&output).expect("a link output has a kind");
-    // The runtime knows the .wasm by name; it lives as long as the link.
+    // The runtime knows the .wasm by name and the metric; it lives as long as the link.
+    let metric = metric_from_env()?;
     let runtime = match &kind {
-        Output::Js { wasm } => Some(runtime_file(wasm)?),
+        Output::Js { wasm } => Some(runtime_file(wasm, metric)?),
         Output::Wasm => None,
     };
     if let Some(runtime) = &runtime {
@@ -213,7 +214,7 @@ pub(crate) fn run(driver: Driver, args: &[OsString]) -> Result<i32, Error> {
         .is_ok_and(|modified| modified >= recent);
     if code == 0 && written {
         let options = Options {
-            metric: metric_from_env()?,
+            metric,
             ..Options::default()
         };
         let options = if for_js {
@@ -244,8 +245,28 @@ fn exit_code(real: &Path, mut command: Command) -> Result<i32, Error> {
     Ok(status.code().unwrap_or(1))
 }
 
-/// Writes the runtime for the module `wasm` to a temporary file.
-fn runtime_file(wasm: &Path) -> Result<tempfile::NamedTempFile, Error> {
+/// The layout constants the JS runtime reads the profiler's memory with, and whether the
+/// module is instrumented for the sampled metric (the runtime starts its sampler's worker
+/// at once then), as a JS object.
+fn runtime_layout(metric: Metric) -> String {
+    use crate::layout as l;
+    serde_json::json!({
+        "sampled": metric == Metric::Time,
+        "node_size": l::NODE_SIZE,
+        "where": l::HDR_WHERE,
+        "samples": l::HDR_SAMPLES,
+        "probe_samples": l::HDR_PROBE_SAMPLES,
+        "idle_samples": l::HDR_IDLE_SAMPLES,
+        "in_probes": l::IN_PROBES,
+        "node_samples": l::NODE_SAMPLES,
+        "node_sample_ns": l::NODE_SAMPLE_NS,
+    })
+    .to_string()
+}
+
+/// Writes the runtime for the module `wasm`, instrumented for `metric`, to a temporary
+/// file.
+fn runtime_file(wasm: &Path, metric: Metric) -> Result<tempfile::NamedTempFile, Error> {
     let name = wasm
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
@@ -256,10 +277,7 @@ fn runtime_file(wasm: &Path) -> Result<tempfile::NamedTempFile, Error> {
             &format!("'{WASM_FILE_MARK}'"),
             &quoted, // a JS string literal
         )
-        .replace(
-            &format!("'{NODE_SIZE_MARK}'"),
-            &crate::layout::NODE_SIZE.to_string(),
-        );
+        .replace(&format!("'{LAYOUT_MARK}'"), &runtime_layout(metric));
     let mut file = tempfile::Builder::new()
         .prefix("wasmprof-runtime-")
         .suffix(".js")
@@ -276,10 +294,13 @@ fn metric_from_env() -> Result<Metric, Error> {
         Ok(name) if !name.is_empty() => {
             use clap::ValueEnum as _;
             Metric::from_str(&name, true).map_err(|_| {
-                anyhow::anyhow!("{METRIC_VAR}={name}: expected calls, time or instructions").into()
+                anyhow::anyhow!(
+                    "{METRIC_VAR}={name}: expected calls, time, exact-time or instructions"
+                )
+                .into()
             })
         }
-        _ => Ok(Metric::Time),
+        _ => Ok(Metric::ExactTime),
     }
 }
 

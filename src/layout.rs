@@ -16,7 +16,8 @@
 //!               (function f's at node f + 1: it collects f's entries once the tree is
 //!               full), then the contexts,
 //!               allocated in order (each node lists its children, so memory is touched
-//!               densely, which matters: a page touched for the first time costs a fault)
+//!               densely, which matters: a page touched for the first time costs a fault);
+//!               the memory starts with room for a few and grows as the tree does
 //! ```
 
 use serde::{Deserialize, Serialize};
@@ -31,6 +32,19 @@ pub const HDR_NODE_COUNT: u32 = 8;
 pub const HDR_FOLDED: u32 = 16;
 /// Header: arcs dropped because the dynamic arc table was full, a u64.
 pub const HDR_ARCS_DROPPED: u32 = 24;
+/// Header: with the sampled time metric, the sample word: the context node that runs, or
+/// [`IN_PROBES`] while the probes' own work runs. The probes store it; the sampler, on
+/// another thread, reads it (the memory is shared then).
+pub const HDR_WHERE: u32 = 32;
+/// Header: samples the sampler took, a u64 (those in the probes included).
+pub const HDR_SAMPLES: u32 = 40;
+/// Header: samples that found the probes' own work running, a u64: left out of the times.
+pub const HDR_PROBE_SAMPLES: u32 = 48;
+/// Header: samples that found no function running (before the program's entry or after
+/// its exit), a u64.
+pub const HDR_IDLE_SAMPLES: u32 = 56;
+/// The sample word's value while the probes' own work runs.
+pub const IN_PROBES: u32 = u32::MAX;
 /// The magic number at [`HDR_MAGIC`] (`WPRF` in little-endian bytes).
 pub const MAGIC: u32 = u32::from_le_bytes(*b"WPRF");
 
@@ -54,6 +68,13 @@ pub const NODE_CHILD: u32 = 24;
 pub const NODE_FIRST_CHILD: u32 = 32;
 /// See [`NODE_PARENT`].
 pub const NODE_NEXT_SIBLING: u32 = 36;
+/// With the sampled time metric (no clock): the samples that found this node running, a
+/// u64, which the sampler adds (atomically) where a clock's metric keeps [`NODE_INCL`].
+pub const NODE_SAMPLES: u32 = NODE_INCL;
+/// With the sampled time metric: the time those samples stand for (each the interval
+/// since the sampler's previous sample), in nanoseconds, a u64 kept where a clock's
+/// metric keeps [`NODE_T0`].
+pub const NODE_SAMPLE_NS: u32 = NODE_T0;
 /// The clock's (or the instruction counter's) reading when the node's latest activation
 /// began: what closes an activation that never reached its exit probe (one that a longjmp
 /// or a JS exception unwound, or that was still open when the run ended). A context node
@@ -97,9 +118,15 @@ pub struct Layout {
     pub nodes_off: u32,
     /// Capacity of `nodes`, root and fold nodes included.
     pub nodes_cap: u32,
-    /// Size of the profiler's memory in 64 KiB pages.
+    /// The most the profiler's memory grows to, in 64 KiB pages (room for `nodes_cap`).
     pub pages: u32,
+    /// Its size at the start: every region but the contexts, and room for the first
+    /// [`INITIAL_CONTEXTS`]; the context tree grows the memory as it needs.
+    pub initial_pages: u32,
 }
+
+/// The contexts the profiler's memory has room for at the start.
+pub const INITIAL_CONTEXTS: u32 = 1 << 14;
 
 impl Layout {
     /// Lays out the regions for `functions` function ids, `direct_sites` direct call sites,
@@ -123,6 +150,8 @@ impl Layout {
         let nodes_off = align8(dyn_arcs_off + u64::from(DYN_ARC_SIZE) * u64::from(dyn_arcs_cap));
         let end = nodes_off + u64::from(NODE_SIZE) * nodes_cap;
         let pages = end.div_ceil(PAGE);
+        let first = (u64::from(functions) + 1 + u64::from(INITIAL_CONTEXTS)).min(nodes_cap);
+        let initial_pages = (nodes_off + u64::from(NODE_SIZE) * first).div_ceil(PAGE);
         let to32 = |x: u64| u32::try_from(x).expect("profiler memory exceeds 4 GiB");
         Layout {
             functions,
@@ -134,6 +163,7 @@ impl Layout {
             nodes_off: to32(nodes_off),
             nodes_cap: to32(nodes_cap),
             pages: to32(pages),
+            initial_pages: to32(initial_pages),
         }
     }
 

@@ -27,7 +27,7 @@ pub const CLOCK_MODULE: &str = STATE_MODULE;
 /// Import name of the clock: `() -> i64`, monotonic nanoseconds.
 pub const CLOCK_NAME: &str = "now";
 /// Version of the [`Meta`] format and of the memory layout.
-pub const VERSION: u32 = 3;
+pub const VERSION: u32 = 4;
 /// Import module of everything an instrumented module takes from outside: the clock, and
 /// with [`StateLocation::StateModule`] the state module's exports.
 pub const STATE_MODULE: &str = "wasmprof";
@@ -51,13 +51,19 @@ pub enum StateLocation {
 
 /// What the instrumented module measures besides exact calls and arcs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, clap::ValueEnum)]
-#[serde(rename_all = "lowercase")]
+#[serde(rename_all = "kebab-case")]
 pub enum Metric {
     /// Calls and arcs only: no clock, no exit probes, no calling-context tree. The cheapest.
     Calls,
-    /// Wall time, self and inclusive, per function, arc and calling context.
+    /// Wall time, self and inclusive, per function, arc and calling context, estimated by
+    /// sampling: the probes keep the exact counts, arcs and context tree and say which
+    /// context runs; a sampler outside the program's thread credits each interval to it.
+    /// No clock read per call, and the probes' own time is left out of the figures.
     #[default]
     Time,
+    /// Wall time read from a clock at every entry and exit: every call timed, the probes'
+    /// cost (calibrated at start-up) subtracted.
+    ExactTime,
     /// Executed wasm instructions, self and inclusive: the same on every run and machine.
     Instructions,
 }
@@ -68,13 +74,19 @@ impl Metric {
         match self {
             Metric::Calls => "calls",
             Metric::Time => "time",
+            Metric::ExactTime => "exact-time",
             Metric::Instructions => "instructions",
         }
     }
 
-    /// Whether entries and exits are timed (by a clock or an instruction counter).
+    /// Whether each activation has a cost (time or instructions), kept in the context tree.
     pub fn has_cost(self) -> bool {
         self != Metric::Calls
+    }
+
+    /// Whether the cost is wall time (sampled or read at every entry and exit).
+    pub fn is_time(self) -> bool {
+        matches!(self, Metric::Time | Metric::ExactTime)
     }
 }
 

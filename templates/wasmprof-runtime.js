@@ -1,14 +1,19 @@
 // cargo-wasmprof's runtime for programs that Emscripten links (added by wasmprof-emcc with
 // --pre-js). It loads the instrumented module itself through Module.instantiateWasm (the
 // hook Emscripten documents for this), instantiates the profiler's state module that the
-// module carries, gives both the clock, and saves the profile when the program ends:
+// module carries, gives both the clock (or, with the sampled time metric, starts the
+// sampler: a worker that reads which context runs from the state's shared memory), and
+// saves the profile when the program ends:
 // under node, to $WASMPROF_OUT or <program>.wasmprof.json in the working directory; in a
 // browser, `wasmprof.profile()` returns it and `wasmprof.save()` downloads it.
 // It uses nothing of Emscripten's glue but Module.instantiateWasm and Module.locateFile.
 var wasmprof = (function () {
   'use strict';
   var WASM_FILE = '__WASMPROF_WASM_FILE__';
-  var NODE_SIZE = '__WASMPROF_NODE_SIZE__'; // the size of a context-tree node, in bytes
+  // The state's layout constants: node_size, the header's sample word and counters, the
+  // node's sample fields (src/layout.rs); and `sampled`, for the sampled time metric.
+  var LAYOUT = '__WASMPROF_LAYOUT__';
+  var NODE_SIZE = LAYOUT.node_size;
   var PROGRAM = WASM_FILE.replace(/\.wasm$/, '');
   var isNode = typeof process === 'object' && !!(process.versions && process.versions.node);
   var scriptUrl = typeof document === 'object' && document.currentScript ? document.currentScript.src
@@ -72,6 +77,8 @@ var wasmprof = (function () {
       var stateModule = new WebAssembly.Module(section(module, 'wasmprof.state'));
       run.state = new WebAssembly.Instance(stateModule, { wasmprof: { now: now } }).exports;
       imports['wasmprof'] = Object.assign({ now: now }, run.state);
+      if (run.meta.metric === 'time') startSampler();
+      else if (early) early.terminate();
       return WebAssembly.instantiate(module, imports).then(function (instance) {
         return { instance: instance, module: module };
       });
@@ -86,6 +93,81 @@ var wasmprof = (function () {
     });
     return {};
   };
+
+  // The sampler, run in a worker: every interval (densely, spinning, for the first 20 ms,
+  // so that a short run still gets samples), credit the time since the previous sample to
+  // the context node that the probes say runs; the same accounting as src/host/sampler.rs.
+  function sampler(d) {
+    var i32 = new Int32Array(d.memory.buffer);
+    var u64 = new BigUint64Array(d.memory.buffer); // views: renewed when the memory grows
+    var L = d.layout;
+    var pause = new Int32Array(new SharedArrayBuffer(4));
+    var clock = typeof process === 'object' && process.hrtime ? process.hrtime.bigint
+      : function () { return BigInt(Math.round(performance.now() * 1e6)); };
+    var interval = BigInt(d.interval_us) * 1000n;
+    var dense = interval / 10n > 5000n ? interval / 10n : 5000n;
+    var began = clock(), last = began;
+    for (;;) {
+      var t;
+      if (last - began < 20000000n) {
+        do { t = clock(); } while (t - last < dense);
+      } else {
+        Atomics.wait(pause, 0, 0, d.interval_us / 1000);
+        t = clock();
+      }
+      var ns = t - last;
+      last = t;
+      var node = Atomics.load(i32, L.where / 4) >>> 0;
+      Atomics.add(u64, L.samples / 8, 1n);
+      if (node === L.in_probes) {
+        Atomics.add(u64, L.probe_samples / 8, 1n);
+      } else if (node === 0 || node >= d.nodes_cap) {
+        Atomics.add(u64, L.idle_samples / 8, 1n);
+      } else {
+        var at = d.nodes_off + node * L.node_size;
+        if (at + L.node_size > u64.byteLength) { // the tree grew the memory
+          i32 = new Int32Array(d.memory.buffer);
+          u64 = new BigUint64Array(d.memory.buffer);
+        }
+        Atomics.add(u64, (at + L.node_samples) / 8, 1n);
+        Atomics.add(u64, (at + L.node_sample_ns) / 8, ns);
+      }
+    }
+  }
+
+  // Under node the worker starts with the runtime, so that it is up (a worker takes tens
+  // of milliseconds to start) by the time the program runs; it waits for the memory.
+  var SOURCE = '(' + sampler.toString() + ')';
+  var early = null;
+  if (isNode && LAYOUT.sampled) {
+    try {
+      early = new (require('worker_threads').Worker)(
+        'require("worker_threads").parentPort.once("message", ' + SOURCE + ');', { eval: true });
+      early.unref(); // the program's end ends the process
+    } catch (e) {
+      console.error('wasmprof: cannot start the sampler, so the profile has no times: ' + e.message);
+    }
+  }
+
+  function startSampler() {
+    var memory = run.state['__wasmprof_memory'];
+    var data = {
+      memory: memory,
+      layout: LAYOUT,
+      nodes_off: run.meta.layout.nodes_off,
+      nodes_cap: run.meta.layout.nodes_cap,
+      interval_us: Number(isNode && process.env.WASMPROF_SAMPLE_INTERVAL) || 100
+    };
+    if (isNode) {
+      if (early) early.postMessage(data);
+    } else if (typeof Worker !== 'function' || !self.crossOriginIsolated) {
+      console.warn('wasmprof: the page is not cross-origin isolated, so no worker can sample it and the profile has no times; link with WASMPROF_METRIC=exact-time for such pages');
+    } else {
+      var url = URL.createObjectURL(new Blob(['onmessage = function (e) { ' + SOURCE + '(e.data); };'],
+        { type: 'text/javascript' }));
+      new Worker(url).postMessage(data);
+    }
+  }
 
   function base64(bytes) {
     if (isNode) return Buffer.from(bytes.buffer, bytes.byteOffset, bytes.length).toString('base64');
@@ -103,7 +185,7 @@ var wasmprof = (function () {
       var counter = run.state['__wasmprof_instructions'];
       return counter ? counter.value.toString() : null;
     }
-    return run.meta.metric === 'time' ? now().toString() : null;
+    return run.meta.metric === 'exact-time' ? now().toString() : null;
   }
 
   // The dump that `cargo wasmprof report` decodes: the used part of the profiler's memory.

@@ -116,7 +116,10 @@ const HOST_CALLS: &str = r#"
 fn run_with_callbacks(wasm: &[u8], options: &Options) -> Profile {
     let done = instrument::instrument(wasm, options).unwrap();
     validate(&done.wasm);
-    let engine = Engine::default();
+    // The sampled metric's profiler memory is a shared one.
+    let mut config = wasmtime::Config::new();
+    config.shared_memory(true);
+    let engine = Engine::new(&config).unwrap();
     let module = Module::new(&engine, &done.wasm).unwrap();
     let mut store = Store::new(&engine, 0i64);
     let mut linker: Linker<i64> = Linker::new(&engine);
@@ -186,9 +189,7 @@ fn run_with_callbacks(wasm: &[u8], options: &Options) -> Profile {
         .unwrap();
     let trap = start.call(&mut store, ()).err();
     let instance = state.unwrap_or(instance);
-    let memory = instance
-        .get_memory(&mut store, meta::MEMORY_EXPORT)
-        .unwrap();
+    let memory = cargo_wasmprof::host::profiler_memory(&mut store, &instance).unwrap();
     let cur = instance
         .get_global(&mut store, meta::CUR_EXPORT)
         .unwrap()
@@ -200,7 +201,7 @@ fn run_with_callbacks(wasm: &[u8], options: &Options) -> Profile {
         .and_then(|g| g.get(&mut store).i64())
         .unwrap_or(*store.data());
     let dump = Dump {
-        memory: memory.data(&store).to_vec(),
+        memory,
         cur: cur as u32,
         ticks_per_ns: 1.0,
         clock: "test".into(),
@@ -220,15 +221,19 @@ fn run_with_callbacks(wasm: &[u8], options: &Options) -> Profile {
 #[test]
 fn an_entry_from_the_host_during_an_import_is_the_imports_arc() {
     let wasm = wat::parse_str(HOST_CALLS).unwrap();
-    for (metric, state) in [Metric::Calls, Metric::Time, Metric::Instructions]
-        .into_iter()
-        .flat_map(|m| {
-            [
-                (m, StateLocation::OwnMemory),
-                (m, StateLocation::StateModule),
-            ]
-        })
-    {
+    for (metric, state) in [
+        Metric::Calls,
+        Metric::ExactTime,
+        Metric::Instructions,
+        Metric::Time,
+    ]
+    .into_iter()
+    .flat_map(|m| {
+        [
+            (m, StateLocation::OwnMemory),
+            (m, StateLocation::StateModule),
+        ]
+    }) {
         let options = Options {
             metric,
             state,
@@ -325,7 +330,7 @@ fn frames_a_longjmp_unwinds_are_closed_when_control_comes_back() {
         run_with_callbacks(&wasm, &in_state_module).functions,
         p.functions
     );
-    for metric in [Metric::Calls, Metric::Time] {
+    for metric in [Metric::Calls, Metric::ExactTime, Metric::Time] {
         for state in [StateLocation::OwnMemory, StateLocation::StateModule] {
             let options = Options {
                 metric,

@@ -774,3 +774,40 @@ fn a_stack_overflow_in_the_glue_still_leaves_the_profile() {
     assert!(trap.contains("call stack"), "{trap}");
     assert_eq!(calls(&p, "fib"), fib_calls(20));
 }
+
+/// `WASMPROF_METRIC=time`: the sampled metric under node, where a worker samples the
+/// state module's shared memory. The counts stay exact, and a run of fib(32) (7 M calls,
+/// tens of milliseconds) has its samples, most of them in fib.
+#[test]
+fn the_sampled_metric_samples_under_node() {
+    if !have(&["emcc", "node"]) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/emcc/calls.c");
+    let out = output(
+        Command::new(env!("CARGO_BIN_EXE_wasmprof-emcc"))
+            .current_dir(dir.path())
+            .env("WASMPROF_METRIC", "time")
+            .args(["-O1", "-g"])
+            .arg(&source)
+            .args(["-o", "calls.js"]),
+    );
+    assert!(out.status.success(), "wasmprof-emcc links");
+    validate(&std::fs::read(dir.path().join("calls.wasm")).unwrap());
+    let profile = dir.path().join("calls.json");
+    let run = output(
+        Command::new("node")
+            .current_dir(dir.path())
+            .args(["calls.js", "32"])
+            .env("WASMPROF_OUT", &profile),
+    );
+    assert!(run.status.success());
+    let p = Profile::read(&profile).unwrap();
+    check_invariants(&p);
+    assert_eq!(calls(&p, "fib"), fib_calls(32));
+    let sampling = p.sampling.expect("a sampled profile");
+    assert!(sampling.samples > 0, "{sampling:?}");
+    let hottest = p.functions.iter().max_by_key(|f| f.cost.self_ns).unwrap();
+    assert_eq!(hottest.name, "fib", "{sampling:?}");
+}

@@ -202,7 +202,7 @@ fn flamegraph_svg_has_a_box_per_context() {
 #[test]
 fn pprof_opens_in_go_tool_pprof() {
     let dir = tempfile::tempdir().unwrap();
-    for metric in [Metric::Time, Metric::Instructions, Metric::Calls] {
+    for metric in [Metric::ExactTime, Metric::Instructions, Metric::Calls] {
         let p = profile(N, metric);
         let bytes = render(&p, Format::Pprof);
         assert_eq!(&bytes[..2], &[0x1f, 0x8b], "gzipped");
@@ -478,7 +478,7 @@ fn diff_ranks_changes_and_gates_on_the_total() {
 
     // Different metrics compare on calls, or fail with a reason when asked for more.
     let timed = dir.path().join("timed.json");
-    profile(N, Metric::Time).write(&timed).unwrap();
+    profile(N, Metric::ExactTime).write(&timed).unwrap();
     let mixed = output(wasmprof().args(["wasmprof", "diff"]).arg(&base).arg(&timed));
     assert!(mixed.status.success());
     assert!(String::from_utf8_lossy(&mixed.stdout).contains("Total calls"));
@@ -489,5 +489,5 @@ fn diff_ranks_changes_and_gates_on_the_total() {
             .arg(&timed),
     );
     assert_eq!(refused.status.code(), Some(1));
-    assert!(String::from_utf8_lossy(&refused.stderr).contains("NEW measured time"));
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("NEW measured exact-time"));
 }

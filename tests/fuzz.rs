@@ -244,7 +244,7 @@ fn observe(engine: &Engine, wasm: &[u8], exports: &[String]) -> (Observed, Optio
     let dump = instance
         .map(|i| state_instance.unwrap_or(i))
         .and_then(|state| {
-            let memory = state.get_memory(&mut store, meta::MEMORY_EXPORT)?;
+            let memory = cargo_wasmprof::host::profiler_memory(&mut store, &state)?;
             let cur = state
                 .get_global(&mut store, meta::CUR_EXPORT)?
                 .get(&mut store)
@@ -255,7 +255,7 @@ fn observe(engine: &Engine, wasm: &[u8], exports: &[String]) -> (Observed, Optio
                 .and_then(|g| g.get(&mut store).i64())
                 .unwrap_or(store.data().clock);
             Some(Dump {
-                memory: memory.data(&store).to_vec(),
+                memory,
                 cur: cur as u32,
                 ticks_per_ns: 1.0,
                 clock: "test".into(),
@@ -334,9 +334,14 @@ fn compare(engine: &Engine, seed: u64, original: &[u8]) -> Verdict {
     let (expected, _) = observe(engine, &original, &exports);
 
     let mut counted: Option<Profile> = None;
-    for (i, metric) in [Metric::Calls, Metric::Time, Metric::Instructions]
-        .into_iter()
-        .enumerate()
+    for (i, metric) in [
+        Metric::Calls,
+        Metric::ExactTime,
+        Metric::Instructions,
+        Metric::Time,
+    ]
+    .into_iter()
+    .enumerate()
     {
         let state = if (seed as usize + i).is_multiple_of(2) {
             StateLocation::OwnMemory

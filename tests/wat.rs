@@ -309,7 +309,7 @@ fn the_instructions_metric_counts_executed_instructions_exactly() {
 #[test]
 fn a_state_module_gives_the_same_profile_as_an_own_memory() {
     let wasm = wat::parse_str(PROGRAM).unwrap();
-    for metric in [Metric::Calls, Metric::Time, Metric::Instructions] {
+    for metric in [Metric::Calls, Metric::ExactTime, Metric::Instructions] {
         let (own, _) = profile_module_with(&wasm, &with_metric(metric));
         let options = Options {
             state: StateLocation::StateModule,
@@ -379,7 +379,7 @@ fn exceptions_unwind_through_exit_probes() {
     (drop (call $catcher))))"#,
     )
     .unwrap();
-    for metric in [Metric::Time, Metric::Instructions] {
+    for metric in [Metric::ExactTime, Metric::Instructions] {
         let (p, outcome) = profile_module_with(&wasm, &with_metric(metric));
         assert_eq!(outcome.exit_code, 0);
         check_invariants(&p);
@@ -425,7 +425,13 @@ fn stack_exhaustion_leaves_the_open_stack() {
         "every activation is still open"
     );
     assert!(stack[1..].iter().all(|f| f == "down"));
-    assert_eq!(arc(&p, "down", "down"), depth - 1);
+    // The innermost call may have been counted as an arc and then run out of stack in
+    // its entry probe (in `find_child`), before its context counted it.
+    let arcs = arc(&p, "down", "down");
+    assert!(
+        arcs == depth - 1 || arcs == depth,
+        "{arcs} arcs, {depth} calls"
+    );
 }
 
 /// Out of memory: the program grows its memory until it cannot, then aborts (as Rust's
@@ -517,7 +523,7 @@ fn br_table_to_the_body_multi_value_and_a_function_that_never_returns() {
     (call $forever)))"#,
     )
     .unwrap();
-    for metric in [Metric::Time, Metric::Instructions] {
+    for metric in [Metric::ExactTime, Metric::Instructions] {
         let (p, outcome) = profile_module_with(&wasm, &with_metric(metric));
         assert!(outcome.trap.is_some());
         check_invariants(&p);
@@ -532,4 +538,47 @@ fn br_table_to_the_body_multi_value_and_a_function_that_never_returns() {
             "{metric:?}: pick's three activations all ended"
         );
     }
+}
+
+/// A tree of calls with more paths than the profiler's memory has room for at the start:
+/// it grows with the context tree, and nothing is folded. `f(n)` calls `a(n)` and `b(n)`,
+/// each of which calls `f(n - 1)`: f runs 2^(n+1) - 1 times, each time on a path of its
+/// own, so the tree holds 2^(n+2) - 2 contexts under the root (`_start` among them).
+#[test]
+fn the_context_tree_grows_its_memory_instead_of_folding() {
+    const N: u32 = 14;
+    let wasm = wat::parse_str(format!(
+        r#"(module
+  (func $f (param i32)
+    (if (local.get 0)
+      (then (call $a (local.get 0)) (call $b (local.get 0)))))
+  (func $a (param i32) (call $f (i32.sub (local.get 0) (i32.const 1))))
+  (func $b (param i32) (call $f (i32.sub (local.get 0) (i32.const 1))))
+  (func (export "_start") (call $f (i32.const {N}))))"#
+    ))
+    .unwrap();
+    let paths = (1u64 << (N + 2)) - 2;
+    assert!(paths > u64::from(cargo_wasmprof::layout::INITIAL_CONTEXTS));
+    for metric in [Metric::Time, Metric::ExactTime, Metric::Instructions] {
+        for state in [StateLocation::OwnMemory, StateLocation::StateModule] {
+            let options = Options {
+                state,
+                ..with_metric(metric)
+            };
+            let (p, outcome) = profile_module_with(&wasm, &options);
+            assert_eq!(outcome.exit_code, 0);
+            assert_eq!(p.folded_entries, 0, "{metric:?}, {state:?}");
+            assert_eq!(calls(&p, "f"), (1 << (N + 1)) - 1);
+            assert_eq!(p.contexts.len() as u64, 1 + paths, "{metric:?}, {state:?}");
+            check_invariants(&p);
+        }
+    }
+    // A cap below that folds, and says so.
+    let options = Options {
+        max_contexts: 1000,
+        ..with_metric(Metric::Time)
+    };
+    let (p, _) = profile_module_with(&wasm, &options);
+    assert!(p.folded_entries > 0);
+    assert_eq!(calls(&p, "f"), (1 << (N + 1)) - 1);
 }

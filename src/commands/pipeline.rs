@@ -15,14 +15,25 @@ use crate::meta::Metric;
 use crate::profile::{ProbeCost, Profile};
 use crate::status::Status;
 
+/// What is done about the probes' own cost in exact times.
+#[derive(Debug, Clone)]
+pub(super) enum Compensation {
+    /// Nothing to do: the metric is not exact time.
+    None,
+    /// Subtract this cost.
+    Subtract(ProbeCost),
+    /// Keep it, for this reason, which the profile records.
+    Keep(&'static str),
+}
+
 /// Runs a prepared, instrumented program in `host` and decodes its profile, less the
-/// probes' `compensation` when there is one; the profile exists whatever way the program
-/// ended.
+/// probes' cost when `compensation` says so (else the profile says why not); the profile
+/// exists whatever way the program ended.
 pub(super) fn profile_run(
     host: &dyn Host,
     prepared: &Prepared,
     config: &RunConfig,
-    compensation: Option<ProbeCost>,
+    compensation: &Compensation,
 ) -> Result<(Profile, Outcome), Error> {
     let path = &prepared.path;
     let meta = prepared
@@ -35,8 +46,18 @@ pub(super) fn profile_run(
     let mut profile = outcome
         .profile(meta, relative(path))
         .map_err(|e| Error::input(path, format!("{e:#}")))?;
-    if let Some(cost) = compensation {
-        profile.compensate(cost);
+    if profile.metric == Metric::ExactTime {
+        profile.uncompensated = match compensation {
+            Compensation::Subtract(cost) => profile.compensate(*cost).err(),
+            Compensation::Keep(why) => Some(why.to_string()),
+            Compensation::None => Some("the probes' cost was not measured".into()),
+        };
+        if let Some(why) = &profile.uncompensated {
+            crate::status::warning(format!(
+                "{}: the times include the probes' own cost: {why}",
+                relative(path)
+            ));
+        }
     }
     report_trap(path, &profile);
     Ok((profile, outcome))
@@ -61,15 +82,23 @@ fn report_trap(path: &Path, profile: &Profile) {
     }
 }
 
-/// Measures the probes' cost, when `host` runs the probes the calibration measures, the
-/// profiles measure time and the user wants it subtracted.
+/// Measures the probes' cost when the profiles measure exact time, `host` runs the probes
+/// the calibration measures and the user wants it subtracted.
 pub(super) fn probe_cost(
     host: &dyn Host,
     args: &ProfileArgs,
     status: Status,
-) -> Result<Option<ProbeCost>, Error> {
-    if !host.calibrated() || args.no_compensation || args.instrument.metric != Metric::Time {
-        return Ok(None);
+) -> Result<Compensation, Error> {
+    if args.instrument.metric != Metric::ExactTime {
+        return Ok(Compensation::None);
+    }
+    if args.no_compensation {
+        return Ok(Compensation::Keep("--no-compensation"));
+    }
+    if !host.calibrated() {
+        return Ok(Compensation::Keep(
+            "the calibration measures the embedded wasmtime's probes, not this host's",
+        ));
     }
     let spinner = status.spinner("Calibrating", "the probes' cost");
     let cost = calibrate::probe_cost(ClockChoice::Auto)
@@ -82,7 +111,7 @@ pub(super) fn probe_cost(
             cost.in_callee_ns, cost.in_caller_ns
         ),
     );
-    Ok(Some(cost))
+    Ok(Compensation::Subtract(cost))
 }
 
 /// Writes the merged profile if asked, and the report's formats unless told not to: text

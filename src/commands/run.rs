@@ -7,7 +7,7 @@ use super::pipeline::{exit_with, finish, probe_cost, profile_run, program_name, 
 use crate::cli::{ProfileArgs, RunArgs};
 use crate::error::Error;
 use crate::fsutil::relative;
-use crate::host::{self, RunConfig};
+use crate::host;
 use crate::profile::Profile;
 use crate::status::Status;
 
@@ -16,7 +16,9 @@ use crate::status::Status;
 pub(super) fn run(args: RunArgs, status: Status) -> Result<(), Error> {
     let path = args.module();
     let host = host::for_program(path);
-    let config = RunConfig::new(program_name(path), args.program_args().to_vec(), ".");
+    let config = args
+        .profile
+        .run_config(program_name(path), args.program_args().to_vec(), ".");
     let options = (!args.no_instrument).then(|| args.profile.instrument.to_options());
     let prepared = host.prepare(path, options.as_ref(), status)?;
     if options.is_none() {
@@ -29,7 +31,7 @@ pub(super) fn run(args: RunArgs, status: Status) -> Result<(), Error> {
         return exit_with(outcome.exit_code);
     }
     let compensation = probe_cost(host, &args.profile, status)?;
-    let (profile, outcome) = profile_run(host, &prepared, &config, compensation)?;
+    let (profile, outcome) = profile_run(host, &prepared, &config, &compensation)?;
     write_default_profile(path, &profile, &args.profile, status)?;
     finish(&[profile], &args.profile, &stem(path), status)?;
     exit_with(outcome.exit_code)

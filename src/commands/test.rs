@@ -5,7 +5,7 @@ use crate::build::{self, Mode, Target, TestBinary};
 use crate::cli::TestArgs;
 use crate::error::Error;
 use crate::fsutil::relative;
-use crate::host::{self, RunConfig};
+use crate::host;
 
 use super::pipeline::{finish, probe_cost, profile_run, program_name};
 use crate::status::Status;
@@ -43,12 +43,12 @@ pub(super) fn test(args: TestArgs, mode: Mode, status: Status) -> Result<(), Err
             "Running",
             format!("{} ({})", binary.label, relative(&binary.path)),
         );
-        let config = RunConfig::new(
+        let config = args.profile.run_config(
             program_name(&binary.path),
             harness.clone(),
             &binary.package_dir,
         );
-        let (profile, outcome) = profile_run(host, &prepared, &config, compensation)?;
+        let (profile, outcome) = profile_run(host, &prepared, &config, &compensation)?;
         let file = out_dir.join(binary.profile_name());
         profile.write(&file)?;
         status.done(

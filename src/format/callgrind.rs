@@ -18,7 +18,7 @@ pub(super) fn write(
 ) -> anyhow::Result<()> {
     let metric = profile.metric;
     let (event, label) = match metric {
-        Metric::Time => ("ns", "Wall time (ns)"),
+        Metric::Time | Metric::ExactTime => ("ns", "Wall time (ns)"),
         Metric::Instructions => ("Ir", "Executed wasm instructions"),
         Metric::Calls => ("Calls", "Calls"),
     };

@@ -216,7 +216,7 @@ pub(super) fn write(
     let mut b = Builder::new(profile);
     let mut types = vec![("calls", "count")];
     match metric {
-        Metric::Time => types.push(("wall", "nanoseconds")),
+        Metric::Time | Metric::ExactTime => types.push(("wall", "nanoseconds")),
         Metric::Instructions => types.push(("instructions", "count")),
         Metric::Calls => {}
     }

@@ -10,7 +10,7 @@ use anstyle::Style;
 use super::units::{percent, short_path};
 use super::EmitOptions;
 use crate::meta::Metric;
-use crate::profile::{Arc, Costs, Function, Profile};
+use crate::profile::{Arc, Costs, Function, Profile, FEW_SAMPLES};
 
 const BOLD: Style = Style::new().bold();
 
@@ -44,7 +44,7 @@ impl Units {
         match self.metric {
             Metric::Calls => "",
             Metric::Instructions => "%instr",
-            Metric::Time => "%time",
+            Metric::Time | Metric::ExactTime => "%time",
         }
     }
 
@@ -88,7 +88,7 @@ fn header(out: &mut String, p: &Profile, units: Units) {
     );
     let cost = match p.metric {
         Metric::Calls => String::new(),
-        Metric::Time => format!("{} in ", super::units::time(units.total)),
+        Metric::Time | Metric::ExactTime => format!("{} in ", super::units::time(units.total)),
         Metric::Instructions => format!("{} instructions in ", super::units::count(units.total)),
     };
     let _ = writeln!(
@@ -101,6 +101,29 @@ fn header(out: &mut String, p: &Profile, units: Units) {
             " (partial: the run ended inside some functions)"
         }
     );
+    if let Some(s) = p.sampling.filter(|s| s.samples < FEW_SAMPLES) {
+        let _ = writeln!(
+            out,
+            "sampled: {} samples only: the run was too short to sample; its times say little (--metric exact-time times every call, --metric instructions counts)",
+            s.samples
+        );
+    } else if let Some(s) = &p.sampling {
+        let _ = writeln!(
+            out,
+            "sampled: {} samples, one every {} on average; times are estimates (a self time from n samples is within about 1/sqrt(n)), `~` marks those from fewer than {FEW_SAMPLES}; calls and arcs are exact",
+            s.samples,
+            super::units::time(s.interval_ns().round() as u64),
+        );
+    }
+}
+
+/// A self cost as text, marked `~` when it is sampled from too few samples to rank by.
+fn self_cost(units: Units, cost: &Costs) -> String {
+    let shown = units.show(units.get(cost).0);
+    match cost.self_samples {
+        Some(n) if n < FEW_SAMPLES => format!("~{shown}"),
+        _ => shown,
+    }
 }
 
 /// The functions, most `cost` first, then most calls, then by name.
@@ -160,7 +183,7 @@ fn flat_profile(out: &mut String, p: &Profile, units: Units, top: usize) {
             "{:>6.2} {:>11} {:>11} {:>10} {:>11} {:>11}  {}{}",
             percent(self_, units.total),
             units.show(cumulative),
-            units.show(self_),
+            self_cost(units, &f.cost),
             f.calls,
             units.show(self_ / f.calls.max(1)),
             units.show(total / f.calls.max(1)),
@@ -197,17 +220,17 @@ fn call_graph(out: &mut String, p: &Profile, units: Units, top: usize) {
         let (self_, total) = units.get(cost);
         format!(
             "{:>11} {:>11} ",
-            units.show(self_),
+            self_cost(units, cost),
             units.show(total.saturating_sub(self_))
         )
     };
     let _ = writeln!(
         out,
         "\n{BOLD}Call graph{BOLD:#} (callers above each function, callees below{})\n",
-        if units.has_cost() {
-            "; costs are exact, per arc"
-        } else {
-            ""
+        match (units.has_cost(), p.sampling.is_some()) {
+            (true, false) => "; costs are exact, per arc",
+            (true, true) => "; counts are exact, costs sampled, per arc",
+            (false, _) => "",
         }
     );
     let header_costs = if units.has_cost() {
@@ -347,13 +370,18 @@ fn notes(out: &mut String, p: &Profile) {
         note(
             out,
             format!(
-                "{} ended inside {} (exit code {}{}); the open calls' costs are missing: {}{}",
+                "{} ended inside {} (exit code {}{}); {}: {}{}",
                 run.module,
                 stack.last().map_or("?", String::as_str),
                 run.exit_code,
                 run.trap
                     .as_ref()
                     .map_or(String::new(), |_| ", trapped".to_string()),
+                if p.sampling.is_some() {
+                    "the open calls' time is sampled up to the end"
+                } else {
+                    "the open calls' costs are missing"
+                },
                 if stack.len() > SHOWN { "... -> " } else { "" },
                 shown.join(" -> ")
             ),
@@ -365,6 +393,26 @@ fn notes(out: &mut String, p: &Profile) {
             format!(
                 "times exclude the probes' own cost, measured at start-up: {:.1} ns per call in the callee, {:.1} ns per call in the caller (--no-compensation keeps the raw times)",
                 cost.in_callee_ns, cost.in_caller_ns
+            ),
+        );
+    }
+    if p.metric == Metric::ExactTime && p.compensation.is_none() {
+        let why = p
+            .uncompensated
+            .as_deref()
+            .unwrap_or("it was not measured for this run");
+        note(
+            out,
+            format!("times include the probes' own cost, a clock read at every entry and exit (not subtracted: {why}); --metric time samples without it"),
+        );
+    }
+    if let Some(s) = p.sampling.filter(|s| s.in_probes > 0) {
+        note(
+            out,
+            format!(
+                "{} samples ({:.1}%) found the profiler's probes running and were left out of the times",
+                s.in_probes,
+                percent(s.in_probes, s.samples + s.in_probes + s.idle)
             ),
         );
     }

@@ -132,7 +132,7 @@ impl<'a> Tree<'a> {
                 .sort_by(|&a, &b| names[a].cmp(names[b]).then(a.cmp(&b)));
         }
         let unit = match metric {
-            Metric::Time => Unit::Nanoseconds,
+            Metric::Time | Metric::ExactTime => Unit::Nanoseconds,
             _ => Unit::Instructions,
         };
         Ok(Tree { frames, unit })

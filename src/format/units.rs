@@ -8,7 +8,7 @@ use crate::meta::Metric;
 /// calls).
 pub fn value(metric: Metric, v: u64) -> String {
     match metric {
-        Metric::Time => time(v),
+        Metric::Time | Metric::ExactTime => time(v),
         Metric::Instructions | Metric::Calls => count(v),
     }
 }

@@ -4,6 +4,7 @@
 //! when the program traps or calls `proc_exit`.
 
 use std::path::Path;
+use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
 use anyhow::Context as _;
@@ -11,6 +12,7 @@ use wasmtime::{Engine, Linker, Module, Store};
 use wasmtime_wasi::p1::WasiP1Ctx;
 use wasmtime_wasi::{FsPerms, I32Exit, WasiCtxBuilder};
 
+use super::sampler::{self, SampleTarget, Sampler};
 use super::{Host, Outcome, Prepared, RunConfig};
 use crate::clock::Clock;
 use crate::error::{Error, HostError};
@@ -86,7 +88,9 @@ impl Host for Embedded {
 /// or carries a state module) has its state collected, and gets its clock if it imports one.
 fn run_module(wasm: &[u8], config: &RunConfig) -> anyhow::Result<Outcome> {
     let mut engine_config = wasmtime::Config::new();
-    engine_config.shared_memory(true); // single-threaded programs may use one
+    // Single-threaded programs may use a shared memory, and the sampled time metric's
+    // profiler memory is one.
+    engine_config.shared_memory(true).wasm_threads(true);
     let engine = Engine::new(&engine_config)
         .map_err(anyhow::Error::from)
         .context("cannot set up wasmtime")?;
@@ -112,6 +116,19 @@ fn run_module(wasm: &[u8], config: &RunConfig) -> anyhow::Result<Outcome> {
     let clock = Clock::start(config.clock);
     if timed {
         linker.func_wrap(meta::CLOCK_MODULE, meta::CLOCK_NAME, clock.reader())?;
+    }
+    // The sampled metric's sampler, once the profiler's shared memory exists.
+    let target: Arc<OnceLock<SampleTarget>> = Arc::default();
+    let hooked = module
+        .imports()
+        .any(|i| (i.module(), i.name()) == sampler::HOOK);
+    if hooked {
+        let target = Arc::clone(&target);
+        linker.func_wrap(sampler::HOOK.0, sampler::HOOK.1, move || {
+            if let Some(target) = target.get() {
+                target.take(sampler::HOOK_SAMPLE_NS);
+            }
+        })?;
     }
     let mut argv = vec![config.program.clone()];
     argv.extend(config.args.iter().cloned());
@@ -151,9 +168,24 @@ fn run_module(wasm: &[u8], config: &RunConfig) -> anyhow::Result<Outcome> {
         .get_typed_func::<(), ()>(&mut store, "_start")
         .map_err(anyhow::Error::from)
         .context("`_start` must take and return nothing")?;
+    if let Some(wasmtime::Extern::SharedMemory(memory)) =
+        state_instance.get_export(&mut store, meta::MEMORY_EXPORT)
+    {
+        let meta = Meta::from_module(wasm)?.context("the instrumented module has no meta")?;
+        let _ = target.set(SampleTarget::new(memory, meta.layout));
+    }
+    let sampler = match target.get() {
+        Some(target) if !config.sample_interval.is_zero() => {
+            Some(Sampler::start(target.clone(), config.sample_interval))
+        }
+        _ => None,
+    };
     let result = start.call(&mut store, ());
     let wall_ns = started.elapsed().as_nanos() as u64;
     let ended = clock.reader()() as u64;
+    if let Some(sampler) = sampler {
+        sampler.stop();
+    }
 
     let (exit_code, trap) = match result {
         Ok(()) => (0, None),
@@ -163,8 +195,7 @@ fn run_module(wasm: &[u8], config: &RunConfig) -> anyhow::Result<Outcome> {
         },
     };
     let state = if profiled {
-        let memory = state_instance
-            .get_memory(&mut store, meta::MEMORY_EXPORT)
+        let memory = profiler_memory(&mut store, &state_instance)
             .context("the instrumented module exports no profiler memory")?;
         let cur = state_instance
             .get_global(&mut store, meta::CUR_EXPORT)
@@ -179,7 +210,7 @@ fn run_module(wasm: &[u8], config: &RunConfig) -> anyhow::Result<Outcome> {
             None => timed.then_some(ended),
         };
         Some(Dump {
-            memory: memory.data(&store).to_vec(),
+            memory,
             cur: cur as u32,
             ticks_per_ns: clock.ticks_per_ns(),
             clock: if timed { clock.name() } else { "none" }.to_string(),
@@ -194,6 +225,27 @@ fn run_module(wasm: &[u8], config: &RunConfig) -> anyhow::Result<Outcome> {
         state,
         wall_ns,
     })
+}
+
+/// The bytes of the profiler's memory that `instance` (the instrumented module, or its
+/// state module) exports, a plain or (with the sampled time metric) a shared one; read
+/// once the program has returned and no sampler runs.
+pub fn profiler_memory<T: 'static>(
+    store: &mut Store<T>,
+    instance: &wasmtime::Instance,
+) -> Option<Vec<u8>> {
+    match instance.get_export(&mut *store, meta::MEMORY_EXPORT)? {
+        wasmtime::Extern::Memory(memory) => Some(memory.data(&*store).to_vec()),
+        wasmtime::Extern::SharedMemory(memory) => {
+            let data = memory.data();
+            // SAFETY: the program has returned and no sampler runs: no other thread
+            // accesses the memory, whose bytes these are.
+            let bytes =
+                unsafe { std::slice::from_raw_parts(data.as_ptr() as *const u8, data.len()) };
+            Some(bytes.to_vec())
+        }
+        _ => None,
+    }
 }
 
 /// Gives the module the memories it imports (wasm32-wasip1-threads programs import their

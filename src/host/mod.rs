@@ -10,13 +10,16 @@
 
 mod embedded;
 mod node;
+mod sampler;
 
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use anyhow::Context as _;
 
-pub use self::embedded::{Embedded, TRAP_EXIT_CODE};
+pub use self::embedded::{profiler_memory, Embedded, TRAP_EXIT_CODE};
 pub use self::node::Node;
+pub use self::sampler::{HOOK as SAMPLE_HOOK, HOOK_SAMPLE_NS};
 use crate::clock::ClockChoice;
 use crate::error::{Error, HostError};
 use crate::instrument::Options;
@@ -80,7 +83,14 @@ pub struct RunConfig {
     pub inherit_stdio: bool,
     /// The clock an instrumented module reads, where the host provides it.
     pub clock: ClockChoice,
+    /// How often the sampled time metric's sampler samples; zero: never (a test hook
+    /// takes the samples).
+    pub sample_interval: Duration,
 }
+
+/// The sampled time metric's interval unless the user chooses one: 10 kHz, so that a
+/// test binary that runs for 10 ms still gets about a hundred samples.
+pub const DEFAULT_SAMPLE_INTERVAL: Duration = Duration::from_micros(100);
 
 impl RunConfig {
     /// Runs `program` with `args` in `dir`, with inherited stdio and the cheapest clock.
@@ -95,6 +105,7 @@ impl RunConfig {
             dir: dir.into(),
             inherit_stdio: true,
             clock: ClockChoice::Auto,
+            sample_interval: DEFAULT_SAMPLE_INTERVAL,
         }
     }
 }

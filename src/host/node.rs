@@ -74,7 +74,8 @@ impl Host for Node {
     }
 
     /// Runs `node PROGRAM ARGS` in the configured directory, with the dump file named in
-    /// `WASMPROF_OUT`. The exit code is node's own: after a trap the runtime can only
+    /// `WASMPROF_OUT` and the sampled metric's interval in `WASMPROF_SAMPLE_INTERVAL`
+    /// (microseconds). The exit code is node's own: after a trap the runtime can only
     /// guess it.
     fn run(&self, program: &Prepared, config: &RunConfig) -> Result<Outcome, HostError> {
         let node = which::which("node").map_err(|_| {
@@ -98,7 +99,11 @@ impl Host for Node {
             .arg(&program.path)
             .args(&config.args)
             .current_dir(&config.dir)
-            .env("WASMPROF_OUT", dump.path());
+            .env("WASMPROF_OUT", dump.path())
+            .env(
+                "WASMPROF_SAMPLE_INTERVAL",
+                config.sample_interval.as_micros().max(1).to_string(),
+            );
         if !config.inherit_stdio {
             command
                 .stdin(Stdio::null())

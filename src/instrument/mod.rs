@@ -57,11 +57,15 @@ pub struct Options {
     pub host_exceptions: bool,
 }
 
+/// The calling contexts a profile keeps unless told otherwise: 4 M, at most 192 MB of the
+/// profiler's own memory, which it takes only as the tree grows.
+pub const DEFAULT_MAX_CONTEXTS: u32 = 4_000_000;
+
 impl Default for Options {
     fn default() -> Self {
         Options {
-            max_contexts: 1 << 18,
-            metric: Metric::Time,
+            max_contexts: DEFAULT_MAX_CONTEXTS,
+            metric: Metric::default(),
             state: StateLocation::OwnMemory,
             host_exceptions: false,
         }

@@ -72,7 +72,7 @@ pub(super) fn rewrite_function(
         runtime::Probes::Count(..) => None,
     };
     let body = timing.map(|_| func.builder_mut().dangling_instr_seq(body_ty).id());
-    let counter = match (timing.map(|t| t.clock), pending) {
+    let counter = match (timing.and_then(|t| t.clock), pending) {
         (Some(runtime::Reading::Instructions(global)), Some(local)) => {
             Some(InstructionCounter { global, local })
         }

@@ -11,11 +11,21 @@ impl Profile {
     /// Subtracts the probes' own cost from the times, in the calling-context tree: each
     /// context loses `in_callee` per call and `in_caller` per call it makes from its self
     /// time; inclusive times are then rebuilt from the corrected self times, and functions
-    /// and arcs summed again from the contexts. Returns false, and changes nothing, when
-    /// the profile does not measure time or its tree was folded (paths were lost).
-    pub fn compensate(&mut self, cost: ProbeCost) -> bool {
-        if self.metric != Metric::Time || self.folded_entries > 0 || self.compensation.is_some() {
-            return false;
+    /// and arcs summed again from the contexts. Changes nothing, and says why, when the
+    /// profile does not measure exact time, is compensated already, or its tree was folded
+    /// (the calls each context made are lost then).
+    pub fn compensate(&mut self, cost: ProbeCost) -> Result<(), String> {
+        if self.metric != Metric::ExactTime {
+            return Err(format!("the profile measures {}", self.metric.name()));
+        }
+        if self.compensation.is_some() {
+            return Err("the probes' cost was subtracted already".into());
+        }
+        if self.folded_entries > 0 {
+            return Err(format!(
+                "the calling-context tree was full ({} entries folded), so the calls each context made are unknown; raise --max-contexts",
+                self.folded_entries
+            ));
         }
         let n = self.contexts.len();
         let parent = |c: &Context| c.parent.map(|p| p as usize);
@@ -87,7 +97,7 @@ impl Profile {
             arc.cost.total_ns = total;
         }
         self.compensation = Some(cost);
-        true
+        Ok(())
     }
 }
 
@@ -152,7 +162,7 @@ mod tests {
             modules: vec!["m".into()],
             complete: true,
             runs: Vec::new(),
-            metric: Metric::Time,
+            metric: Metric::ExactTime,
             functions: vec![
                 function(0, "main", 1, 1000, 2000),
                 function(1, "leaf", 10, 1000, 1000),
@@ -174,6 +184,8 @@ mod tests {
             folded_entries: 0,
             arcs_dropped: 0,
             compensation: None,
+            uncompensated: None,
+            sampling: None,
         }
     }
 
@@ -184,7 +196,7 @@ mod tests {
             in_callee_ns: 10.0,
             in_caller_ns: 20.0,
         };
-        assert!(p.compensate(cost));
+        assert!(p.compensate(cost).is_ok());
         let costs = |name: &str| {
             let c = p.function_named(name).unwrap().cost;
             (c.self_ns, c.total_ns)
@@ -203,7 +215,7 @@ mod tests {
         assert_eq!(p.contexts[0].cost.total_ns, 1690 + 160);
         assert_eq!(p.compensation, Some(cost));
         // Only once.
-        assert!(!p.compensate(cost));
+        assert!(p.compensate(cost).is_err());
     }
 
     #[test]
@@ -214,7 +226,7 @@ mod tests {
         };
         let mut folded = profile();
         folded.folded_entries = 1;
-        assert!(!folded.compensate(cost));
+        assert!(folded.compensate(cost).is_err());
         assert_eq!(
             folded,
             Profile {
@@ -226,6 +238,6 @@ mod tests {
             metric: Metric::Instructions,
             ..profile()
         };
-        assert!(!counted.compensate(cost));
+        assert!(counted.compensate(cost).is_err());
     }
 }

@@ -8,7 +8,8 @@ use anyhow::Context as _;
 
 use super::outermost::{arc_keys, outermost_sums, TreeNode};
 use super::{
-    Arc, ArcSite, Context, Costs, Function, Profile, RunInfo, FORMAT, FORMAT_VERSION, HOST,
+    Arc, ArcSite, Context, Costs, Function, Profile, RunInfo, Sampling, FORMAT, FORMAT_VERSION,
+    HOST,
 };
 use crate::layout::{self, Layout};
 use crate::meta::{Meta, Metric};
@@ -43,8 +44,12 @@ impl Profile {
         let decoder = Decoder {
             meta,
             layout: &meta.layout,
-            ticks_per_ns: dump.ticks_per_ns,
-            nodes: read_nodes(&raw, &meta.layout, dump.cur, dump.end)?,
+            // The sampler credits nanoseconds; a clock's metric, ticks.
+            ticks_per_ns: match meta.metric {
+                Metric::Time => 1.0,
+                _ => dump.ticks_per_ns,
+            },
+            nodes: read_nodes(&raw, &meta.layout, dump.cur, end_or_samples(meta, dump))?,
             direct: direct_sites(&raw, meta)?,
             raw,
         };
@@ -69,8 +74,33 @@ impl Profile {
             folded_entries: decoder.raw.u64(layout::HDR_FOLDED)?,
             arcs_dropped: decoder.raw.u64(layout::HDR_ARCS_DROPPED)?,
             compensation: None,
+            uncompensated: None,
+            sampling: (meta.metric == Metric::Time).then(|| decoder.sampling()),
         })
     }
+}
+
+/// How open activations are closed: at the `end` reading, or, with the sampled metric,
+/// not at all (each node's cost is its samples').
+fn end_or_samples(meta: &Meta, dump: &Dump) -> Ending {
+    match (meta.metric, dump.end) {
+        (Metric::Time, _) => Ending::Samples,
+        (_, Some(end)) => Ending::At(end),
+        (_, None) => Ending::Unknown,
+    }
+}
+
+/// How a node's inclusive cost is found.
+#[derive(Clone, Copy)]
+enum Ending {
+    /// The probes summed it; the activations still open are closed at this reading.
+    At(u64),
+    /// The probes summed it; the activations still open keep what their finished
+    /// activations cost (the host did not read the end).
+    Unknown,
+    /// The sampled metric: each node's samples are its self time; its inclusive time is
+    /// summed over its subtree.
+    Samples,
 }
 
 /// A little-endian reader over the profiler's memory.
@@ -103,6 +133,8 @@ struct RawNode {
     incl: u64,
     child: u64,
     t0: u64,
+    /// With the sampled metric, the node's own samples.
+    samples: u64,
 }
 
 /// The nodes of the context tree: the root, the fold nodes (function f at node f + 1), the
@@ -110,7 +142,7 @@ struct RawNode {
 /// `end` reading, from the reading their entry kept; then each node's cost in children is
 /// completed with its tree children's inclusive costs (the probes leave those out: only
 /// what went to fold nodes is there).
-fn read_nodes(raw: &Raw, l: &Layout, cur: u32, end: Option<u64>) -> anyhow::Result<Vec<RawNode>> {
+fn read_nodes(raw: &Raw, l: &Layout, cur: u32, ending: Ending) -> anyhow::Result<Vec<RawNode>> {
     let node_count = raw.u32(layout::HDR_NODE_COUNT)?.min(l.nodes_cap);
     let mut nodes = Vec::with_capacity(node_count as usize);
     for n in 0..node_count {
@@ -122,7 +154,13 @@ fn read_nodes(raw: &Raw, l: &Layout, cur: u32, end: Option<u64>) -> anyhow::Resu
             incl: raw.u64(at + layout::NODE_INCL)?,
             child: raw.u64(at + layout::NODE_CHILD)?,
             t0: raw.u64(at + layout::NODE_T0)?,
+            samples: 0,
         };
+        if let Ending::Samples = ending {
+            node.samples = raw.u64(at + layout::NODE_SAMPLES)?;
+            node.incl = raw.u64(at + layout::NODE_SAMPLE_NS)?;
+            node.t0 = 0;
+        }
         if n == 0 {
             node.parent = layout::NO_PARENT;
             node.func = layout::NO_PARENT;
@@ -139,15 +177,25 @@ fn read_nodes(raw: &Raw, l: &Layout, cur: u32, end: Option<u64>) -> anyhow::Resu
         }
         nodes.push(node);
     }
-    if let Some(end) = end {
-        // Context nodes only: a fold node's path is lost, and it may hold several open
-        // activations, of which it kept only the latest entry's reading.
-        let mut n = cur as usize;
-        while n >= l.first_context_node() as usize && n < nodes.len() {
-            let node = &mut nodes[n];
-            node.incl = node.incl.saturating_add(end.saturating_sub(node.t0));
-            n = node.parent as usize;
+    match ending {
+        Ending::At(end) => {
+            // Context nodes only: a fold node's path is lost, and it may hold several open
+            // activations, of which it kept only the latest entry's reading.
+            let mut n = cur as usize;
+            while n >= l.first_context_node() as usize && n < nodes.len() {
+                let node = &mut nodes[n];
+                node.incl = node.incl.saturating_add(end.saturating_sub(node.t0));
+                n = node.parent as usize;
+            }
         }
+        Ending::Samples => {
+            // Self time to inclusive: children come after their parents.
+            for n in (l.first_context_node() as usize..nodes.len()).rev() {
+                let (parent, incl) = (nodes[n].parent as usize, nodes[n].incl);
+                nodes[parent].incl = nodes[parent].incl.saturating_add(incl);
+            }
+        }
+        Ending::Unknown => {}
     }
     for n in l.first_context_node() as usize..nodes.len() {
         let (parent, incl) = (nodes[n].parent as usize, nodes[n].incl);
@@ -193,6 +241,31 @@ impl Decoder<'_> {
         Costs::from_raw(self.meta.metric, self_, total, self.ticks_per_ns)
     }
 
+    /// [`Self::cost`], with the self samples it comes from under the sampled metric.
+    fn sampled_cost(&self, self_: u64, total: u64, samples: u64) -> Costs {
+        Costs {
+            self_samples: (self.meta.metric == Metric::Time).then_some(samples),
+            ..self.cost(self_, total)
+        }
+    }
+
+    /// The sampler's totals, from the header and the nodes.
+    fn sampling(&self) -> Sampling {
+        let in_tree = |f: fn(&RawNode) -> u64| self.nodes.iter().map(f).sum::<u64>();
+        let header = |at| self.raw.u64(at).unwrap_or(0);
+        Sampling {
+            samples: in_tree(|n| n.samples),
+            // The self times' sum: the root's inclusive time, and the fold nodes'.
+            sampled_ns: self
+                .nodes
+                .iter()
+                .map(|n| n.incl.saturating_sub(n.child))
+                .sum(),
+            in_probes: header(layout::HDR_PROBE_SAMPLES),
+            idle: header(layout::HDR_IDLE_SAMPLES),
+        }
+    }
+
     /// The name of function `f`.
     fn name(&self, f: u32) -> String {
         self.meta.functions[f as usize].symbol.name.clone()
@@ -225,9 +298,11 @@ impl Decoder<'_> {
         // context nodes (fold nodes included); for the calls metric, the function's own
         // counter and its direct sites.
         let mut self_ticks = vec![0u64; nf];
+        let mut self_samples = vec![0u64; nf];
         let mut node_calls = vec![0u64; nf];
         for n in nodes.iter().skip(1) {
             self_ticks[n.func as usize] += n.incl.saturating_sub(n.child);
+            self_samples[n.func as usize] += n.samples;
             node_calls[n.func as usize] += n.count;
         }
         let mut direct_calls = vec![0u64; nf];
@@ -272,7 +347,7 @@ impl Decoder<'_> {
                 line: m.symbol.line,
                 import: m.import,
                 calls,
-                cost: self.cost(self_ticks[f], total_ticks[f]),
+                cost: self.sampled_cost(self_ticks[f], total_ticks[f], self_samples[f]),
             });
         }
         Ok((functions, fid))
@@ -300,8 +375,12 @@ impl Decoder<'_> {
                 folded: self.is_fold(n),
                 calls: node.count,
                 cost: match n {
-                    0 => self.cost(0, node.child),
-                    _ => self.cost(node.incl.saturating_sub(node.child), node.incl),
+                    0 => self.sampled_cost(0, node.child, 0),
+                    _ => self.sampled_cost(
+                        node.incl.saturating_sub(node.child),
+                        node.incl,
+                        node.samples,
+                    ),
                 },
             });
         }
@@ -372,9 +451,11 @@ impl Decoder<'_> {
         let tree = self.tree();
         let (keys, tree_arcs) = arc_keys(&tree, |n| !self.is_fold(n));
         let mut self_raw = vec![0u64; tree_arcs.len()];
+        let mut self_samples = vec![0u64; tree_arcs.len()];
         for (node, key) in self.nodes.iter().zip(&keys) {
             if let Some(k) = *key {
                 self_raw[k] = self_raw[k].saturating_add(node.incl.saturating_sub(node.child));
+                self_samples[k] += node.samples;
             }
         }
         let total_raw = outermost_sums(
@@ -386,7 +467,7 @@ impl Decoder<'_> {
         for (k, &(caller, callee)) in tree_arcs.iter().enumerate() {
             let caller = caller.map_or_else(|| HOST.to_string(), |f| self.name(f as u32));
             if let Some(arc) = arcs.get_mut(&(caller, self.name(callee as u32))) {
-                arc.cost = self.cost(self_raw[k], total_raw[k]);
+                arc.cost = self.sampled_cost(self_raw[k], total_raw[k], self_samples[k]);
             }
         }
         let mut arcs: Vec<Arc> = arcs.into_values().collect();

@@ -17,7 +17,7 @@ impl Profile {
             complete: true,
             runs: Vec::new(),
             // The profiles of one run share their metric.
-            metric: profiles.first().map_or(Metric::Time, |p| p.metric),
+            metric: profiles.first().map_or(Metric::ExactTime, |p| p.metric),
             functions: Vec::new(),
             arcs: Vec::new(),
             contexts: vec![Context {
@@ -32,6 +32,8 @@ impl Profile {
             arcs_dropped: 0,
             // The profiles of one run were compensated alike.
             compensation: profiles.first().and_then(|p| p.compensation),
+            uncompensated: profiles.iter().find_map(|p| p.uncompensated.clone()),
+            sampling: None,
         };
         type FnKey = (String, Option<String>, Option<u32>);
         let mut function_ids: HashMap<FnKey, u32> = HashMap::new();
@@ -43,6 +45,11 @@ impl Profile {
             out.complete &= p.complete;
             out.folded_entries += p.folded_entries;
             out.arcs_dropped += p.arcs_dropped;
+            if let Some(sampling) = &p.sampling {
+                out.sampling
+                    .get_or_insert_with(Default::default)
+                    .add(sampling);
+            }
             let mut fmap = Vec::with_capacity(p.functions.len());
             for f in &p.functions {
                 let key = (f.name.clone(), f.file.clone(), f.line);

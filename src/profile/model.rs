@@ -43,7 +43,52 @@ pub struct Profile {
     /// The probes' own cost, when it was subtracted from the times.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub compensation: Option<ProbeCost>,
+    /// With the exact-time metric, why the probes' own cost is still in the times (it is
+    /// subtracted otherwise, and `compensation` says how much).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uncompensated: Option<String>,
+    /// With the sampled time metric: how the times were sampled (they are estimates).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sampling: Option<Sampling>,
 }
+
+/// How the sampled time metric's times were taken: each sample found one context running
+/// and stands for the time since the sampler's previous sample.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Sampling {
+    /// Samples that found a function running: the times are theirs.
+    pub samples: u64,
+    /// The time those samples stand for, in nanoseconds: the sum of every self time.
+    pub sampled_ns: u64,
+    /// Samples that found the probes' own work running: left out of every time, so the
+    /// times are the program's.
+    pub in_probes: u64,
+    /// Samples that found no function of the module running (the host before the entry
+    /// point or after the exit).
+    pub idle: u64,
+}
+
+impl Sampling {
+    /// The mean time between samples, in nanoseconds (0 without samples).
+    pub fn interval_ns(&self) -> f64 {
+        match self.samples {
+            0 => 0.0,
+            n => self.sampled_ns as f64 / n as f64,
+        }
+    }
+
+    /// Adds `other`'s samples in.
+    pub fn add(&mut self, other: &Sampling) {
+        self.samples += other.samples;
+        self.sampled_ns += other.sampled_ns;
+        self.in_probes += other.in_probes;
+        self.idle += other.idle;
+    }
+}
+
+/// Fewer self samples than this make a self time too imprecise to rank by: its relative
+/// standard error, 1/sqrt(n), is above 30%.
+pub const FEW_SAMPLES: u64 = 11;
 
 /// What the probes cost per call, as measured at start-up (see the `calibrate` module).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -124,6 +169,11 @@ pub struct Costs {
     /// Inclusive executed instructions (with the instructions metric).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub total_instructions: Option<u64>,
+    /// With the sampled time metric: the samples that found this function (arc, context)
+    /// itself running, which `self_ns` estimates from; its relative standard error is
+    /// about 1/sqrt(n).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub self_samples: Option<u64>,
 }
 
 impl Costs {
@@ -132,7 +182,7 @@ impl Costs {
         let ns = |ticks: u64| (ticks as f64 / ticks_per_ns).round() as u64;
         match metric {
             Metric::Calls => Costs::default(),
-            Metric::Time => Costs {
+            Metric::Time | Metric::ExactTime => Costs {
                 self_ns: ns(self_),
                 total_ns: ns(total),
                 ..Costs::default()
@@ -155,13 +205,14 @@ impl Costs {
         self.total_ns += other.total_ns;
         self.self_instructions = sum(self.self_instructions, other.self_instructions);
         self.total_instructions = sum(self.total_instructions, other.total_instructions);
+        self.self_samples = sum(self.self_samples, other.self_samples);
     }
 
     /// (self, total) in `metric`'s unit: nanoseconds, instructions, or (0, 0) for calls.
     pub fn get(&self, metric: Metric) -> (u64, u64) {
         match metric {
             Metric::Calls => (0, 0),
-            Metric::Time => (self.self_ns, self.total_ns),
+            Metric::Time | Metric::ExactTime => (self.self_ns, self.total_ns),
             Metric::Instructions => (
                 self.self_instructions.unwrap_or(0),
                 self.total_instructions.unwrap_or(0),

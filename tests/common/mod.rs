@@ -34,10 +34,16 @@ pub fn fib_calls(n: u32) -> u64 {
     2 * a - 1
 }
 
-/// Instruments `wasm` (checking the result with wasmparser), runs it in the embedded host
-/// and decodes its profile.
+/// Instruments `wasm` for exact time (checking the result with wasmparser), runs it in the
+/// embedded host and decodes its profile.
 pub fn profile_module(wasm: &[u8]) -> (Profile, Outcome) {
-    profile_module_with(wasm, &Options::default())
+    profile_module_with(
+        wasm,
+        &Options {
+            metric: meta::Metric::ExactTime,
+            ..Options::default()
+        },
+    )
 }
 
 /// [`profile_module`] with instrumentation options.
@@ -120,7 +126,7 @@ pub fn check_invariants(p: &Profile) {
                 .collect();
             // Times are rounded to nanoseconds per arc and per function: half a unit each.
             let slack = match p.metric {
-                cargo_wasmprof::meta::Metric::Time => into.len() as u64,
+                cargo_wasmprof::meta::Metric::ExactTime => into.len() as u64,
                 _ => 0,
             };
             let (shared, own) = (into.iter().sum::<u64>(), f.cost.get(p.metric).0);

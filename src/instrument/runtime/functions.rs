@@ -6,7 +6,7 @@ use walrus::ir::{BinaryOp, UnaryOp};
 use walrus::{FunctionBuilder, FunctionId, GlobalId, InstrSeqBuilder, LocalId, Module, ValType};
 
 use super::mem::Mem;
-use super::probes::{ArcCounter, Func, Reading, TimedOps};
+use super::probes::{ArcCounter, Func, Reading, SampleWord, TimedOps};
 use super::tables::{count_dyn_arc, find_child, node_addr};
 use crate::layout::{self, Layout};
 
@@ -189,10 +189,9 @@ fn innermost_import(
 /// walk stops early at a fold node (a full tree), whose path is lost.
 pub(super) fn build_unwind_to(
     module: &mut Module,
-    layout: &Layout,
-    mem: &Mem,
-    cur: GlobalId,
-    clock: Reading,
+    (layout, mem, cur): (&Layout, &Mem, GlobalId),
+    clock: Option<Reading>,
+    sample: Option<SampleWord>,
 ) -> FunctionId {
     let target = module.locals.add(ValType::I32);
     let n = module.locals.add(ValType::I32);
@@ -202,6 +201,18 @@ pub(super) fn build_unwind_to(
     builder.name("__wasmprof_unwind_to".into());
     let mut b = builder.func_body();
     let nodes = layout.nodes_off;
+    if let Some(word) = sample {
+        word.probes(&mut b);
+    }
+    // Without a clock (sampled time) there is nothing to close: the sampler credited each
+    // moment to the context that ran then.
+    let Some(clock) = clock else {
+        b.local_get(target).global_set(cur);
+        if let Some(word) = sample {
+            word.context(&mut b, target);
+        }
+        return builder.finish(vec![target], &mut module.funcs);
+    };
     b.instr(clock.read()).local_set(now);
     b.global_get(cur).local_set(n);
     b.block(None, |done| {
@@ -229,6 +240,9 @@ pub(super) fn build_unwind_to(
         });
     });
     b.local_get(target).global_set(cur);
+    if let Some(word) = sample {
+        word.context(&mut b, target);
+    }
     builder.finish(vec![target], &mut module.funcs)
 }
 
@@ -239,7 +253,7 @@ pub(super) fn build_unwind_to(
 pub(super) fn build_enter(
     module: &mut Module,
     ops: &TimedOps,
-    clock: Reading,
+    clock: Option<Reading>,
     parent_global: GlobalId,
 ) -> FunctionId {
     let f = module.locals.add(ValType::I32);
@@ -251,7 +265,9 @@ pub(super) fn build_enter(
     builder.name("__wasmprof_enter".into());
     let mut b = builder.func_body();
     ops.enter(&mut b, Func::Local(f), [parent, node, addr]);
-    ops.start(&mut b, clock, addr, t0);
+    if let Some(clock) = clock {
+        ops.start(&mut b, clock, addr, t0);
+    }
     b.local_get(parent).global_set(parent_global);
     b.local_get(t0);
     builder.finish(vec![f], &mut module.funcs)
@@ -279,7 +295,11 @@ pub(super) fn build_find_child(module: &mut Module, layout: &Layout, mem: &Mem) 
 
 /// `exit(parent: i32, node: i32, t0: i64)`, the state module's exit probe: reads the clock
 /// and runs [`TimedOps::exit`].
-pub(super) fn build_exit(module: &mut Module, ops: &TimedOps, clock: Reading) -> FunctionId {
+pub(super) fn build_exit(
+    module: &mut Module,
+    ops: &TimedOps,
+    clock: Option<Reading>,
+) -> FunctionId {
     let parent = module.locals.add(ValType::I32);
     let node = module.locals.add(ValType::I32);
     let t0 = module.locals.add(ValType::I64);
@@ -287,10 +307,12 @@ pub(super) fn build_exit(module: &mut Module, ops: &TimedOps, clock: Reading) ->
     let mut builder = FunctionBuilder::new(&mut module.types, &EXIT_PARAMS, &[]);
     builder.name("__wasmprof_exit".into());
     let mut b = builder.func_body();
-    b.instr(clock.read())
-        .local_get(t0)
-        .binop(BinaryOp::I64Sub)
-        .local_set(t0);
-    ops.exit(&mut b, [parent, node, addr], t0);
+    if let Some(clock) = clock {
+        b.instr(clock.read())
+            .local_get(t0)
+            .binop(BinaryOp::I64Sub)
+            .local_set(t0);
+    }
+    ops.exit(&mut b, [parent, node, addr], clock.map(|_| t0));
     builder.finish(vec![parent, node, t0], &mut module.funcs)
 }

@@ -17,6 +17,17 @@ impl Mem {
             },
         );
     }
+    /// An atomic (sequentially consistent) 32-bit load.
+    pub(super) fn atomic_load32(&self, b: &mut InstrSeqBuilder, offset: u32) {
+        b.load(
+            self.0,
+            LoadKind::I32 { atomic: true },
+            MemArg {
+                align: 4,
+                offset: offset.into(),
+            },
+        );
+    }
     pub(super) fn load64(&self, b: &mut InstrSeqBuilder, offset: u32) {
         b.load(
             self.0,

@@ -30,6 +30,7 @@ use functions::{
     HostEntry, EXIT_PARAMS,
 };
 use mem::Mem;
+use probes::SampleWord;
 pub use probes::{ArcCounter, CallCounter, Reading, TimedLocals, TimedOps, TimedProbes, Timing};
 
 /// The state module's export (and the instrumented module's import) of the call-site global.
@@ -78,7 +79,7 @@ pub fn add(module: &mut Module, layout: &Layout, metric: Metric, imports: u32) -
             clock,
             unwind_to,
         }) => {
-            if let Reading::Instructions(counter) = clock {
+            if let Some(Reading::Instructions(counter)) = clock {
                 exports.add(meta::INSTRUCTIONS_EXPORT, ExportItem::Global(counter));
             }
             Probes::Timed(Timing {
@@ -149,7 +150,7 @@ pub fn import_state_module(
             exports.add(EXIT_EXPORT, ExportItem::Function(exit));
             exports.add(UNWIND_TO_EXPORT, ExportItem::Function(unwind_to));
             exports.add(PARENT_EXPORT, ExportItem::Global(parent));
-            let clock = match clock {
+            let clock = clock.map(|clock| match clock {
                 Reading::Host(_) => {
                     Reading::Host(import_func(module, meta::CLOCK_NAME, &[], &[ValType::I64]))
                 }
@@ -161,7 +162,7 @@ pub fn import_state_module(
                         ValType::I64,
                     ))
                 }
-            };
+            });
             Probes::Timed(Timing {
                 probes: TimedProbes::Call {
                     enter: import_func(module, ENTER_EXPORT, &[ValType::I32], &[ValType::I64]),
@@ -194,17 +195,23 @@ struct Parts {
 /// A cost metric's pieces.
 struct Timed {
     ops: TimedOps,
-    clock: Reading,
+    /// `None` for the sampled time metric.
+    clock: Option<Reading>,
     unwind_to: walrus::FunctionId,
 }
 
 impl Parts {
     /// The pieces for `metric` in `module`, whose first `imports` function ids are imports.
     fn build(module: &mut Module, layout: &Layout, metric: Metric, imports: u32) -> Parts {
-        let pages = u64::from(layout.pages);
-        let memory = module
-            .memories
-            .add_local(false, false, pages, Some(pages), None);
+        // The sampled metric's sampler reads the memory from another thread: shared.
+        let sampled = metric == Metric::Time;
+        let memory = module.memories.add_local(
+            sampled,
+            false,
+            u64::from(layout.initial_pages),
+            Some(u64::from(layout.pages)),
+            None,
+        );
         let mut header = Vec::with_capacity(layout::HEADER_SIZE as usize);
         header.extend_from_slice(&layout::MAGIC.to_le_bytes());
         header.extend_from_slice(&crate::meta::VERSION.to_le_bytes());
@@ -225,8 +232,8 @@ impl Parts {
             .add_local(ValType::I32, true, false, zero.clone());
         let active = module.globals.add_local(ValType::I32, true, false, zero);
         let clock = match metric {
-            Metric::Calls => None,
-            Metric::Time => {
+            Metric::Calls | Metric::Time => None,
+            Metric::ExactTime => {
                 let ty = module.types.add(&[], &[ValType::I64]);
                 let (now, _) =
                     module.add_import_func(crate::meta::CLOCK_MODULE, crate::meta::CLOCK_NAME, ty);
@@ -239,7 +246,10 @@ impl Parts {
             }
         };
         let mem = Mem(memory);
-        let unwind_to = clock.map(|clock| build_unwind_to(module, layout, &mem, cur, clock));
+        let sample = sampled.then_some(SampleWord(memory));
+        let unwind_to = metric
+            .has_cost()
+            .then(|| build_unwind_to(module, (layout, &mem, cur), clock, sample));
         let host_entry = match unwind_to {
             Some(unwind_to) => HostEntry::Tree {
                 cur,
@@ -254,13 +264,14 @@ impl Parts {
             site,
             dyn_arc: build_dyn_arc(module, layout, &mem, host_entry),
         };
-        let timing = clock.zip(unwind_to).map(|(clock, unwind_to)| Timed {
+        let timing = unwind_to.map(|unwind_to| Timed {
             ops: TimedOps {
                 mem: memory,
                 layout: *layout,
                 cur,
                 counter,
                 find_child: build_find_child(module, layout, &mem),
+                sample,
             },
             clock,
             unwind_to,

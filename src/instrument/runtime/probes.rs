@@ -34,8 +34,9 @@ impl CallCounter {
 pub struct Timing {
     /// Where the probes' work runs.
     pub probes: TimedProbes,
-    /// Where the cost is read.
-    pub clock: Reading,
+    /// Where the cost is read; `None` for the sampled time metric, whose probes read no
+    /// clock (a sampler outside the program credits time to the current context).
+    pub clock: Option<Reading>,
     /// `unwind_to(node: i32)`: closes, at the current reading, every activation above
     /// `node` that an unwinding left open, and makes `node` current.
     pub unwind_to: FunctionId,
@@ -70,7 +71,9 @@ impl Timing {
         match &self.probes {
             TimedProbes::Inline(ops) => {
                 ops.enter(b, Func::Const(f), [l.parent, l.node, l.scratch]);
-                ops.start(b, self.clock, l.scratch, l.t0);
+                if let Some(clock) = self.clock {
+                    ops.start(b, clock, l.scratch, l.t0);
+                }
             }
             TimedProbes::Call {
                 enter, cur, parent, ..
@@ -106,11 +109,14 @@ impl Timing {
     pub fn exit(&self, b: &mut InstrSeqBuilder, l: TimedLocals) {
         match &self.probes {
             TimedProbes::Inline(ops) => {
-                b.instr(self.clock.read())
-                    .local_get(l.t0)
-                    .binop(BinaryOp::I64Sub)
-                    .local_set(l.t0);
-                ops.exit(b, [l.parent, l.node, l.scratch], l.t0);
+                if let Some(clock) = self.clock {
+                    b.instr(clock.read())
+                        .local_get(l.t0)
+                        .binop(BinaryOp::I64Sub)
+                        .local_set(l.t0);
+                }
+                let dt = self.clock.map(|_| l.t0);
+                ops.exit(b, [l.parent, l.node, l.scratch], dt);
             }
             TimedProbes::Call { exit, .. } => {
                 b.local_get(l.parent).local_get(l.node).local_get(l.t0);
@@ -143,6 +149,8 @@ pub struct TimedOps {
     pub(super) counter: ArcCounter,
     /// `find_child(parent: i32, f: i32) -> i32`: the entry's rare path.
     pub(super) find_child: FunctionId,
+    /// With the sampled time metric, the word the sampler reads.
+    pub(super) sample: Option<SampleWord>,
 }
 
 impl TimedOps {
@@ -171,6 +179,7 @@ impl TimedOps {
     ) {
         let mem = Mem(self.mem);
         let nodes = self.layout.nodes_off;
+        self.mark_probes(b);
         self.counter.count_arc(b, f, [node, addr]);
         b.global_get(self.cur).local_set(parent);
         node_addr(b, parent);
@@ -203,17 +212,43 @@ impl TimedOps {
             b.i64_const(1);
         });
         b.local_get(node).global_set(self.cur);
+        self.mark_context(b, node);
     }
 
-    /// Adds the activation's cost `dt` to its node's inclusive cost, and returns to the
-    /// parent's context. What the decoder cannot sum from the tree, the cost of a child
-    /// that went to a fold node, goes to the parent's cost in children.
+    /// Adds the activation's cost `dt` (when it is measured) to its node's inclusive cost,
+    /// and returns to the parent's context. What the decoder cannot sum from the tree, the
+    /// cost of a child that went to a fold node, goes to the parent's cost in children.
     pub(super) fn exit(
         &self,
         b: &mut InstrSeqBuilder,
         [parent, node, addr]: [LocalId; 3],
-        dt: LocalId,
+        dt: Option<LocalId>,
     ) {
+        self.mark_probes(b);
+        if let Some(dt) = dt {
+            self.add_cost(b, [parent, node, addr], dt);
+        }
+        b.local_get(parent).global_set(self.cur);
+        self.mark_context(b, parent);
+    }
+
+    /// With the sampled metric, says that the probes' own work runs.
+    fn mark_probes(&self, b: &mut InstrSeqBuilder) {
+        if let Some(word) = self.sample {
+            word.probes(b);
+        }
+    }
+
+    /// With the sampled metric, says that the context node in local `node` runs.
+    fn mark_context(&self, b: &mut InstrSeqBuilder, node: LocalId) {
+        if let Some(word) = self.sample {
+            word.context(b, node);
+        }
+    }
+
+    /// The exit probe's accounting: `dt` into the node, and into its parent's cost in
+    /// children when the node is a fold node.
+    fn add_cost(&self, b: &mut InstrSeqBuilder, [parent, node, addr]: [LocalId; 3], dt: LocalId) {
         let mem = Mem(self.mem);
         let nodes = self.layout.nodes_off;
         node_addr(b, node);
@@ -235,7 +270,41 @@ impl TimedOps {
             },
             |_| {},
         );
-        b.local_get(parent).global_set(self.cur);
+    }
+}
+
+/// The sampled time metric's sample word, [`layout::HDR_WHERE`] in the profiler's (shared)
+/// memory: the probes store there which context node runs, and [`layout::IN_PROBES`] while
+/// their own work runs, so that the sampler, which reads it from another thread, leaves
+/// the probes' time out.
+///
+/// Each store is followed by an atomic load of the word, whose value is dropped: without
+/// it Cranelift removes a store that a later store to the word overwrites with no load in
+/// between (a leaf function's entry mark, overwritten by its exit's), and the sampler never
+/// sees that function run. The load costs a cycle; an atomic store would fence.
+#[derive(Clone, Copy)]
+pub(super) struct SampleWord(pub(super) MemoryId);
+
+impl SampleWord {
+    /// Says that the probes' own work runs.
+    pub(super) fn probes(self, b: &mut InstrSeqBuilder) {
+        b.i32_const(0).i32_const(layout::IN_PROBES as i32);
+        self.publish(b);
+    }
+
+    /// Says that the context node in local `node` runs.
+    pub(super) fn context(self, b: &mut InstrSeqBuilder, node: LocalId) {
+        b.i32_const(0).local_get(node);
+        self.publish(b);
+    }
+
+    /// Stores the pushed address and value into the word, and keeps the store.
+    fn publish(self, b: &mut InstrSeqBuilder) {
+        let mem = Mem(self.0);
+        mem.store32(b, layout::HDR_WHERE);
+        b.i32_const(0);
+        mem.atomic_load32(b, layout::HDR_WHERE);
+        b.drop();
     }
 }
 

@@ -3,7 +3,7 @@
 //! lists in most-recently-used order.
 
 use walrus::ir::{BinaryOp, UnaryOp};
-use walrus::{InstrSeqBuilder, LocalId};
+use walrus::{InstrSeqBuilder, LocalId, ValType};
 
 use super::mem::Mem;
 use crate::layout::{self, Layout};
@@ -161,12 +161,20 @@ pub(super) fn find_child(
                 lp.local_set(node).br(lp_id);
             });
         });
-        // A new child: node = header.node_count; when the tree is full, the fold node.
+        // A new child: node = header.node_count; when the tree is full (or its memory
+        // cannot grow), the fold node.
         done.i32_const(0);
         mem.load32(done, layout::HDR_NODE_COUNT);
         done.local_tee(node)
             .i32_const(layout.nodes_cap as i32)
             .binop(BinaryOp::I32GeU);
+        done.if_else(
+            ValType::I32,
+            |full| {
+                full.i32_const(1);
+            },
+            |room| grow_for(room, layout, mem, node, at),
+        );
         done.if_else(
             None,
             |full| {
@@ -191,6 +199,50 @@ pub(super) fn find_child(
         mem.store32(done, nodes + layout::NODE_FUNC);
         link_first(done, layout, mem, [parent, node, at]);
     });
+}
+
+/// Pushes 0 when node `node` fits in the profiler's memory, growing the memory (doubling
+/// it, up to the layout's pages) when it does not; 1 when the memory cannot grow. The tree
+/// so takes only the memory it uses. Uses `pages` as scratch.
+fn grow_for(b: &mut InstrSeqBuilder, layout: &Layout, mem: &Mem, node: LocalId, pages: LocalId) {
+    // (node + 1) * NODE_SIZE + nodes_off > memory.size * 64 KiB, in 64 bits.
+    b.local_get(node)
+        .unop(UnaryOp::I64ExtendUI32)
+        .i64_const(1)
+        .binop(BinaryOp::I64Add)
+        .i64_const(i64::from(layout::NODE_SIZE))
+        .binop(BinaryOp::I64Mul)
+        .i64_const(i64::from(layout.nodes_off))
+        .binop(BinaryOp::I64Add);
+    b.memory_size(mem.0)
+        .local_tee(pages)
+        .unop(UnaryOp::I64ExtendUI32)
+        .i64_const(16)
+        .binop(BinaryOp::I64Shl)
+        .binop(BinaryOp::I64GtU);
+    b.if_else(
+        ValType::I32,
+        |grow| {
+            // min(size, max - size) more pages; -1 when the host refuses.
+            let max = layout.pages as i32;
+            grow.local_get(pages)
+                .i32_const(max)
+                .local_get(pages)
+                .binop(BinaryOp::I32Sub)
+                .local_get(pages)
+                .i32_const(max)
+                .local_get(pages)
+                .binop(BinaryOp::I32Sub)
+                .binop(BinaryOp::I32LtU)
+                .select(None)
+                .memory_grow(mem.0)
+                .i32_const(-1)
+                .binop(BinaryOp::I32Eq);
+        },
+        |fits| {
+            fits.i32_const(0);
+        },
+    );
 }
 
 /// Makes `node` (whose address is in `at`) the first child of `parent`.

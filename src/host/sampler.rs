@@ -1,0 +1,141 @@
+//! The sampler of the sampled time metric ([`Metric::Time`]), for the embedded host: a
+//! thread beside the program's that, every interval, reads the sample word the probes keep
+//! ([`layout::HDR_WHERE`]: which context node runs, or [`layout::IN_PROBES`]) and credits
+//! the time since its previous sample to that node, in the node's sample fields. The
+//! program's thread makes no host call and reads no clock for it.
+//!
+//! Why a thread and a shared memory rather than wasmtime's epoch callback on the
+//! program's own thread: the callback runs at function entries and loop headers, before
+//! the entry probe has moved to the callee's context, so a leaf function without loops
+//! would never be found running and its time would land on its caller. The thread sees
+//! the word at any instruction. The profiler's memory is a wasm shared memory then, so
+//! both threads access it soundly: the probes with plain stores, the sampler with atomics
+//! (it writes only the sample fields, which the probes never touch in this metric).
+//!
+//! The same accounting runs under node, in the worker of `templates/wasmprof-runtime.js`.
+
+use std::cell::UnsafeCell;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use crate::layout::{self, Layout};
+#[cfg(doc)]
+use crate::meta::Metric;
+
+/// Import module and name of the test hook: a module that imports `() -> ()` under these
+/// names gets a sample taken, of [`HOOK_SAMPLE_NS`], whenever it calls it, so that tests
+/// can check where samples land without timing anything.
+pub const HOOK: (&str, &str) = ("wasmprof-test", "sample");
+/// The time one hook sample stands for.
+pub const HOOK_SAMPLE_NS: u64 = 1000;
+
+/// The profiler's shared memory, as the sampler sees it.
+#[derive(Clone)]
+pub(super) struct SampleTarget {
+    memory: wasmtime::SharedMemory,
+    layout: Layout,
+}
+
+impl SampleTarget {
+    /// The sampler's view of `memory`, laid out as `layout` says.
+    pub(super) fn new(memory: wasmtime::SharedMemory, layout: Layout) -> SampleTarget {
+        SampleTarget { memory, layout }
+    }
+
+    fn data(&self) -> &[UnsafeCell<u8>] {
+        self.memory.data()
+    }
+
+    fn word32(&self, at: u32) -> Option<&AtomicU32> {
+        let cell = self.data().get(at as usize..at as usize + 4)?;
+        let ptr = cell.as_ptr() as *const AtomicU32;
+        // SAFETY: four bytes of the shared memory, which lives as long as `self.memory`
+        // and which every thread accesses only as wasm's shared memory allows; aligned
+        // (checked).
+        (ptr.align_offset(4) == 0).then(|| unsafe { &*ptr })
+    }
+
+    fn word64(&self, at: u32) -> Option<&AtomicU64> {
+        let cell = self.data().get(at as usize..at as usize + 8)?;
+        let ptr = cell.as_ptr() as *const AtomicU64;
+        // SAFETY: as in `word32`.
+        (ptr.align_offset(8) == 0).then(|| unsafe { &*ptr })
+    }
+
+    fn bump(&self, at: u32, by: u64) {
+        if let Some(word) = self.word64(at) {
+            word.fetch_add(by, Ordering::Relaxed);
+        }
+    }
+
+    /// Takes one sample that stands for `ns` nanoseconds: credits them to the context node
+    /// the sample word names, or counts the sample as the probes' or as idle.
+    pub(super) fn take(&self, ns: u64) {
+        let Some(word) = self.word32(layout::HDR_WHERE) else {
+            return;
+        };
+        let node = word.load(Ordering::Relaxed);
+        self.bump(layout::HDR_SAMPLES, 1);
+        let l = &self.layout;
+        if node == layout::IN_PROBES {
+            self.bump(layout::HDR_PROBE_SAMPLES, 1);
+        } else if node == 0 || node >= l.nodes_cap {
+            self.bump(layout::HDR_IDLE_SAMPLES, 1);
+        } else {
+            let at = l.nodes_off + node * layout::NODE_SIZE;
+            self.bump(at + layout::NODE_SAMPLES, 1);
+            self.bump(at + layout::NODE_SAMPLE_NS, ns);
+        }
+    }
+}
+
+/// How long a run is sampled densely at first.
+const DENSE_PHASE: Duration = Duration::from_millis(20);
+
+/// A running sampler thread.
+pub(super) struct Sampler {
+    stop: Arc<AtomicBool>,
+    thread: JoinHandle<()>,
+}
+
+impl Sampler {
+    /// Starts sampling `target` every `interval`, each sample credited with the time that
+    /// actually passed since the previous one. For the first [`DENSE_PHASE`] it samples ten
+    /// times as often, waiting by spinning (a sleep cannot wait that little), so that a run
+    /// of a millisecond or two still gets a usable estimate; a longer run is then sampled
+    /// by sleeping, at a cost of about a microsecond of the other core per sample.
+    pub(super) fn start(target: SampleTarget, interval: Duration) -> Sampler {
+        let stop = Arc::new(AtomicBool::new(false));
+        let stopped = Arc::clone(&stop);
+        let thread = std::thread::spawn(move || {
+            let began = Instant::now();
+            let dense = (interval / 10).max(Duration::from_micros(5));
+            let mut last = began;
+            while !stopped.load(Ordering::Relaxed) {
+                let now = if last - began < DENSE_PHASE {
+                    let deadline = last + dense;
+                    let mut now = Instant::now();
+                    while now < deadline && !stopped.load(Ordering::Relaxed) {
+                        std::hint::spin_loop();
+                        now = Instant::now();
+                    }
+                    now
+                } else {
+                    std::thread::sleep(interval);
+                    Instant::now()
+                };
+                target.take(now.duration_since(last).as_nanos() as u64);
+                last = now;
+            }
+        });
+        Sampler { stop, thread }
+    }
+
+    /// Stops the thread and waits for it.
+    pub(super) fn stop(self) {
+        self.stop.store(true, Ordering::Relaxed);
+        let _ = self.thread.join();
+    }
+}
