@@ -1,7 +1,8 @@
 //! Overhead under node: `cargo bench --bench node` (needs emcc, make and node).
 //!
-//! Builds fixtures/emcc with its Makefile four times, in a temporary copy: with plain emcc,
-//! and with wasmprof-emcc under each metric (WASMPROF_METRIC = time, instructions, calls).
+//! Builds fixtures/emcc with its Makefile five times, in a temporary copy: with plain emcc,
+//! and with wasmprof-emcc under each metric (WASMPROF_METRIC = time, exact-time,
+//! instructions, calls).
 //! Then, side by side in one run and with the same node, median of RUNS interleaved runs:
 //! - the C kernels (kernels.c), timed by the program itself around the kernel, so that
 //!   node's start-up and compilation stay out;
@@ -40,7 +41,7 @@ fn builds() -> Vec<(&'static str, String, String, Option<&'static str>)> {
     let emcc = env!("CARGO_BIN_EXE_wasmprof-emcc").to_string();
     let emxx = env!("CARGO_BIN_EXE_wasmprof-emxx").to_string();
     let mut builds = vec![("plain", "emcc".to_string(), "em++".to_string(), None)];
-    for metric in ["time", "instructions", "calls"] {
+    for metric in ["time", "exact-time", "instructions", "calls"] {
         builds.push((metric, emcc.clone(), emxx.clone(), Some(metric)));
     }
     builds

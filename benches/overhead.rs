@@ -351,21 +351,28 @@ fn parts_accuracy() {
     let exact = instrumented(&wasm, Metric::ExactTime);
     let mut alone = vec![Vec::new(); PARTS.len()];
     let mut none = Vec::new();
-    let mut shares = [vec![Vec::new(); PARTS.len()], vec![Vec::new(); PARTS.len()]];
+    // Sampled, exact as measured, exact compensated.
+    let mut shares = [
+        vec![Vec::new(); PARTS.len()],
+        vec![Vec::new(); PARTS.len()],
+        vec![Vec::new(); PARTS.len()],
+    ];
     for _ in 0..RUNS {
         none.push(wall(&wasm, &[]));
         for (k, (part, _)) in PARTS.iter().enumerate() {
             alone[k].push(wall(&wasm, &[part]));
         }
-        for (m, done) in [&sampled, &exact].into_iter().enumerate() {
-            let mut p = Embedded
+        let profile = |done: &instrument::Instrumented| {
+            Embedded
                 .run_module(&done.wasm, &config(&["all"]))
                 .unwrap()
                 .profile(&done.meta, "parts")
-                .unwrap();
-            if m == 1 {
-                let _ = p.compensate(cost);
-            }
+                .unwrap()
+        };
+        let raw = profile(&exact);
+        let mut compensated = raw.clone();
+        let _ = compensated.compensate(cost);
+        for (m, p) in [profile(&sampled), raw, compensated].iter().enumerate() {
             let totals: Vec<f64> = PARTS
                 .iter()
                 .map(|(_, f)| p.function_named(f).map_or(0.0, |f| f.cost.total_ns as f64))
@@ -383,8 +390,8 @@ fn parts_accuracy() {
         .collect();
     let truth_sum: f64 = truth.iter().sum();
     println!(
-        "\n{:<12} {:>10} {:>11} {:>16} {:>16}",
-        "part", "plain run", "true share", "sampled (diff)", "exact (diff)"
+        "\n{:<12} {:>10} {:>11} {:>16} {:>16} {:>16}",
+        "part", "plain run", "true share", "sampled (diff)", "exact raw", "exact compens."
     );
     for (k, (part, _)) in PARTS.iter().enumerate() {
         let true_share = 100.0 * truth[k] / truth_sum;
@@ -393,12 +400,13 @@ fn parts_accuracy() {
             format!("{share:.1}% ({:+.1})", share - true_share)
         };
         println!(
-            "{:<12} {:>8.1}ms {:>10.1}% {:>16} {:>16}",
+            "{:<12} {:>8.1}ms {:>10.1}% {:>16} {:>16} {:>16}",
             part,
             truth[k] / 1e6,
             true_share,
             show(0),
-            show(1)
+            show(1),
+            show(2)
         );
     }
     println!(

@@ -4,7 +4,8 @@
 #
 #   benches/real-crates.sh CRATE_DIR...   (unpacked crates, e.g. from ~/.cargo/registry/src)
 #
-# Each suite is built first (both commands then find it built), then timed RUNS times
+# Each suite is built first, plain and profiled in target dirs of their own (the profiler's
+# build keeps DWARF, so the two would rebuild each other's), then timed RUNS times
 # alternately, plain and profiled (`--metric ${METRIC:-time}`, its other flags in
 # $WASMPROF_FLAGS), the median of each printed with their ratio. The profiler is
 # target/release/cargo-wasmprof (run `cargo build --release` first).
@@ -18,11 +19,15 @@ seconds() { local t0 t1; t0=$(date +%s.%N); "$@" >/dev/null 2>&1 || true; t1=$(d
 printf '%-24s %10s %10s %7s\n' crate plain profiled ratio
 for dir in "$@"; do
   name=$(basename "$dir")
-  (cd "$dir" && cargo test --target wasm32-wasip1 --no-run -q >/dev/null 2>&1)
+  # --tests: the test binaries `cargo wasmprof test` runs (lib, bins, tests), no doctests.
+  plain_args=(--target wasm32-wasip1 --target-dir target/plain --tests --no-fail-fast -q)
+  prof_args=(--target-dir target/profiled --no-fail-fast --metric "${METRIC:-time}" ${WASMPROF_FLAGS:-} -q)
+  (cd "$dir" && cargo test "${plain_args[@]}" --no-run >/dev/null 2>&1)
+  (cd "$dir" && "$prof" wasmprof test "${prof_args[@]}" --no-report >/dev/null 2>&1 || true)
   plain=() profiled=()
   for _ in $(seq "$RUNS"); do
-    plain+=("$(cd "$dir" && seconds cargo test --target wasm32-wasip1 --no-fail-fast -q)")
-    profiled+=("$(cd "$dir" && seconds "$prof" wasmprof test --no-fail-fast --metric "${METRIC:-time}" ${WASMPROF_FLAGS:-} -q)")
+    plain+=("$(cd "$dir" && seconds cargo test "${plain_args[@]}")")
+    profiled+=("$(cd "$dir" && seconds "$prof" wasmprof test "${prof_args[@]}")")
   done
   p=$(printf '%s\n' "${plain[@]}" | median)
   q=$(printf '%s\n' "${profiled[@]}" | median)

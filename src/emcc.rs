@@ -257,6 +257,7 @@ fn runtime_layout(metric: Metric) -> String {
         "samples": l::HDR_SAMPLES,
         "probe_samples": l::HDR_PROBE_SAMPLES,
         "idle_samples": l::HDR_IDLE_SAMPLES,
+        "late_samples": l::HDR_LATE_SAMPLES,
         "in_probes": l::IN_PROBES,
         "node_samples": l::NODE_SAMPLES,
         "node_sample_ns": l::NODE_SAMPLE_NS,

@@ -23,7 +23,7 @@
 use serde::{Deserialize, Serialize};
 
 /// Bytes reserved for the header at offset 0.
-pub const HEADER_SIZE: u32 = 64;
+pub const HEADER_SIZE: u32 = 128;
 /// Header: the magic `WPRF`, a u32.
 pub const HDR_MAGIC: u32 = 0;
 /// Header: the next free context-tree node, a u32.
@@ -43,6 +43,10 @@ pub const HDR_PROBE_SAMPLES: u32 = 48;
 /// Header: samples that found no function running (before the program's entry or after
 /// its exit), a u64.
 pub const HDR_IDLE_SAMPLES: u32 = 56;
+/// Header: samples that came late, a u64: the sampler woke long after it asked to (it
+/// waited for a CPU), so the sample fell where the program let it run, often a host call
+/// that blocked, and the time it stands for is skewed toward there.
+pub const HDR_LATE_SAMPLES: u32 = 64;
 /// The sample word's value while the probes' own work runs.
 pub const IN_PROBES: u32 = u32::MAX;
 /// The magic number at [`HDR_MAGIC`] (`WPRF` in little-endian bytes).

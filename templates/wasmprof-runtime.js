@@ -87,6 +87,8 @@ var wasmprof = (function () {
       if (isNode) process.exit(1);
       throw e;
     }).then(function (loaded) {
+      return ready.then(function () { return loaded; });
+    }).then(function (loaded) {
       // The program runs from here on; what it throws takes the way it takes without us.
       run.started = now();
       receive({ exports: watchTraps(loaded.instance.exports) }, loaded.module);
@@ -108,10 +110,12 @@ var wasmprof = (function () {
     var dense = interval / 10n > 5000n ? interval / 10n : 5000n;
     var began = clock(), last = began;
     for (;;) {
-      var t;
+      var t, wait;
       if (last - began < 20000000n) {
+        wait = dense;
         do { t = clock(); } while (t - last < dense);
       } else {
+        wait = interval;
         Atomics.wait(pause, 0, 0, d.interval_us / 1000);
         t = clock();
       }
@@ -119,6 +123,7 @@ var wasmprof = (function () {
       last = t;
       var node = Atomics.load(i32, L.where / 4) >>> 0;
       Atomics.add(u64, L.samples / 8, 1n);
+      if (ns > 4n * wait + 100000n) Atomics.add(u64, L.late_samples / 8, 1n); // it waited for a CPU
       if (node === L.in_probes) {
         Atomics.add(u64, L.probe_samples / 8, 1n);
       } else if (node === 0 || node >= d.nodes_cap) {
@@ -135,15 +140,31 @@ var wasmprof = (function () {
     }
   }
 
-  // Under node the worker starts with the runtime, so that it is up (a worker takes tens
-  // of milliseconds to start) by the time the program runs; it waits for the memory.
+  // The worker starts with the runtime, so that it is up by the time the program runs (a
+  // worker takes tens of milliseconds to start, and a browser starts it only once the page
+  // yields, which a program's main does not); it waits for the memory.
   var SOURCE = '(' + sampler.toString() + ')';
   var early = null;
-  if (isNode && LAYOUT.sampled) {
+  var ready = Promise.resolve(); // a browser's worker says when it is up
+  var isolated = isNode || (typeof Worker === 'function' && !!self.crossOriginIsolated);
+  if (LAYOUT.sampled && isolated) {
     try {
-      early = new (require('worker_threads').Worker)(
-        'require("worker_threads").parentPort.once("message", ' + SOURCE + ');', { eval: true });
-      early.unref(); // the program's end ends the process
+      if (isNode) {
+        early = new (require('worker_threads').Worker)(
+          'require("worker_threads").parentPort.once("message", ' + SOURCE + ');', { eval: true });
+        early.unref(); // the program's end ends the process
+      } else {
+        early = new Worker(URL.createObjectURL(new Blob(
+          ['onmessage = function (e) { ' + SOURCE + '(e.data); }; postMessage("up");'],
+          { type: 'text/javascript' })));
+        // Chromium starts it only once the page yields, so the program waits for it (a
+        // second at most) rather than run unsampled.
+        var worker = early;
+        ready = new Promise(function (resolve) {
+          worker.onmessage = resolve;
+          setTimeout(resolve, 1000);
+        });
+      }
     } catch (e) {
       console.error('wasmprof: cannot start the sampler, so the profile has no times: ' + e.message);
     }
@@ -158,14 +179,10 @@ var wasmprof = (function () {
       nodes_cap: run.meta.layout.nodes_cap,
       interval_us: Number(isNode && process.env.WASMPROF_SAMPLE_INTERVAL) || 100
     };
-    if (isNode) {
-      if (early) early.postMessage(data);
-    } else if (typeof Worker !== 'function' || !self.crossOriginIsolated) {
+    if (early) {
+      early.postMessage(data);
+    } else if (!isolated) {
       console.warn('wasmprof: the page is not cross-origin isolated, so no worker can sample it and the profile has no times; link with WASMPROF_METRIC=exact-time for such pages');
-    } else {
-      var url = URL.createObjectURL(new Blob(['onmessage = function (e) { ' + SOURCE + '(e.data); };'],
-        { type: 'text/javascript' }));
-      new Worker(url).postMessage(data);
     }
   }
 

@@ -385,29 +385,29 @@ fn serve(root: PathBuf) -> u16 {
     port
 }
 
-#[test]
-fn in_headless_chromium_the_page_gets_the_profile() {
-    if !have(&["emcc", "make", "chromium"]) {
-        return;
-    }
-    let dir = built();
-    // A page as a user would write one: it runs the program and asks for the profile with
-    // the runtime's console API.
-    let page = r#"<!doctype html>
+/// Runs `build/PROGRAM.js` with `args` in a page served from `dir` in headless Chromium,
+/// as a user would write the page (it asks for the profile with the runtime's console API
+/// when the program has run), and decodes the profile the page got.
+fn browser_profile(dir: &Path, program: &str, args: &[&str]) -> Profile {
+    let page = format!(
+        r#"<!doctype html>
 <html><body><pre id="profile">pending</pre>
 <script>
-var Module = {
-  arguments: ['10'],
-  postRun: [function () {
+var Module = {{
+  arguments: {},
+  postRun: [function () {{
     document.getElementById('profile').textContent =
       typeof wasmprof.save === 'function' ? JSON.stringify(wasmprof.profile()) : 'no save()';
-  }]
-};
+  }}]
+}};
 </script>
-<script src="build/calls.js"></script>
+<script src="build/{program}.js"></script>
 </body></html>
-"#;
-    std::fs::write(dir.join("browser.html"), page).unwrap();
+"#,
+        serde_json::to_string(args).unwrap()
+    );
+    let html = format!("browser-{program}.html");
+    std::fs::write(dir.join(&html), page).unwrap();
     let port = serve(dir.to_path_buf());
     let profile_dir = tempfile::tempdir().unwrap();
     let out = output(
@@ -425,7 +425,7 @@ var Module = {
                 "--virtual-time-budget=20000",
             ])
             .arg(format!("--user-data-dir={}", profile_dir.path().display()))
-            .arg(format!("http://127.0.0.1:{port}/browser.html")),
+            .arg(format!("http://127.0.0.1:{port}/{html}")),
     );
     assert!(out.status.success());
     let dom = String::from_utf8_lossy(&out.stdout);
@@ -442,12 +442,36 @@ var Module = {
         json.starts_with('{'),
         "the page got the profile: {json:.200}"
     );
-    let file = profile_dir.path().join("calls.wasmprof.json");
+    let file = profile_dir.path().join(format!("{program}.wasmprof.json"));
     std::fs::write(&file, json).unwrap();
-    let p = Profile::read(&file).expect("the browser's dump decodes");
+    Profile::read(&file).expect("the browser's dump decodes")
+}
+
+#[test]
+fn in_headless_chromium_the_page_gets_the_profile() {
+    if !have(&["emcc", "make", "chromium"]) {
+        return;
+    }
+    let p = browser_profile(built(), "calls", &["10"]);
     check_invariants(&p);
     assert_eq!(calls(&p, "fib"), fib_calls(10));
     assert_eq!(arc(&p, "apply", "mul"), 3);
+}
+
+/// Links fixtures/emcc/calls.c with `WASMPROF_METRIC=time` into `dir/build/calls.js`.
+fn link_sampled_calls(dir: &Path) {
+    std::fs::create_dir_all(dir.join("build")).unwrap();
+    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/emcc/calls.c");
+    let out = output(
+        Command::new(env!("CARGO_BIN_EXE_wasmprof-emcc"))
+            .current_dir(dir)
+            .env("WASMPROF_METRIC", "time")
+            .args(["-O1", "-g"])
+            .arg(&source)
+            .args(["-o", "build/calls.js"]),
+    );
+    assert!(out.status.success(), "wasmprof-emcc links");
+    validate(&std::fs::read(dir.join("build/calls.wasm")).unwrap());
 }
 
 /// Whether the toolchain has the standard library for `target`; under CI it must.
@@ -784,22 +808,12 @@ fn the_sampled_metric_samples_under_node() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/emcc/calls.c");
-    let out = output(
-        Command::new(env!("CARGO_BIN_EXE_wasmprof-emcc"))
-            .current_dir(dir.path())
-            .env("WASMPROF_METRIC", "time")
-            .args(["-O1", "-g"])
-            .arg(&source)
-            .args(["-o", "calls.js"]),
-    );
-    assert!(out.status.success(), "wasmprof-emcc links");
-    validate(&std::fs::read(dir.path().join("calls.wasm")).unwrap());
+    link_sampled_calls(dir.path());
     let profile = dir.path().join("calls.json");
     let run = output(
         Command::new("node")
             .current_dir(dir.path())
-            .args(["calls.js", "32"])
+            .args(["build/calls.js", "32"])
             .env("WASMPROF_OUT", &profile),
     );
     assert!(run.status.success());

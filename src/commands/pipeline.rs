@@ -82,14 +82,15 @@ fn report_trap(path: &Path, profile: &Profile) {
     }
 }
 
-/// Measures the probes' cost when the profiles measure exact time, `host` runs the probes
-/// the calibration measures and the user wants it subtracted.
+/// Measures the probes' cost when the profiles measure exact time (`metric`), `host` runs
+/// the probes the calibration measures and the user wants it subtracted.
 pub(super) fn probe_cost(
     host: &dyn Host,
+    metric: Metric,
     args: &ProfileArgs,
     status: Status,
 ) -> Result<Compensation, Error> {
-    if args.instrument.metric != Metric::ExactTime {
+    if metric != Metric::ExactTime {
         return Ok(Compensation::None);
     }
     if args.no_compensation {

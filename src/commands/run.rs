@@ -30,7 +30,12 @@ pub(super) fn run(args: RunArgs, status: Status) -> Result<(), Error> {
         }
         return exit_with(outcome.exit_code);
     }
-    let compensation = probe_cost(host, &args.profile, status)?;
+    // A module that carried the profiler already keeps the metric it was instrumented for.
+    let metric = prepared
+        .meta
+        .as_ref()
+        .map_or(args.profile.instrument.metric, |m| m.metric);
+    let compensation = probe_cost(host, metric, &args.profile, status)?;
     let (profile, outcome) = profile_run(host, &prepared, &config, &compensation)?;
     write_default_profile(path, &profile, &args.profile, status)?;
     finish(&[profile], &args.profile, &stem(path), status)?;

@@ -33,7 +33,7 @@ pub(super) fn test(args: TestArgs, mode: Mode, status: Status) -> Result<(), Err
         Some(binary) => host::for_program(&binary.path),
         None => return finish(&[], &args.profile, &out_dir.join("report"), status),
     };
-    let compensation = probe_cost(host, &args.profile, status)?;
+    let compensation = probe_cost(host, args.profile.instrument.metric, &args.profile, status)?;
     let mut profiles = Vec::new();
     let mut failed = Vec::new();
     for (i, binary) in built.binaries.iter().enumerate() {

@@ -416,6 +416,18 @@ fn notes(out: &mut String, p: &Profile) {
             ),
         );
     }
+    if let Some(s) = p
+        .sampling
+        .filter(|s| s.late * 20 > s.samples + s.in_probes + s.idle)
+    {
+        note(
+            out,
+            format!(
+                "{:.0}% of the samples came late: the sampler waited for a CPU (the machine was busy), so those fell where the program let it run, often a host call that blocked, and the times lean toward there",
+                percent(s.late, s.samples + s.in_probes + s.idle)
+            ),
+        );
+    }
     if p.folded_entries > 0 {
         note(
             out,

@@ -1,7 +1,8 @@
 //! The embedded host: runs a WASI command module in wasmtime the way cargo's runner would
 //! (inherited stdio and environment, the arguments, the working directory preopened), gives
-//! an instrumented module its clock, and collects the profiler's memory afterwards, also
-//! when the program traps or calls `proc_exit`.
+//! an instrumented module its clock (exact time) or samples it while it runs (sampled time,
+//! with the [`super::sampler`]), and collects the profiler's memory afterwards, also when
+//! the program traps or calls `proc_exit`.
 
 use std::path::Path;
 use std::sync::{Arc, OnceLock};
@@ -126,7 +127,7 @@ fn run_module(wasm: &[u8], config: &RunConfig) -> anyhow::Result<Outcome> {
         let target = Arc::clone(&target);
         linker.func_wrap(sampler::HOOK.0, sampler::HOOK.1, move || {
             if let Some(target) = target.get() {
-                target.take(sampler::HOOK_SAMPLE_NS);
+                target.take(sampler::HOOK_SAMPLE_NS, false);
             }
         })?;
     }
@@ -145,6 +146,14 @@ fn run_module(wasm: &[u8], config: &RunConfig) -> anyhow::Result<Outcome> {
         .build_p1();
     let mut store = Store::new(&engine, wasi);
     provide_memories(&mut linker, &mut store, &module)?;
+    // A shared profiler memory: the sampled metric, whose sampler needs the layout.
+    let shared = |m: &Module| matches!(m.get_export(meta::MEMORY_EXPORT), Some(wasmtime::ExternType::Memory(ty)) if ty.is_shared());
+    let sampled_layout = if state_module.as_ref().map_or(shared(&module), shared) {
+        let meta = Meta::from_module(wasm)?.context("the instrumented module has no meta")?;
+        Some(meta.layout)
+    } else {
+        None
+    };
 
     let started = Instant::now();
     // The state module first: the program imports its probes, memory and globals.
@@ -168,11 +177,11 @@ fn run_module(wasm: &[u8], config: &RunConfig) -> anyhow::Result<Outcome> {
         .get_typed_func::<(), ()>(&mut store, "_start")
         .map_err(anyhow::Error::from)
         .context("`_start` must take and return nothing")?;
-    if let Some(wasmtime::Extern::SharedMemory(memory)) =
-        state_instance.get_export(&mut store, meta::MEMORY_EXPORT)
-    {
-        let meta = Meta::from_module(wasm)?.context("the instrumented module has no meta")?;
-        let _ = target.set(SampleTarget::new(memory, meta.layout));
+    if let (Some(layout), Some(wasmtime::Extern::SharedMemory(memory))) = (
+        sampled_layout,
+        state_instance.get_export(&mut store, meta::MEMORY_EXPORT),
+    ) {
+        let _ = target.set(SampleTarget::new(memory, layout));
     }
     let sampler = match target.get() {
         Some(target) if !config.sample_interval.is_zero() => {

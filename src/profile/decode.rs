@@ -263,6 +263,7 @@ impl Decoder<'_> {
                 .sum(),
             in_probes: header(layout::HDR_PROBE_SAMPLES),
             idle: header(layout::HDR_IDLE_SAMPLES),
+            late: header(layout::HDR_LATE_SAMPLES),
         }
     }
 

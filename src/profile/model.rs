@@ -66,6 +66,10 @@ pub struct Sampling {
     /// Samples that found no function of the module running (the host before the entry
     /// point or after the exit).
     pub idle: u64,
+    /// Samples (of all of the above) that came late: the sampler waited for a CPU, so they
+    /// fell where the program let it run (often a host call that blocked).
+    #[serde(default)]
+    pub late: u64,
 }
 
 impl Sampling {
@@ -83,6 +87,7 @@ impl Sampling {
         self.sampled_ns += other.sampled_ns;
         self.in_probes += other.in_probes;
         self.idle += other.idle;
+        self.late += other.late;
     }
 }
 

@@ -224,6 +224,8 @@ impl TimedOps {
         [parent, node, addr]: [LocalId; 3],
         dt: Option<LocalId>,
     ) {
+        // Marked too, short as it is: half a nanosecond a call, credited to a function of
+        // 2 ns, was 8 points of a share in the accuracy benchmark.
         self.mark_probes(b);
         if let Some(dt) = dt {
             self.add_cost(b, [parent, node, addr], dt);
