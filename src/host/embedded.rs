@@ -33,7 +33,7 @@ pub struct Embedded;
 impl Embedded {
     /// Compiles and runs the module `wasm` (see [`Host::run`]).
     pub fn run_module(&self, wasm: &[u8], config: &RunConfig) -> Result<Outcome, HostError> {
-        run_module(wasm, config).map_err(HostError::refused)
+        run_module(wasm, None, config).map_err(HostError::refused)
     }
 }
 
@@ -77,7 +77,7 @@ impl Host for Embedded {
     }
 
     fn run(&self, program: &Prepared, config: &RunConfig) -> Result<Outcome, HostError> {
-        self.run_module(&program.wasm, config)
+        run_module(&program.wasm, program.meta.as_ref(), config).map_err(HostError::refused)
     }
 
     fn calibrated(&self) -> bool {
@@ -87,7 +87,9 @@ impl Host for Embedded {
 
 /// Compiles and runs `wasm`. An instrumented module (one that exports the profiler's memory,
 /// or carries a state module) has its state collected, and gets its clock if it imports one.
-fn run_module(wasm: &[u8], config: &RunConfig) -> anyhow::Result<Outcome> {
+/// `meta` is the module's, when the caller has it already (else it is read from the module
+/// when the sampler needs it).
+fn run_module(wasm: &[u8], meta: Option<&Meta>, config: &RunConfig) -> anyhow::Result<Outcome> {
     let mut engine_config = wasmtime::Config::new();
     // Single-threaded programs may use a shared memory, and the sampled time metric's
     // profiler memory is one.
@@ -149,8 +151,14 @@ fn run_module(wasm: &[u8], config: &RunConfig) -> anyhow::Result<Outcome> {
     // A shared profiler memory: the sampled metric, whose sampler needs the layout.
     let shared = |m: &Module| matches!(m.get_export(meta::MEMORY_EXPORT), Some(wasmtime::ExternType::Memory(ty)) if ty.is_shared());
     let sampled_layout = if state_module.as_ref().map_or(shared(&module), shared) {
-        let meta = Meta::from_module(wasm)?.context("the instrumented module has no meta")?;
-        Some(meta.layout)
+        match meta {
+            Some(meta) => Some(meta.layout),
+            None => Some(
+                Meta::from_module(wasm)?
+                    .context("the instrumented module has no meta")?
+                    .layout,
+            ),
+        }
     } else {
         None
     };

@@ -201,16 +201,12 @@ pub(super) fn build_unwind_to(
     builder.name("__wasmprof_unwind_to".into());
     let mut b = builder.func_body();
     let nodes = layout.nodes_off;
-    if let Some(word) = sample {
-        word.probes(&mut b);
-    }
+    SampleWord::mark_probes(sample, &mut b);
     // Without a clock (sampled time) there is nothing to close: the sampler credited each
     // moment to the context that ran then.
     let Some(clock) = clock else {
         b.local_get(target).global_set(cur);
-        if let Some(word) = sample {
-            word.context(&mut b, target);
-        }
+        SampleWord::mark_context(sample, &mut b, target);
         return builder.finish(vec![target], &mut module.funcs);
     };
     b.instr(clock.read()).local_set(now);
@@ -240,9 +236,7 @@ pub(super) fn build_unwind_to(
         });
     });
     b.local_get(target).global_set(cur);
-    if let Some(word) = sample {
-        word.context(&mut b, target);
-    }
+    SampleWord::mark_context(sample, &mut b, target);
     builder.finish(vec![target], &mut module.funcs)
 }
 

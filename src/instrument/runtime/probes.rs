@@ -236,16 +236,12 @@ impl TimedOps {
 
     /// With the sampled metric, says that the probes' own work runs.
     fn mark_probes(&self, b: &mut InstrSeqBuilder) {
-        if let Some(word) = self.sample {
-            word.probes(b);
-        }
+        SampleWord::mark_probes(self.sample, b);
     }
 
     /// With the sampled metric, says that the context node in local `node` runs.
     fn mark_context(&self, b: &mut InstrSeqBuilder, node: LocalId) {
-        if let Some(word) = self.sample {
-            word.context(b, node);
-        }
+        SampleWord::mark_context(self.sample, b, node);
     }
 
     /// The exit probe's accounting: `dt` into the node, and into its parent's cost in
@@ -288,16 +284,20 @@ impl TimedOps {
 pub(super) struct SampleWord(pub(super) MemoryId);
 
 impl SampleWord {
-    /// Says that the probes' own work runs.
-    pub(super) fn probes(self, b: &mut InstrSeqBuilder) {
-        b.i32_const(0).i32_const(layout::IN_PROBES as i32);
-        self.publish(b);
+    /// With a sample word (the sampled metric), says that the probes' own work runs.
+    pub(super) fn mark_probes(word: Option<SampleWord>, b: &mut InstrSeqBuilder) {
+        if let Some(word) = word {
+            b.i32_const(0).i32_const(layout::IN_PROBES as i32);
+            word.publish(b);
+        }
     }
 
-    /// Says that the context node in local `node` runs.
-    pub(super) fn context(self, b: &mut InstrSeqBuilder, node: LocalId) {
-        b.i32_const(0).local_get(node);
-        self.publish(b);
+    /// With a sample word, says that the context node in local `node` runs.
+    pub(super) fn mark_context(word: Option<SampleWord>, b: &mut InstrSeqBuilder, node: LocalId) {
+        if let Some(word) = word {
+            b.i32_const(0).local_get(node);
+            word.publish(b);
+        }
     }
 
     /// Stores the pushed address and value into the word, and keeps the store.
