@@ -139,7 +139,6 @@ fn check_target(dir: &Path, target: Target) -> Result<(), Error> {
 /// `cargo bench --no-run`).
 /// With wasm32-unknown-emscripten, the link instruments each binary for the request's metric.
 pub fn build(args: &BuildRequest) -> Result<Built, Error> {
-    let mode = args.mode;
     let dir = args
         .manifest_path
         .as_deref()
@@ -149,41 +148,10 @@ pub fn build(args: &BuildRequest) -> Result<Built, Error> {
     check_target(&dir, args.target)?;
     let metadata = metadata(args)?;
 
-    let mut cmd = Command::new(cargo());
-    cmd.args([
-        mode.cargo_command(),
-        "--no-run",
-        "--target",
-        args.target.triple(),
-        "--message-format=json-render-diagnostics",
-    ]);
-    cmd.args(&args.cargo_args);
-    let options = [
-        ("--profile", args.profile.as_ref().map(PathBuf::from)),
-        ("--manifest-path", args.manifest_path.clone()),
-        ("--target-dir", args.target_dir.clone()),
-    ];
-    for (flag, value) in options {
-        if let Some(value) = value {
-            cmd.arg(flag).arg(value);
-        }
-    }
-    // Names and DWARF for every profile a test build may use; opt-level stays the user's.
-    for profile in ["DEV", "TEST", "RELEASE", "BENCH"]
-        .into_iter()
-        .map(String::from)
-        .chain(
-            args.profile
-                .as_ref()
-                .map(|p| p.to_uppercase().replace('-', "_")),
-        )
-    {
-        cmd.env(format!("CARGO_PROFILE_{profile}_DEBUG"), "true");
-        cmd.env(format!("CARGO_PROFILE_{profile}_STRIP"), "none");
-    }
-    if args.target == Target::Emscripten {
-        cmd.envs(emscripten::linker_env(args.metric)?);
-    }
+    let mut cmd = cargo_command(
+        args,
+        &["--no-run", "--message-format=json-render-diagnostics"],
+    )?;
     cmd.stdout(Stdio::piped()).stderr(Stdio::inherit());
     let mut child = cmd.spawn().context("cannot run cargo")?;
     let stdout = child.stdout.take().expect("piped stdout");
@@ -247,14 +215,98 @@ pub fn build(args: &BuildRequest) -> Result<Built, Error> {
     if !status.success() {
         return Err(Error::BuildFailed);
     }
-    let target_dir = match &args.target_dir {
-        Some(dir) => dir.clone(),
-        None => metadata.target_directory.clone().into_std_path_buf(),
-    };
+    // cargo reports artifacts as their builds finish, in no fixed order; it runs them
+    // sorted by package, then target kind (lib, bins, tests, benches, examples), then name.
+    binaries.sort_by(|a, b| {
+        (&a.package, kind_rank(&a.kind), &a.target).cmp(&(
+            &b.package,
+            kind_rank(&b.kind),
+            &b.target,
+        ))
+    });
     Ok(Built {
         binaries,
-        target_dir,
+        target_dir: args
+            .target_dir
+            .clone()
+            .unwrap_or_else(|| metadata.target_directory.clone().into_std_path_buf()),
     })
+}
+
+/// The target directory that `args` build into.
+pub fn target_dir(args: &BuildRequest) -> Result<PathBuf, Error> {
+    match &args.target_dir {
+        Some(dir) => Ok(dir.clone()),
+        None => Ok(metadata(args)?.target_directory.into_std_path_buf()),
+    }
+}
+
+/// Where cargo runs a target of this kind among a package's binaries: the library's unit
+/// tests first, then binaries, integration tests, benches and examples (cargo's order of
+/// target kinds).
+fn kind_rank(kind: &str) -> u8 {
+    match kind {
+        "bin" => 1,
+        "test" => 2,
+        "bench" => 3,
+        "example" => 4,
+        _ => 0,
+    }
+}
+
+/// `cargo test|bench --target T` with `extra` flags, the user's selection and the
+/// environment that keeps names and DWARF in every profile a test build may use (the same
+/// for every cargo run of one command, so that none rebuilds another's artifacts).
+fn cargo_command(args: &BuildRequest, extra: &[&str]) -> Result<Command, Error> {
+    let mut cmd = Command::new(cargo());
+    cmd.args([args.mode.cargo_command(), "--target", args.target.triple()]);
+    cmd.args(extra);
+    cmd.args(&args.cargo_args);
+    let options = [
+        ("--profile", args.profile.as_ref().map(PathBuf::from)),
+        ("--manifest-path", args.manifest_path.clone()),
+        ("--target-dir", args.target_dir.clone()),
+    ];
+    for (flag, value) in options {
+        if let Some(value) = value {
+            cmd.arg(flag).arg(value);
+        }
+    }
+    // Names and DWARF for every profile a test build may use; opt-level stays the user's.
+    for profile in ["DEV", "TEST", "RELEASE", "BENCH"]
+        .into_iter()
+        .map(String::from)
+        .chain(
+            args.profile
+                .as_ref()
+                .map(|p| p.to_uppercase().replace('-', "_")),
+        )
+    {
+        cmd.env(format!("CARGO_PROFILE_{profile}_DEBUG"), "true");
+        cmd.env(format!("CARGO_PROFILE_{profile}_STRIP"), "none");
+    }
+    if args.target == Target::Emscripten {
+        cmd.envs(emscripten::linker_env(args.metric)?);
+    }
+    Ok(cmd)
+}
+
+/// Runs the doc tests that `args` select (`cargo test --doc`), each through `runner` (the
+/// target's runner, which rustdoc calls with the doc test's module and its arguments), the
+/// harness getting `harness`. cargo's and the doc tests' output pass through; returns
+/// whether they all passed.
+pub fn run_doctests(args: &BuildRequest, runner: &str, harness: &[String]) -> Result<bool, Error> {
+    let mut cmd = cargo_command(args, &["--doc"])?;
+    let var = format!(
+        "CARGO_TARGET_{}_RUNNER",
+        args.target.triple().to_uppercase().replace('-', "_")
+    );
+    cmd.env(var, runner);
+    if !harness.is_empty() {
+        cmd.arg("--").args(harness);
+    }
+    let status = cmd.status().context("cannot run cargo")?;
+    Ok(status.success())
 }
 
 /// The workspace's metadata: its packages and target directory.

@@ -173,6 +173,10 @@ pub struct CargoArgs {
     /// All targets (lib, bins, tests, benches, examples).
     #[arg(long)]
     pub all_targets: bool,
+    /// Only the library's doc tests (each profiled as a binary of its own). Without a
+    /// target selection, `test` runs them after the other binaries, as cargo does.
+    #[arg(long, conflicts_with_all = ["lib", "bins", "bin", "test", "tests", "bench", "benches", "example", "examples", "all_targets"])]
+    pub doc: bool,
     /// Space or comma separated features to activate.
     #[arg(short = 'F', long, value_name = "FEATURES")]
     pub features: Vec<String>,
@@ -214,6 +218,21 @@ pub struct CargoArgs {
 }
 
 impl CargoArgs {
+    /// Whether the flags choose targets (`--lib`, `--tests`, ...): cargo runs no doc tests
+    /// then.
+    pub fn selects_targets(&self) -> bool {
+        self.lib
+            || self.bins
+            || self.tests
+            || self.benches
+            || self.examples
+            || self.all_targets
+            || !self.bin.is_empty()
+            || !self.test.is_empty()
+            || !self.bench.is_empty()
+            || !self.example.is_empty()
+    }
+
     /// The build these flags ask for, in `mode`, instrumenting an Emscripten link for
     /// `metric`.
     pub fn to_request(&self, mode: Mode, metric: Metric) -> BuildRequest {
@@ -304,6 +323,10 @@ pub struct ProfileArgs {
     /// Draw flame graphs from the top down (icicle).
     #[arg(long)]
     pub icicle: bool,
+    /// Print function names whole in the text report (long ones are elided in their
+    /// generic arguments otherwise; the other formats always have them whole).
+    #[arg(long)]
+    pub full_names: bool,
     /// Write the profiles but no report.
     #[arg(long)]
     pub no_report: bool,
@@ -395,6 +418,10 @@ pub struct RunArgs {
     /// Run the module as it is, without the profiler.
     #[arg(long)]
     pub no_instrument: bool,
+    /// Write the profile into DIR, named after the doc test the module is, and no report:
+    /// how `cargo wasmprof test` has rustdoc run each doc test.
+    #[arg(long, value_name = "DIR", hide = true)]
+    pub doctest_dir: Option<PathBuf>,
     /// The wasip1 command module (or a .js program linked by wasmprof-emcc), then the
     /// program's arguments: everything after it goes to the program, even what looks like
     /// our own options.
@@ -461,6 +488,10 @@ pub struct ReportArgs {
     /// Draw the flame graph from the top down (icicle).
     #[arg(long)]
     pub icicle: bool,
+    /// Print function names whole in the text report (long ones are elided in their
+    /// generic arguments otherwise; the other formats always have them whole).
+    #[arg(long)]
+    pub full_names: bool,
     /// Colors.
     #[command(flatten)]
     pub ui: UiOptions,
@@ -485,6 +516,10 @@ pub struct DiffArgs {
     /// Show only the N functions that changed most.
     #[arg(long, value_name = "N")]
     pub top: Option<usize>,
+    /// Print function names whole (long ones are elided in their generic arguments
+    /// otherwise; `--json` has them whole).
+    #[arg(long)]
+    pub full_names: bool,
     /// Print JSON instead of a table.
     #[arg(long)]
     pub json: bool,

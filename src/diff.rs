@@ -120,8 +120,9 @@ impl Diff {
         })
     }
 
-    /// The comparison as a table: the whole, then each function that changed.
-    pub fn render(&self, top: Option<usize>) -> String {
+    /// The comparison as a table: the whole, then each function that changed (long names
+    /// elided unless `full_names`).
+    pub fn render(&self, top: Option<usize>, full_names: bool) -> String {
         let show = |v: u64| units::value(self.metric, v);
         let what = match self.metric {
             Metric::Time | Metric::ExactTime => "self time",
@@ -158,7 +159,11 @@ impl Diff {
                 show(c.new_cost),
                 c.base_calls,
                 c.new_calls,
-                c.name
+                if full_names {
+                    c.name.clone()
+                } else {
+                    units::elide(&c.name, units::NAME_WIDTH)
+                }
             );
         }
         out

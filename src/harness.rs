@@ -105,9 +105,47 @@ pub fn test_functions(p: &Profile) -> Vec<&Function> {
     found
 }
 
+/// The doc test whose module a profile is of, as rustdoc names its `main`:
+/// `_doctest_main_<path>_<line>_<n>`, the path's every character but letters and digits
+/// made `_` (`src_lib_rs` for src/lib.rs).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DocTest {
+    /// The source path as rustdoc mangled it.
+    pub mangled_path: String,
+    /// The line of the doc test's code block.
+    pub line: u32,
+}
+
+impl DocTest {
+    /// The doc test a profile is of, if it is one rustdoc built on its own (edition 2024's
+    /// merged doc tests run many in one module and are not told apart).
+    pub fn of(p: &Profile) -> Option<DocTest> {
+        p.functions.iter().find_map(|f| DocTest::from_name(&f.name))
+    }
+
+    fn from_name(name: &str) -> Option<DocTest> {
+        let (_, rest) = name.rsplit_once("::_doctest_main_")?;
+        let (rest, _n) = rest.rsplit_once('_')?;
+        let (path, line) = rest.rsplit_once('_')?;
+        Some(DocTest {
+            mangled_path: path.to_string(),
+            line: line.parse().ok()?,
+        })
+    }
+
+    /// Whether `path` (relative to its package) is the doc test's source file.
+    pub fn is_in(&self, path: &str) -> bool {
+        let mangled: String = path
+            .chars()
+            .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+            .collect();
+        mangled == self.mangled_path
+    }
+}
+
 #[cfg(test)]
 mod tests {
-    use super::is_harness_loop;
+    use super::{is_harness_loop, DocTest};
 
     #[test]
     fn harness_loops_by_name() {
@@ -128,5 +166,15 @@ mod tests {
         ] {
             assert!(!is_harness_loop(name), "{name}");
         }
+    }
+
+    #[test]
+    fn doc_tests_are_known_by_their_main() {
+        let t = DocTest::from_name("rust_out::main::_doctest_main_src_de_impl_rs_120_0").unwrap();
+        assert_eq!(t.line, 120);
+        assert!(t.is_in("src/de_impl.rs"));
+        assert!(t.is_in("src/de/impl.rs"));
+        assert!(!t.is_in("src/lib.rs"));
+        assert_eq!(DocTest::from_name("rust_out::main"), None);
     }
 }

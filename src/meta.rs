@@ -26,6 +26,12 @@ pub const INSTRUCTIONS_EXPORT: &str = "__wasmprof_instructions";
 pub const CLOCK_MODULE: &str = STATE_MODULE;
 /// Import name of the clock: `() -> i64`, monotonic nanoseconds.
 pub const CLOCK_NAME: &str = "now";
+/// Name of the custom section that maps each function index of the instrumented module
+/// back to its function id: one little-endian u32 per index, [`NO_FUNCTION`] for the
+/// profiler's own functions. A host's backtrace (a trap's) names instrumented indices.
+pub const FRAMES_SECTION: &str = "wasmprof.frames";
+/// The function id of the profiler's own functions in [`FRAMES_SECTION`].
+pub const NO_FUNCTION: u32 = u32::MAX;
 /// Version of the [`Meta`] format and of the memory layout.
 pub const VERSION: u32 = 4;
 /// Import module of everything an instrumented module takes from outside: the clock, and
@@ -112,6 +118,11 @@ pub struct Meta {
     pub direct_sites: Vec<SiteMeta>,
     /// Indirect call sites: entry k is site id `INDIRECT_SITE | k`.
     pub indirect_sites: Vec<SiteMeta>,
+    /// The function id of each function index of the instrumented module (an import's
+    /// thunk has the import's; the profiler's own functions [`NO_FUNCTION`]), read from
+    /// [`FRAMES_SECTION`]; empty where the module did not come with it.
+    #[serde(skip)]
+    pub frames: Vec<u32>,
 }
 
 /// One function id.
@@ -141,11 +152,32 @@ pub struct SiteMeta {
 impl Meta {
     /// Reads the meta from an instrumented module; `Ok(None)` if it has none.
     pub fn from_module(wasm: &[u8]) -> anyhow::Result<Option<Meta>> {
-        match custom_section(wasm, SECTION)? {
-            Some(data) => Ok(Some(serde_json::from_slice(data)?)),
-            None => Ok(None),
-        }
+        let Some(data) = custom_section(wasm, SECTION)? else {
+            return Ok(None);
+        };
+        let mut meta: Meta = serde_json::from_slice(data)?;
+        meta.frames = frames(wasm)?;
+        Ok(Some(meta))
     }
+
+    /// The function ids of a backtrace's frames, given as function indices of the
+    /// instrumented module, innermost first; the profiler's own frames are left out.
+    pub fn frame_functions(&self, indices: impl IntoIterator<Item = u32>) -> Vec<u32> {
+        indices
+            .into_iter()
+            .filter_map(|index| self.frames.get(index as usize).copied())
+            .filter(|&f| f != NO_FUNCTION && (f as usize) < self.functions.len())
+            .collect()
+    }
+}
+
+/// The table of [`FRAMES_SECTION`] in `wasm` (empty without one).
+pub fn frames(wasm: &[u8]) -> anyhow::Result<Vec<u32>> {
+    let data = custom_section(wasm, FRAMES_SECTION)?.unwrap_or_default();
+    Ok(data
+        .chunks_exact(4)
+        .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+        .collect())
 }
 
 /// The contents of the first custom section called `name`.

@@ -117,3 +117,8 @@ pub fn warning(message: impl std::fmt::Display) {
 pub fn error(message: impl std::fmt::Display) {
     let _ = writeln!(anstream::stderr(), "{RED}error{RED:#}: {message}");
 }
+
+/// Prints `note: message` on stderr, as cargo does.
+pub fn note(message: impl std::fmt::Display) {
+    let _ = writeln!(anstream::stderr(), "{CYAN}note{CYAN:#}: {message}");
+}

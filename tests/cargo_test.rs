@@ -359,37 +359,48 @@ fn failing_and_trapping_tests_still_leave_their_profile() {
     assert!(!p.complete);
     assert_eq!(calls(&p, "outcomes::countdown"), 4);
 
-    // A trap: the profile is partial and names where the run stopped.
-    let out = output(wasmprof().args(["test", "traps"]).current_dir(dir.path()));
-    assert_eq!(out.status.code(), Some(101));
-    let p = profile();
-    assert!(!p.complete);
-    assert_eq!(calls(&p, "outcomes::dive_and_trap"), 5);
-    let stack = &p.runs[0].open_stack;
-    assert_eq!(
-        stack
+    // A trap: the profile is partial and names where the run stopped, under every metric
+    // (the calls metric keeps no context tree: the stack is the host's backtrace).
+    for metric in ["time", "calls", "exact-time", "instructions"] {
+        let out = output(
+            wasmprof()
+                .args(["test", "traps", "--metric", metric])
+                .current_dir(dir.path()),
+        );
+        assert_eq!(out.status.code(), Some(101), "{metric}");
+        let p = profile();
+        assert!(!p.complete, "{metric}");
+        assert_eq!(calls(&p, "outcomes::dive_and_trap"), 5, "{metric}");
+        let stack = &p.runs[0].open_stack;
+        assert_eq!(
+            stack
+                .iter()
+                .filter(|f| *f == "outcomes::dive_and_trap")
+                .count(),
+            5,
+            "{metric}: {stack:?}"
+        );
+        // In a debug build core::arch::wasm32::unreachable is a function of its own.
+        let innermost = stack
             .iter()
-            .filter(|f| *f == "outcomes::dive_and_trap")
-            .count(),
-        5
-    );
-    // In a debug build core::arch::wasm32::unreachable is a function of its own.
-    let innermost = stack
-        .iter()
-        .rposition(|f| f == "outcomes::dive_and_trap")
-        .unwrap();
-    assert!(
-        stack.len() - innermost <= 2,
-        "the trap is in or just below dive_and_trap: {stack:?}"
-    );
-    assert!(stdout(&out).contains("ended inside"));
-    let err = stderr(&out);
-    let trap_line = err
-        .lines()
-        .find(|l| l.contains("trapped:"))
-        .expect("a trap message");
-    assert!(trap_line.contains("`unreachable` instruction executed"));
-    assert!(trap_line.contains("outcomes::dive_and_trap"));
+            .rposition(|f| f == "outcomes::dive_and_trap")
+            .unwrap();
+        assert!(
+            stack.len() - innermost <= 2,
+            "{metric}: the trap is in or just below dive_and_trap: {stack:?}"
+        );
+        assert!(stdout(&out).contains("ended inside"), "{metric}");
+        let err = stderr(&out);
+        let trap_line = err
+            .lines()
+            .find(|l| l.contains("trapped:"))
+            .expect("a trap message");
+        assert!(trap_line.contains("`unreachable` instruction executed"));
+        assert!(
+            trap_line.contains("outcomes::dive_and_trap"),
+            "{metric}: {trap_line}"
+        );
+    }
 }
 
 #[test]
@@ -481,4 +492,130 @@ fn criterion_benches_report_costs_per_iteration() {
         .find(|l| l.contains("criterion_fixture::fib  (criterion::bencher::Bencher"))
         .expect("the per-iteration section names the routine and its harness loop");
     assert!(row.contains(&iterations.to_string()), "{row}");
+}
+
+/// The `Running` (and `Doc-tests`) lines of a run, in order.
+fn running(out: &Output) -> Vec<String> {
+    stderr(out)
+        .lines()
+        .filter_map(|l| {
+            let l = l.trim_start();
+            l.strip_prefix("Running ")
+                .map(|rest| rest.split(" (").next().unwrap_or(rest).to_string())
+                .or_else(|| l.starts_with("Doc-tests ").then(|| l.to_string()))
+        })
+        .collect()
+}
+
+/// No function of a merged profile is there twice: a name with DWARF never keeps its
+/// module's own ` [func N]`, and no (name, file, line) repeats.
+fn each_function_once(p: &Profile) {
+    let mut seen = std::collections::HashSet::new();
+    for f in &p.functions {
+        assert!(
+            f.file.is_none() || !f.name.contains(" [func "),
+            "{} keeps its index",
+            f.name
+        );
+        assert!(seen.insert((&f.name, &f.file, f.line)), "{} twice", f.name);
+    }
+}
+
+/// cargo's order (lib, bin, tests by name, doc tests) on every run; fail-fast stops after
+/// the failing binary and says what it left out; --no-fail-fast runs all; the merged
+/// profile holds what ran, each function once, under every metric.
+#[test]
+fn binaries_run_in_cargos_order_and_fail_fast_as_cargo() {
+    let dir = copy_fixture("order");
+    let all = [
+        "unittests src/lib.rs",
+        "unittests src/main.rs",
+        "tests/alpha.rs",
+        "tests/mid.rs",
+        "tests/zeta.rs",
+        "Doc-tests order",
+    ];
+    let merged = || Profile::read(&dir.path().join("merged.json")).unwrap();
+    let run = |metric: &str, fail: Option<&str>, extra: &[&str]| {
+        let mut cmd = wasmprof();
+        cmd.args([
+            "test",
+            "--no-report",
+            "-o",
+            "merged.json",
+            "--metric",
+            metric,
+        ])
+        .args(extra)
+        .current_dir(dir.path());
+        match fail {
+            Some(how) => cmd.env("ORDER_FAIL", how),
+            None => cmd.env_remove("ORDER_FAIL"),
+        };
+        output(&mut cmd)
+    };
+    for metric in ["calls", "time", "exact-time", "instructions"] {
+        let out = run(metric, None, &[]);
+        assert!(out.status.success(), "{metric}: {}", stderr(&out));
+        assert_eq!(running(&out), all, "{metric}");
+        let p = merged();
+        // 1 (lib) + 1 (bin) + 2 (alpha) + 3 (mid) + 4 (zeta) + 2 (the doc test).
+        assert_eq!(calls(&p, "order::add"), 13, "{metric}");
+        assert_eq!(p.modules.len(), 6, "{metric}");
+        assert!(
+            p.modules
+                .iter()
+                .any(|m| m == "doc test src/lib.rs (line 7)"),
+            "{metric}: {:?}",
+            p.modules
+        );
+        each_function_once(&p);
+        if metric != "calls" {
+            check_invariants(&p);
+        }
+    }
+
+    let out = run("calls", Some("panic"), &[]);
+    assert_eq!(out.status.code(), Some(101));
+    assert_eq!(running(&out), all[..4]);
+    let err = stderr(&out);
+    assert!(
+        err.contains("test failed, to rerun pass `--test mid`"),
+        "{err}"
+    );
+    assert!(
+        err.contains("1 test binary was not run after the failure: tests/zeta.rs"),
+        "{err}"
+    );
+    assert_eq!(calls(&merged(), "order::add"), 7);
+
+    // A test that binds a socket fails by itself (wasip1 has no sockets to bind); its
+    // panic aborts, so libtest's capture would keep its message.
+    let out = run(
+        "calls",
+        Some("net"),
+        &["--no-fail-fast", "--", "--nocapture"],
+    );
+    assert_eq!(out.status.code(), Some(101));
+    assert_eq!(running(&out), all);
+    let err = stderr(&out);
+    assert!(err.contains("mid binds a socket"), "{err}");
+    assert!(!err.contains("not run after the failure"), "{err}");
+    assert_eq!(calls(&merged(), "order::add"), 13);
+
+    // --doc: the doc tests alone, as cargo.
+    let out = run("calls", None, &["--doc"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(running(&out), ["Doc-tests order"]);
+    assert_eq!(calls(&merged(), "order::add"), 2);
+
+    // A dependency that does not build for wasm: cargo's diagnostic, cargo's exit code.
+    let out = run("calls", None, &["--features", "nowasm"]);
+    assert_eq!(out.status.code(), Some(101));
+    let err = stderr(&out);
+    assert!(err.contains("nowasm does not support WebAssembly"), "{err}");
+    assert!(
+        err.contains("error: could not build the test binaries"),
+        "{err}"
+    );
 }

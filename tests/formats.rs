@@ -241,6 +241,74 @@ fn pprof_opens_in_go_tool_pprof() {
     }
 }
 
+/// Renames function `from` to `to` throughout `p`.
+fn rename(p: &mut Profile, from: &str, to: &str) {
+    for f in p.functions.iter_mut().filter(|f| f.name == from) {
+        f.name = to.into();
+    }
+    for a in &mut p.arcs {
+        for end in [&mut a.caller, &mut a.callee] {
+            if end == from {
+                *end = to.into();
+            }
+        }
+    }
+}
+
+/// pprof's default view simplifies names that look like demangled C++ (it drops `<...>`
+/// and `(...)`), so two Rust `drop`s would be one `::drop`; ours come through whole and
+/// apart, and a merged profile's `File:` names every module.
+#[test]
+fn go_tool_pprof_keeps_full_names_and_names_every_module() {
+    if !have(&["go"]) {
+        return;
+    }
+    let names = [
+        (
+            "inc",
+            "<alloc::vec::Vec<u8> as core::ops::drop::Drop>::drop",
+        ),
+        ("dbl", "<alloc::rc::Rc<str> as core::ops::drop::Drop>::drop"),
+        (
+            "apply",
+            "std::vector<int, std::allocator<int> >::push_back(int const&)",
+        ),
+    ];
+    let dir = tempfile::tempdir().unwrap();
+    for metric in [Metric::Instructions, Metric::Calls] {
+        let mut a = profile(N, metric);
+        for (from, to) in names {
+            rename(&mut a, from, to);
+        }
+        let mut b = a.clone();
+        a.modules = vec!["target/deps/first-1.wasm".into()];
+        b.modules = vec!["target/deps/second-2.wasm".into()];
+        let merged = Profile::merge(&[a.clone(), b]);
+        let file = save(dir.path(), "m.pb.gz", &render(&merged, Format::Pprof));
+        let top = output(
+            Command::new("go")
+                .args(["tool", "pprof", "-top", "-sample_index=calls"])
+                .arg(&file),
+        );
+        assert!(top.status.success(), "{metric:?}");
+        let top = String::from_utf8_lossy(&top.stdout);
+        assert!(
+            top.lines()
+                .any(|l| l == "File: first-1.wasm, second-2.wasm"),
+            "{top}"
+        );
+        for (_, name) in names {
+            let row = top
+                .lines()
+                .find(|l| l.ends_with(&format!(" {name}")))
+                .unwrap_or_else(|| panic!("{name} in\n{top}"));
+            let flat: u64 = row.split_whitespace().next().unwrap().parse().unwrap();
+            assert_eq!(flat, 2 * calls(&a, name), "{metric:?} {name}");
+        }
+        assert!(!top.contains(" ::drop"), "{top}");
+    }
+}
+
 /// callgrind_annotate reads the file: fib's self cost, and the calls= line of its arc.
 #[test]
 fn callgrind_opens_in_callgrind_annotate() {

@@ -44,6 +44,7 @@ pub(super) fn report(args: ReportArgs, status: Status) -> Result<(), Error> {
     let options = EmitOptions {
         top: args.top,
         icicle: args.icicle,
+        full_names: args.full_names,
     };
     if args.format == Format::Text && args.output.is_none() {
         format::print_text(&profile, &options);
@@ -86,7 +87,7 @@ pub(super) fn diff(args: DiffArgs) -> Result<(), Error> {
     let text = if args.json {
         serde_json::to_string_pretty(&diff).expect("diffs serialize") + "\n"
     } else {
-        diff.render(args.top)
+        diff.render(args.top, args.full_names)
     };
     let _ = write!(anstream::stdout(), "{text}");
     match args.fail_above {

@@ -74,11 +74,11 @@ fn report_trap(path: &Path, profile: &Profile) {
             .take(3)
             .map(String::as_str)
             .collect();
-        crate::status::error(format!(
-            "{} trapped: {trap}, in {}",
-            relative(path),
-            innermost.join(" <- ")
-        ));
+        let place = match innermost.as_slice() {
+            [] => " (the host gave no stack)".to_string(),
+            names => format!(", in {}", names.join(" <- ")),
+        };
+        crate::status::error(format!("{} trapped: {trap}{place}", relative(path)));
     }
 }
 
@@ -137,6 +137,7 @@ pub(super) fn finish(
     let options = EmitOptions {
         top: args.top,
         icicle: args.icicle,
+        full_names: args.full_names,
     };
     for &format in &args.format {
         if format == Format::Text {

@@ -3,10 +3,13 @@
 
 use std::path::{Path, PathBuf};
 
-use super::pipeline::{exit_with, finish, probe_cost, profile_run, program_name, stem};
+use super::pipeline::{
+    exit_with, finish, probe_cost, profile_run, program_name, stem, Compensation,
+};
 use crate::cli::{ProfileArgs, RunArgs};
 use crate::error::Error;
 use crate::fsutil::relative;
+use crate::harness::DocTest;
 use crate::host;
 use crate::profile::Profile;
 use crate::status::Status;
@@ -20,6 +23,9 @@ pub(super) fn run(args: RunArgs, status: Status) -> Result<(), Error> {
         .profile
         .run_config(program_name(path), args.program_args().to_vec(), ".");
     let options = (!args.no_instrument).then(|| args.profile.instrument.to_options());
+    if let Some(dir) = &args.doctest_dir {
+        return doctest(&args, dir, &config);
+    }
     let prepared = host.prepare(path, options.as_ref(), status)?;
     if options.is_none() {
         let outcome = host
@@ -40,6 +46,68 @@ pub(super) fn run(args: RunArgs, status: Status) -> Result<(), Error> {
     write_default_profile(path, &profile, &args.profile, status)?;
     finish(&[profile], &args.profile, &stem(path), status)?;
     exit_with(outcome.exit_code)
+}
+
+/// One doc test, run by rustdoc as `run --doctest-dir DIR MODULE ARGS`: profiled quietly
+/// (rustdoc shows a doc test's output only when it fails), its profile written into DIR
+/// under the doc test's name, for `cargo wasmprof test` to take in. Exact times are not
+/// compensated: calibrating for each doc test would take longer than most run.
+fn doctest(args: &RunArgs, dir: &Path, config: &host::RunConfig) -> Result<(), Error> {
+    let path = args.module();
+    let host = host::for_program(path);
+    let quiet = Status::new(crate::status::ColorChoice::Never, true);
+    let prepared = host.prepare(path, Some(&args.profile.instrument.to_options()), quiet)?;
+    let compensation = match args.profile.instrument.metric {
+        crate::meta::Metric::ExactTime => {
+            Compensation::Keep("doc tests are profiled without the probes' calibration")
+        }
+        _ => Compensation::None,
+    };
+    let (mut profile, outcome) = profile_run(host, &prepared, config, &compensation)?;
+    let package = std::env::var("CARGO_PKG_NAME").unwrap_or_else(|_| "crate".into());
+    let package_dir = std::env::var_os("CARGO_MANIFEST_DIR").map(PathBuf::from);
+    let (label, name) = match DocTest::of(&profile) {
+        Some(test) => {
+            let file = package_dir
+                .as_deref()
+                .and_then(|dir| source_file(dir, &test))
+                .unwrap_or_else(|| test.mangled_path.clone());
+            (
+                format!("doc test {file} (line {})", test.line),
+                format!("{package}-doc-{}-{}.json", test.mangled_path, test.line),
+            )
+        }
+        None => (
+            format!("doc tests of {package}"),
+            format!("{package}-doc-{}.json", std::process::id()),
+        ),
+    };
+    profile.modules = vec![label.clone()];
+    profile.runs[0].module = label;
+    profile.write(&dir.join(name))?;
+    exit_with(outcome.exit_code)
+}
+
+/// The source file under `package_dir` (relative to it) that holds doc test `test`.
+fn source_file(package_dir: &Path, test: &DocTest) -> Option<String> {
+    let mut dirs = vec![package_dir.to_path_buf()];
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(&dir).ok()?.flatten() {
+            let path = entry.path();
+            let name = entry.file_name();
+            if path.is_dir() {
+                if name != "target" && !name.to_string_lossy().starts_with('.') {
+                    dirs.push(path);
+                }
+                continue;
+            }
+            let relative = path.strip_prefix(package_dir).ok()?.to_string_lossy();
+            if relative.ends_with(".rs") && test.is_in(&relative) {
+                return Some(relative.into_owned());
+            }
+        }
+    }
+    None
 }
 
 /// `run` writes the profile to PROGRAM.wasmprof.json unless told where (`--output`).

@@ -1,11 +1,15 @@
 //! `cargo wasmprof test` and `cargo wasmprof bench`: build the crate's binaries, then
 //! profile each in the host its target runs in.
 
+use std::path::{Path, PathBuf};
+
 use crate::build::{self, Mode, Target, TestBinary};
 use crate::cli::TestArgs;
 use crate::error::Error;
 use crate::fsutil::relative;
+use crate::harness::DocTest;
 use crate::host;
+use crate::profile::Profile;
 
 use super::pipeline::{finish, probe_cost, profile_run, program_name};
 use crate::status::Status;
@@ -14,7 +18,15 @@ use crate::status::Status;
 pub(super) fn test(args: TestArgs, mode: Mode, status: Status) -> Result<(), Error> {
     let target = args.cargo.target;
     let options = args.profile.instrument.to_options();
-    let built = build::build(&args.cargo.to_request(mode, options.metric))?;
+    let request = args.cargo.to_request(mode, options.metric);
+    let built = if args.cargo.doc {
+        build::Built {
+            binaries: Vec::new(),
+            target_dir: build::target_dir(&request)?,
+        }
+    } else {
+        build::build(&request)?
+    };
     // Profiles of the default target in wasmprof/, others in wasmprof/<triple>/ (as cargo
     // keeps its own outputs).
     let out_dir = match target {
@@ -28,15 +40,16 @@ pub(super) fn test(args: TestArgs, mode: Mode, status: Status) -> Result<(), Err
         .chain(args.testname.iter().cloned())
         .chain(args.harness_args.iter().cloned())
         .collect();
-    // One target, one kind of binary: the first says which host runs them all.
-    let host = match built.binaries.first() {
-        Some(binary) => host::for_program(&binary.path),
-        None => return finish(&[], &args.profile, &out_dir.join("report"), status),
-    };
-    let compensation = probe_cost(host, args.profile.instrument.metric, &args.profile, status)?;
     let mut profiles = Vec::new();
     let mut failed = Vec::new();
+    // One target, one kind of binary: the first says which host runs them all.
+    let host = built.binaries.first().map(|b| host::for_program(&b.path));
+    let compensation = match host {
+        Some(host) => probe_cost(host, args.profile.instrument.metric, &args.profile, status)?,
+        None => super::pipeline::Compensation::None,
+    };
     for (i, binary) in built.binaries.iter().enumerate() {
+        let host = host.expect("a host for every binary");
         let step = status.item(i + 1, built.binaries.len());
         let prepared = host.prepare(&binary.path, Some(&options), step)?;
         status.done(
@@ -59,8 +72,28 @@ pub(super) fn test(args: TestArgs, mode: Mode, status: Status) -> Result<(), Err
         if outcome.exit_code != 0 {
             failed.push(rerun_hint(binary));
             if !args.no_fail_fast {
+                not_run(&built.binaries[i + 1..]);
                 break;
             }
+        }
+    }
+    // Doc tests come last, as in cargo, and not after a failure unless --no-fail-fast.
+    let wants_doc = mode == Mode::Test
+        && (args.cargo.doc
+            || (!args.cargo.selects_targets() && built.binaries.iter().any(|b| b.kind == "lib")));
+    if wants_doc && (failed.is_empty() || args.no_fail_fast) {
+        if target == Target::Wasip1 {
+            let (doc, passed) = doc_tests(&args, &request, &harness, &out_dir, status)?;
+            profiles.extend(doc);
+            if !passed {
+                failed.push("--doc".to_string());
+            }
+        } else {
+            crate::status::note(format!(
+                "doc tests are not profiled for {}: `cargo test --doc --target {}` runs them",
+                target.triple(),
+                target.triple()
+            ));
         }
     }
     finish(&profiles, &args.profile, &out_dir.join("report"), status)?;
@@ -75,6 +108,83 @@ pub(super) fn test(args: TestArgs, mode: Mode, status: Status) -> Result<(), Err
             many.join("`\n    `")
         ))),
     }
+}
+
+/// Runs the doc tests with cargo, each through `cargo wasmprof run --doctest-dir` as the
+/// target's runner, and takes in their profiles (one per doc test, kept in `out_dir`
+/// beside the binaries'); also says whether they all passed.
+fn doc_tests(
+    args: &TestArgs,
+    request: &build::BuildRequest,
+    harness: &[String],
+    out_dir: &Path,
+    status: Status,
+) -> Result<(Vec<Profile>, bool), Error> {
+    let dir = out_dir.join("doctests.tmp");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).map_err(|e| Error::input(&dir, e))?;
+    let exe =
+        std::env::current_exe().map_err(|e| anyhow::anyhow!("cannot find cargo-wasmprof: {e}"))?;
+    let instrument = &args.profile.instrument;
+    let mut runner = format!(
+        "{} wasmprof run --doctest-dir {} --metric {} --max-contexts {} --state {} --sample-interval {}",
+        exe.display(),
+        dir.display(),
+        instrument.metric.name(),
+        instrument.max_contexts,
+        clap::ValueEnum::to_possible_value(&instrument.state)
+            .expect("every state location has a name")
+            .get_name(),
+        args.profile.sample_interval,
+    );
+    if args.profile.no_compensation {
+        runner.push_str(" --no-compensation");
+    }
+    let passed = build::run_doctests(request, &runner, harness)?;
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .map_err(|e| Error::input(&dir, e))?
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "json"))
+        .collect();
+    files.sort();
+    let mut profiles = Vec::new();
+    for file in &files {
+        let profile = Profile::read(file).map_err(|e| Error::input(file, format!("{e:#}")))?;
+        let kept = out_dir.join(file.file_name().expect("a file name"));
+        std::fs::rename(file, &kept).map_err(|e| Error::input(&kept, e))?;
+        profiles.push(profile);
+    }
+    // rustdoc runs them in parallel: in the report they come by file and line.
+    profiles.sort_by_cached_key(|p| DocTest::of(p).map(|t| (t.mangled_path, t.line)));
+    let _ = std::fs::remove_dir_all(&dir);
+    if !profiles.is_empty() {
+        status.done(
+            "Profiled",
+            format!(
+                "{} doc test{} -> {}",
+                profiles.len(),
+                if profiles.len() == 1 { "" } else { "s" },
+                relative(&out_dir.join("*-doc-*.json"))
+            ),
+        );
+    }
+    Ok((profiles, passed))
+}
+
+/// Says which binaries a fail-fast run left out, so that a profile of fewer binaries is
+/// not taken for the whole suite's.
+fn not_run(rest: &[TestBinary]) {
+    if rest.is_empty() {
+        return;
+    }
+    let labels: Vec<&str> = rest.iter().map(|b| b.label.as_str()).collect();
+    crate::status::note(format!(
+        "{} test binar{} not run after the failure: {}; pass `--no-fail-fast` to run every binary",
+        rest.len(),
+        if rest.len() == 1 { "y was" } else { "ies were" },
+        labels.join(", ")
+    ));
 }
 
 /// cargo's flag to rerun one test binary.

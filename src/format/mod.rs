@@ -51,6 +51,9 @@ pub struct EmitOptions {
     pub top: Option<usize>,
     /// Draw the flame graph from the top down.
     pub icicle: bool,
+    /// Print names whole in the text report (else long ones are elided in their generic
+    /// arguments; every other format has them whole).
+    pub full_names: bool,
 }
 
 impl Format {

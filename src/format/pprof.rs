@@ -167,7 +167,11 @@ impl<'a> Builder<'a> {
         self.out.function.push(PprofFunction {
             id,
             name,
-            system_name: name,
+            // pprof takes a name equal to its system name for one it may demangle, and
+            // one that looks like C++ loses its `<...>` and `(...)` (so every Rust `drop`
+            // becomes `::drop`); a name with another system name is demangled already.
+            // The profile keeps no linkage names: the system name is left empty.
+            system_name: 0,
             filename,
             start_line: line.map_or(0, i64::from),
         });
@@ -228,7 +232,14 @@ pub(super) fn write(
         b.out.sample_type.push(value_type);
     }
     b.out.default_sample_type = b.string(types.last().map_or("calls", |t| t.0));
-    let module = b.string(&profile.modules.join(", "));
+    // pprof's `File:` line shows the file name of the first mapping's path: every
+    // module's file name, so that a merged profile names them all.
+    let files: Vec<&str> = profile
+        .modules
+        .iter()
+        .map(|m| m.rsplit(['/', '\\']).next().unwrap_or(m))
+        .collect();
+    let module = b.string(&files.join(", "));
     b.out.mapping.push(Mapping {
         id: 1,
         filename: module,

@@ -7,27 +7,39 @@ use std::fmt::Write as _;
 
 use anstyle::Style;
 
-use super::units::{percent, short_path};
+use super::units::{elide, percent, short_path, NAME_WIDTH};
 use super::EmitOptions;
 use crate::meta::Metric;
 use crate::profile::{Arc, Costs, Function, Profile, FEW_SAMPLES};
 
 const BOLD: Style = Style::new().bold();
 
-/// How costs read in the profile's metric.
+/// How costs read in the profile's metric, and names in the report's width.
 #[derive(Clone, Copy)]
 struct Units {
     metric: Metric,
     /// The whole run's cost: the sum of all self costs (every unit is some function's self).
     total: u64,
+    /// How many characters of a name are shown.
+    name_width: usize,
 }
 
 impl Units {
-    fn of(p: &Profile) -> Units {
+    fn of(p: &Profile, options: &EmitOptions) -> Units {
         Units {
             metric: p.metric,
             total: p.functions.iter().map(|f| f.cost.get(p.metric).0).sum(),
+            name_width: if options.full_names {
+                usize::MAX
+            } else {
+                NAME_WIDTH
+            },
         }
+    }
+
+    /// A function's name as the report shows it: elided past the width.
+    fn name(&self, name: &str) -> String {
+        elide(name, self.name_width)
     }
 
     fn has_cost(&self) -> bool {
@@ -69,13 +81,13 @@ pub(super) fn write(
 pub(super) fn render(p: &Profile, options: &EmitOptions) -> String {
     let mut out = String::new();
     let top = options.top.unwrap_or(usize::MAX);
-    let units = Units::of(p);
+    let units = Units::of(p, options);
     header(&mut out, p, units);
     flat_profile(&mut out, p, units, top);
     call_graph(&mut out, p, units, top);
     tests(&mut out, p, units, top);
     iterations(&mut out, p, units, top);
-    notes(&mut out, p);
+    notes(&mut out, p, units);
     out
 }
 
@@ -150,7 +162,7 @@ fn flat_profile(out: &mut String, p: &Profile, units: Units, top: usize) {
                 "{:>6.2} {:>10}  {}{}",
                 percent(f.calls, all),
                 f.calls,
-                f.name,
+                units.name(&f.name),
                 location(f)
             );
         }
@@ -187,7 +199,7 @@ fn flat_profile(out: &mut String, p: &Profile, units: Units, top: usize) {
             f.calls,
             units.show(self_ / f.calls.max(1)),
             units.show(total / f.calls.max(1)),
-            f.name,
+            units.name(&f.name),
             location(f)
         );
     }
@@ -209,8 +221,8 @@ fn call_graph(out: &mut String, p: &Profile, units: Units, top: usize) {
         callees.entry(a.caller.as_str()).or_default().push(a);
     }
     let name_of = |name: &str| match index.get(name) {
-        Some(i) => format!("{name} [{i}]"),
-        None => name.to_string(),
+        Some(i) => format!("{} [{i}]", units.name(name)),
+        None => units.name(name),
     };
     // Self and children columns, or nothing for the calls metric.
     let costs = |cost: &Costs| -> String {
@@ -318,7 +330,7 @@ fn tests(out: &mut String, p: &Profile, units: Units, top: usize) {
             percent(total, units.total),
             units.show(total),
             f.calls,
-            f.name,
+            units.name(&f.name),
             location(f)
         );
     }
@@ -348,13 +360,13 @@ fn iterations(out: &mut String, p: &Profile, units: Units, top: usize) {
             "{:>13} {:>13}  {}  ({})",
             per_iteration,
             routine.iterations(),
-            routine.arc.callee,
-            routine.harness.name
+            units.name(&routine.arc.callee),
+            units.name(&routine.harness.name)
         );
     }
 }
 
-fn notes(out: &mut String, p: &Profile) {
+fn notes(out: &mut String, p: &Profile, units: Units) {
     let mut first = true;
     let mut note = |out: &mut String, text: String| {
         if first {
@@ -366,19 +378,26 @@ fn notes(out: &mut String, p: &Profile) {
     for run in p.runs.iter().filter(|r| !r.open_stack.is_empty()) {
         const SHOWN: usize = 8;
         let stack = &run.open_stack;
-        let shown = &stack[stack.len().saturating_sub(SHOWN)..];
+        let shown: Vec<String> = stack[stack.len().saturating_sub(SHOWN)..]
+            .iter()
+            .map(|name| units.name(name))
+            .collect();
         note(
             out,
             format!(
                 "{} ended inside {} (exit code {}{}); {}: {}{}",
                 run.module,
-                stack.last().map_or("?", String::as_str),
+                stack
+                    .last()
+                    .map_or("?".to_string(), |name| units.name(name)),
                 run.exit_code,
                 run.trap
                     .as_ref()
                     .map_or(String::new(), |_| ", trapped".to_string()),
                 if p.sampling.is_some() {
                     "the open calls' time is sampled up to the end"
+                } else if p.metric == Metric::Calls {
+                    "the host's backtrace"
                 } else {
                     "the open calls' costs are missing"
                 },

@@ -13,15 +13,154 @@ pub fn value(metric: Metric, v: u64) -> String {
     }
 }
 
-/// A source path as a person wants to read it: relative to the working directory when
-/// under it, and the standard library's `/rustc/<commit>/library/...` as `library/...`.
+/// A source path as a person wants to read it: `a/../b` and `./` taken out, relative to
+/// the working directory when under it, the standard library's
+/// `/rustc/<commit>/library/...` as `library/...`, and a crate from cargo's registry as
+/// `<crate>-<version>/...`.
 pub fn short_path(path: &str) -> String {
+    let path = normalize(path);
     if let Some(rest) = path.strip_prefix("/rustc/") {
         if let Some((_, lib)) = rest.split_once('/') {
             return lib.to_string();
         }
     }
-    crate::fsutil::relative(std::path::Path::new(path))
+    if let Some((_, rest)) = path.split_once("/registry/src/") {
+        if let Some((_, in_crate)) = rest.split_once('/') {
+            return in_crate.to_string();
+        }
+    }
+    crate::fsutil::relative(std::path::Path::new(&path))
+}
+
+/// `path` with its `.` components and each `name/..` pair taken out, as text (the file
+/// need not exist here: a profile is read away from its build).
+fn normalize(path: &str) -> String {
+    let absolute = path.starts_with('/');
+    let mut parts: Vec<&str> = Vec::new();
+    for part in path.split('/') {
+        match part {
+            "" | "." => {}
+            ".." if parts.last().is_some_and(|&p| p != "..") => {
+                parts.pop();
+            }
+            ".." if absolute => {}
+            other => parts.push(other),
+        }
+    }
+    let joined = parts.join("/");
+    if absolute {
+        format!("/{joined}")
+    } else {
+        joined
+    }
+}
+
+/// How wide a name may be in the text report unless `--full-names` is given.
+pub const NAME_WIDTH: usize = 100;
+
+/// `name` in at most about `width` characters: the generic arguments nested deepest are
+/// elided first (`drop_in_place<Parser<…>>`), a qualified path's `<T as Trait>` kept
+/// longest; past that, the middle of the name. The full name is in every other format.
+pub fn elide(name: &str, width: usize) -> String {
+    if name.chars().count() <= width {
+        return name.to_string();
+    }
+    let depth = max_depth(name);
+    for keep in (0..depth).rev() {
+        let shorter = elide_below(name, keep);
+        if shorter.chars().count() <= width {
+            return shorter;
+        }
+    }
+    let shortest = elide_below(name, 0);
+    let chars: Vec<char> = shortest.chars().collect();
+    if chars.len() <= width {
+        return shortest;
+    }
+    let head = width * 2 / 3;
+    let tail = width.saturating_sub(head + 1);
+    let mut out: String = chars[..head].iter().collect();
+    out.push('…');
+    out.extend(&chars[chars.len() - tail..]);
+    out
+}
+
+/// The brackets of generic arguments in `name`, as +1 (`<`) and -1 (`>`), 0 for other
+/// characters; the `>` of `->` (a `fn` type's result) is no bracket.
+fn brackets(chars: &[char]) -> Vec<i8> {
+    chars
+        .iter()
+        .enumerate()
+        .map(|(i, &c)| match c {
+            '<' => 1,
+            '>' if i == 0 || chars[i - 1] != '-' => -1,
+            _ => 0,
+        })
+        .collect()
+}
+
+/// The deepest nesting of `<...>` in `name`.
+fn max_depth(name: &str) -> usize {
+    let chars: Vec<char> = name.chars().collect();
+    let (mut depth, mut max) = (0i32, 0i32);
+    for b in brackets(&chars) {
+        depth = (depth + i32::from(b)).max(0);
+        max = max.max(depth);
+    }
+    max as usize
+}
+
+/// `name` with what lies inside `<...>` nested deeper than `keep` levels replaced by `…`;
+/// at the outermost level (`keep` 0), a `<T as Trait>` qualified path keeps its text.
+fn elide_below(name: &str, keep: usize) -> String {
+    let chars: Vec<char> = name.chars().collect();
+    let brackets = brackets(&chars);
+    let mut out = String::with_capacity(name.len());
+    let mut depth = 0usize;
+    // How many levels the group open at depth 1 shows (one more for `<T as Trait>`).
+    let mut level = keep;
+    for (i, &c) in chars.iter().enumerate() {
+        match brackets[i] {
+            1 => {
+                if depth == 0 {
+                    let qualified =
+                        keep == 0 && group_is_qualified(&chars[i + 1..], &brackets[i + 1..]);
+                    level = keep + usize::from(qualified);
+                }
+                depth += 1;
+                if depth <= level + 1 {
+                    out.push('<');
+                }
+                if depth == level + 1 {
+                    out.push('…');
+                }
+            }
+            -1 => {
+                if depth <= level + 1 {
+                    out.push('>');
+                }
+                depth = depth.saturating_sub(1);
+            }
+            _ if depth <= level => out.push(c),
+            _ => {}
+        }
+    }
+    out
+}
+
+/// Whether the `<...>` group that `rest` follows is `<T as Trait>`: ` as ` at its own level.
+fn group_is_qualified(rest: &[char], brackets: &[i8]) -> bool {
+    let mut depth = 0i32;
+    for (i, &c) in rest.iter().enumerate() {
+        depth += i32::from(brackets[i]);
+        if depth < 0 {
+            return false;
+        }
+        if depth == 0 && c == ' ' && rest[i..].starts_with(&[' ', 'a', 's', ' ']) {
+            return true;
+        }
+    }
+    false
 }
 
 /// `part` as a percentage of `whole` (0 of nothing).
@@ -56,6 +195,56 @@ pub fn count(n: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn long_names_lose_their_deepest_generic_arguments_first() {
+        let name = "core::ptr::drop_in_place<regex_syntax::ast::parse::ParserI<&mut regex_syntax::ast::parse::Parser<alloc::vec::Vec<u8>>>>";
+        assert_eq!(elide(name, 200), name);
+        assert_eq!(
+            elide(name, 105),
+            "core::ptr::drop_in_place<regex_syntax::ast::parse::ParserI<&mut regex_syntax::ast::parse::Parser<…>>>"
+        );
+        assert_eq!(
+            elide(name, 70),
+            "core::ptr::drop_in_place<regex_syntax::ast::parse::ParserI<…>>"
+        );
+        assert_eq!(elide(name, 30), "core::ptr::drop_in_place<…>");
+        // A qualified path keeps its `<T as Trait>`; a fn type's `->` is no bracket.
+        let qualified = "<alloc::vec::Vec<T, A> as core::ops::drop::Drop>::drop";
+        assert_eq!(
+            elide(qualified, 51),
+            "<alloc::vec::Vec<…> as core::ops::drop::Drop>::drop"
+        );
+        let arrow = "call<fn(u8) -> bool, std::collections::HashMap<u8, u8>>";
+        assert_eq!(
+            elide(arrow, 50),
+            "call<fn(u8) -> bool, std::collections::HashMap<…>>"
+        );
+        // Past that, the middle goes.
+        let cut = elide(&"x".repeat(300), 100);
+        assert_eq!(cut.chars().count(), 100);
+        assert!(cut.contains('…'));
+    }
+
+    #[test]
+    fn paths_are_normalized() {
+        assert_eq!(
+            normalize("/a/tests/../src/lexical/math.rs"),
+            "/a/src/lexical/math.rs"
+        );
+        assert_eq!(normalize("./src/./lib.rs"), "src/lib.rs");
+        assert_eq!(normalize("../x/../y.rs"), "../y.rs");
+        assert_eq!(
+            short_path(
+                "/root/.cargo/registry/src/index.crates.io-1949cf8c6b5b557f/serde-1.0.1/src/de.rs"
+            ),
+            "serde-1.0.1/src/de.rs"
+        );
+        assert_eq!(
+            short_path("/rustc/abc123/library/core/src/fmt/mod.rs"),
+            "library/core/src/fmt/mod.rs"
+        );
+    }
 
     #[test]
     fn times_pick_their_unit() {

@@ -204,12 +204,28 @@ fn run_module(wasm: &[u8], meta: Option<&Meta>, config: &RunConfig) -> anyhow::R
         sampler.stop();
     }
 
-    let (exit_code, trap) = match result {
+    let (exit_code, trap) = match &result {
         Ok(()) => (0, None),
         Err(error) => match error.downcast_ref::<I32Exit>() {
             Some(exit) => (exit.0, None),
-            None => (TRAP_EXIT_CODE, Some(trap_message(&error))),
+            None => (TRAP_EXIT_CODE, Some(trap_message(error))),
         },
+    };
+    // Where a trap or an exit left the program, from wasmtime's backtrace: the profile's
+    // open stack where the metric keeps no context tree.
+    let backtrace: Vec<u32> = match &result {
+        Err(error) => error
+            .downcast_ref::<wasmtime::WasmBacktrace>()
+            .map(|bt| bt.frames().iter().map(|f| f.func_index()).collect())
+            .unwrap_or_default(),
+        Ok(()) => Vec::new(),
+    };
+    let frames = match (profiled, meta) {
+        (false, _) => Vec::new(),
+        (true, Some(meta)) => meta.frame_functions(backtrace.into_iter().rev()),
+        (true, None) => Meta::from_module(wasm)?
+            .map(|meta| meta.frame_functions(backtrace.into_iter().rev()))
+            .unwrap_or_default(),
     };
     let state = if profiled {
         let memory = profiler_memory(&mut store, &state_instance)
@@ -239,6 +255,7 @@ fn run_module(wasm: &[u8], meta: Option<&Meta>, config: &RunConfig) -> anyhow::R
     Ok(Outcome {
         exit_code,
         trap,
+        frames,
         state,
         wall_ns,
     })

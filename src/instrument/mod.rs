@@ -152,6 +152,8 @@ struct Rewritten {
     /// Whether each function, by index, is an import.
     imported: Vec<bool>,
     sites: Sites,
+    /// The function id of each function index of the output ([`Meta::frames`]).
+    frames: Vec<u32>,
 }
 
 impl Rewritten {
@@ -177,6 +179,7 @@ impl Rewritten {
             functions,
             direct_sites: locate(&self.sites.direct),
             indirect_sites: locate(&self.sites.indirect),
+            frames: self.frames,
         };
         // A custom section may come last: appending it leaves the module as it was.
         let mut wasm = self.wasm;
@@ -296,14 +299,62 @@ fn rewrite(mut module: Module, options: &Options) -> Result<Rewritten, Instrumen
         let unwind = if plan.thunk { thunk_unwind } else { unwind };
         rewrite_function(func, plan, body_ty, &rt, unwind, locals);
     }
+    // Every function index of the output back to its function id, for hosts' backtraces:
+    // walrus assigns the indices as it emits (largest functions first).
+    let mut frames: Vec<(FunctionId, u32)> = original_funcs
+        .iter()
+        .filter(|&&id| matches!(module.funcs.get(id).kind, FunctionKind::Local(_)))
+        .map(|&id| (id, id.index() as u32))
+        .collect();
+    frames.extend(
+        thunks
+            .iter()
+            .map(|(&import, &thunk)| (thunk, import.index() as u32)),
+    );
+    module.customs.add(FrameTable(frames));
     let wasm = module.emit_wasm();
     validate(&wasm).map_err(InstrumentError::Produced)?;
+    let frames = meta::frames(&wasm).map_err(|e| InstrumentError::Produced(e.to_string()))?;
     Ok(Rewritten {
         wasm,
         layout,
         imported,
         sites,
+        frames,
     })
+}
+
+/// The [`meta::FRAMES_SECTION`]: each function of the program (and each import's thunk),
+/// with its function id; written once walrus knows the output's function indices.
+#[derive(Debug)]
+struct FrameTable(Vec<(FunctionId, u32)>);
+
+impl walrus::CustomSection for FrameTable {
+    fn name(&self) -> &str {
+        meta::FRAMES_SECTION
+    }
+
+    fn data(&self, ids: &walrus::IdsToIndices) -> std::borrow::Cow<'_, [u8]> {
+        let indexed: Vec<(u32, u32)> = self
+            .0
+            .iter()
+            .map(|&(id, f)| (ids.get_func_index(id), f))
+            .collect();
+        let len = indexed
+            .iter()
+            .map(|&(index, _)| index + 1)
+            .max()
+            .unwrap_or(0);
+        let mut table = vec![meta::NO_FUNCTION; len as usize];
+        for (index, f) in indexed {
+            table[index as usize] = f;
+        }
+        table
+            .into_iter()
+            .flat_map(u32::to_le_bytes)
+            .collect::<Vec<u8>>()
+            .into()
+    }
 }
 
 /// One function to rewrite: its walrus id, its function id, the ids of its call sites, its

@@ -7,8 +7,11 @@ use super::{Arc, Context, Costs, Function, Profile, FORMAT, FORMAT_VERSION};
 use crate::meta::Metric;
 
 impl Profile {
-    /// Merges several profiles into one: functions by name, file and line; arcs by caller
-    /// and callee; contexts by call path.
+    /// Merges several profiles into one: functions by identity (name, file and line; the
+    /// ` [func N]` that tells apart functions of one module that share a name is each
+    /// module's own index, so it is no part of it); arcs by caller and callee; contexts by
+    /// call path. A name stays unique: functions of one name but different definitions
+    /// get their definition's place as a suffix (` [src/a.rs:10]`).
     pub fn merge(profiles: &[Profile]) -> Profile {
         let mut out = Profile {
             format: FORMAT.to_string(),
@@ -35,13 +38,12 @@ impl Profile {
             uncompensated: profiles.iter().find_map(|p| p.uncompensated.clone()),
             sampling: None,
         };
-        type FnKey = (String, Option<String>, Option<u32>);
+        let names = merged_names(profiles);
         let mut function_ids: HashMap<FnKey, u32> = HashMap::new();
         let mut arc_ids: HashMap<(String, String), usize> = HashMap::new();
         let mut context_ids: HashMap<(u32, Option<u32>, bool), u32> = HashMap::new();
         for p in profiles {
             out.modules.extend(p.modules.iter().cloned());
-            out.runs.extend(p.runs.iter().cloned());
             out.complete &= p.complete;
             out.folded_entries += p.folded_entries;
             out.arcs_dropped += p.arcs_dropped;
@@ -51,11 +53,15 @@ impl Profile {
                     .add(sampling);
             }
             let mut fmap = Vec::with_capacity(p.functions.len());
+            let mut renamed: HashMap<&str, &str> = HashMap::new();
             for f in &p.functions {
-                let key = (f.name.clone(), f.file.clone(), f.line);
+                let key = identity(f);
+                let name = &names[&key];
+                renamed.insert(&f.name, name);
                 let id = *function_ids.entry(key).or_insert_with(|| {
                     out.functions.push(Function {
                         id: out.functions.len() as u32,
+                        name: name.clone(),
                         calls: 0,
                         cost: Costs::default(),
                         ..f.clone()
@@ -67,14 +73,26 @@ impl Profile {
                 g.cost.add(&f.cost);
                 fmap.push(id);
             }
+            // Open stacks name functions too; their suffixes were their module's.
+            out.runs.extend(p.runs.iter().map(|run| {
+                let mut run = run.clone();
+                for name in &mut run.open_stack {
+                    if let Some(merged) = renamed.get(name.as_str()) {
+                        *name = merged.to_string();
+                    }
+                }
+                run
+            }));
             for a in &p.arcs {
-                let key = (a.caller.clone(), a.callee.clone());
-                let i = *arc_ids.entry(key).or_insert_with(|| {
+                let rename = |name: &str| renamed.get(name).map_or(name, |n| n).to_string();
+                let key = (rename(&a.caller), rename(&a.callee));
+                let i = *arc_ids.entry(key.clone()).or_insert_with(|| {
                     out.arcs.push(Arc {
+                        caller: key.0,
+                        callee: key.1,
                         count: 0,
                         cost: Costs::default(),
                         sites: Vec::new(),
-                        ..a.clone()
                     });
                     out.arcs.len() - 1
                 });
@@ -119,5 +137,167 @@ impl Profile {
             }
         }
         out
+    }
+}
+
+/// What makes two functions of different modules the same function.
+type FnKey = (String, Option<String>, Option<u32>);
+
+/// A function's identity: its name without the module's own ` [func N]`, and its
+/// definition. Without a definition from DWARF nothing tells two functions of one name
+/// apart but that index, so it stays.
+fn identity(f: &Function) -> FnKey {
+    match &f.file {
+        Some(_) => (base_name(&f.name).to_string(), f.file.clone(), f.line),
+        None => (f.name.clone(), None, f.line),
+    }
+}
+
+/// `name` without the ` [func N]` that `symbols` adds where functions of one module share
+/// a name.
+fn base_name(name: &str) -> &str {
+    match name.rfind(" [func ") {
+        Some(at)
+            if name.ends_with(']')
+                && name[at + 7..name.len() - 1]
+                    .bytes()
+                    .all(|b| b.is_ascii_digit()) =>
+        {
+            &name[..at]
+        }
+        _ => name,
+    }
+}
+
+/// The name of each identity in the merged profile: its base name, or, where identities
+/// share one, the base name and where it is defined.
+fn merged_names(profiles: &[Profile]) -> HashMap<FnKey, String> {
+    let mut by_base: HashMap<String, Vec<FnKey>> = HashMap::new();
+    for f in profiles.iter().flat_map(|p| &p.functions) {
+        let key = identity(f);
+        let keys = by_base.entry(key.0.clone()).or_default();
+        if !keys.contains(&key) {
+            keys.push(key);
+        }
+    }
+    let mut names = HashMap::new();
+    for (base, keys) in by_base {
+        let shared = keys.len() > 1;
+        for key in keys {
+            let name = match (&key.1, key.2) {
+                _ if !shared => base.clone(),
+                (Some(file), Some(line)) => format!("{base} [{file}:{line}]"),
+                (Some(file), None) => format!("{base} [{file}]"),
+                (None, _) => format!("{base} [no source]"),
+            };
+            names.insert(key, name);
+        }
+    }
+    names
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::profile::{RunInfo, HOST};
+
+    fn function(id: u32, name: &str, file: Option<&str>, calls: u64) -> Function {
+        Function {
+            id,
+            name: name.into(),
+            file: file.map(Into::into),
+            line: file.map(|_| 7),
+            import: false,
+            calls,
+            cost: Costs::default(),
+        }
+    }
+
+    /// A module whose `grow` is `grow [func N]` (it shares its name with another function
+    /// of the module), called `calls` times from the host, with `helper` beside it.
+    fn module(name: &str, n: u32, helper_file: &str, calls: u64) -> Profile {
+        let grow = format!("grow [func {n}]");
+        let arc = |caller: &str, callee: &str, count| Arc {
+            caller: caller.into(),
+            callee: callee.into(),
+            count,
+            cost: Costs::default(),
+            sites: Vec::new(),
+        };
+        let context = |id, parent, function, calls| Context {
+            id,
+            parent,
+            function,
+            folded: false,
+            calls,
+            cost: Costs::default(),
+        };
+        Profile {
+            format: FORMAT.into(),
+            version: FORMAT_VERSION,
+            modules: vec![name.into()],
+            complete: false,
+            runs: vec![RunInfo {
+                module: name.into(),
+                exit_code: 1,
+                trap: None,
+                open_stack: vec![grow.clone()],
+                wall_ns: 0,
+                clock: String::new(),
+            }],
+            metric: Metric::Calls,
+            functions: vec![
+                function(0, &grow, Some("raw_vec.rs"), calls),
+                function(1, "helper", Some(helper_file), 1),
+            ],
+            arcs: vec![arc(HOST, &grow, calls), arc(&grow, "helper", 1)],
+            contexts: vec![
+                context(0, None, None, 0),
+                context(1, Some(0), Some(0), calls),
+                context(2, Some(1), Some(1), 1),
+            ],
+            folded_entries: 0,
+            arcs_dropped: 0,
+            compensation: None,
+            uncompensated: None,
+            sampling: None,
+        }
+    }
+
+    #[test]
+    fn one_function_of_several_modules_is_one_entry_whatever_its_index() {
+        let merged = Profile::merge(&[
+            module("a.wasm", 41, "src/lib.rs", 2),
+            module("b.wasm", 63, "src/lib.rs", 3),
+        ]);
+        let names: Vec<&str> = merged.functions.iter().map(|f| f.name.as_str()).collect();
+        assert_eq!(names, ["grow", "helper"]);
+        assert_eq!(merged.function_named("grow").unwrap().calls, 5);
+        assert_eq!(merged.arc(HOST, "grow").unwrap().count, 5);
+        assert_eq!(merged.arc("grow", "helper").unwrap().count, 2);
+        assert_eq!(merged.contexts.len(), 3);
+        assert_eq!(merged.contexts[1].calls, 5);
+        assert_eq!(merged.runs[1].open_stack, ["grow"]);
+    }
+
+    #[test]
+    fn functions_of_one_name_defined_apart_stay_apart() {
+        let merged = Profile::merge(&[
+            module("a.wasm", 1, "src/a.rs", 1),
+            module("b.wasm", 1, "src/b.rs", 1),
+        ]);
+        let names: Vec<&str> = merged.functions.iter().map(|f| f.name.as_str()).collect();
+        assert_eq!(
+            names,
+            ["grow", "helper [src/a.rs:7]", "helper [src/b.rs:7]"]
+        );
+        assert_eq!(merged.arc("grow", "helper [src/b.rs:7]").unwrap().count, 1);
+    }
+
+    #[test]
+    fn only_an_index_suffix_is_taken_off() {
+        assert_eq!(base_name("f [func 12]"), "f");
+        assert_eq!(base_name("f [func x]"), "f [func x]");
+        assert_eq!(base_name("<[u8] as Debug>::fmt"), "<[u8] as Debug>::fmt");
     }
 }
