@@ -20,7 +20,7 @@ var wasmprof = (function () {
     : typeof self === 'object' && self.location ? self.location.href : '';
   var now = isNode ? process.hrtime.bigint
     : function () { return BigInt(Math.round(performance.now() * 1e6)); };
-  var run = { meta: null, state: null, started: null, trap: null };
+  var run = { meta: null, state: null, started: null, trap: null, frames: null, frameTable: null };
 
   function locate() {
     if (Module['locateFile']) return Module['locateFile'](WASM_FILE, '');
@@ -60,6 +60,7 @@ var wasmprof = (function () {
           // next, so the profile is saved now.
           if ((e instanceof WebAssembly.RuntimeError || e instanceof RangeError) && !run.trap) {
             run.trap = e.message;
+            run.frames = trapFrames(e);
             if (isNode) writeProfile(1);
           }
           throw e;
@@ -69,11 +70,32 @@ var wasmprof = (function () {
     return wrapped;
   }
 
+  // Where a trap left the program, for a metric without a context tree: the wasm frames
+  // of the error's stack (V8 keeps the innermost Error.stackTraceLimit frames), as
+  // function ids through the module's `wasmprof.frames` table, outermost first.
+  function trapFrames(e) {
+    var table = run.frameTable, ids = [];
+    if (!table || typeof e.stack !== 'string') return ids;
+    var re = /wasm-function\[(\d+)\]/g, m;
+    while ((m = re.exec(e.stack)) !== null) {
+      var index = Number(m[1]);
+      if (index * 4 + 4 > table.byteLength) continue;
+      var id = table.getUint32(index * 4, true);
+      if (id !== 0xffffffff) ids.push(id);
+    }
+    // A stack as long as V8 keeps may have lost its outer frames: 0xffffffff says so.
+    var lines = e.stack.split('\n').filter(function (l) { return /^\s+at /.test(l); });
+    if (ids.length && lines.length >= Error.stackTraceLimit) ids.push(0xffffffff);
+    return ids.reverse();
+  }
+
   Module['instantiateWasm'] = function (imports, receive) {
     load().then(function (bytes) {
       return WebAssembly.compile(bytes);
     }).then(function (module) {
       run.meta = JSON.parse(new TextDecoder().decode(section(module, 'wasmprof')));
+      var frames = WebAssembly.Module.customSections(module, 'wasmprof.frames');
+      run.frameTable = frames.length ? new DataView(frames[0]) : null;
       var stateModule = new WebAssembly.Module(section(module, 'wasmprof.state'));
       run.state = new WebAssembly.Instance(stateModule, { wasmprof: { now: now } }).exports;
       imports['wasmprof'] = Object.assign({ now: now }, run.state);
@@ -223,6 +245,7 @@ var wasmprof = (function () {
       ticks_per_ns: 1,
       cur: run.state['__wasmprof_cur'].value,
       end: endReading(),
+      frames: run.frames || [],
       memory: base64(memory.subarray(0, used)),
       meta: run.meta
     };

@@ -206,6 +206,7 @@ fn run_with_callbacks(wasm: &[u8], options: &Options) -> Profile {
         ticks_per_ns: 1.0,
         clock: "test".into(),
         end: Some(end as u64),
+        frames: Vec::new(),
     };
     let run = RunInfo {
         module: "host-calls.wasm".into(),

@@ -9,7 +9,10 @@ use std::sync::OnceLock;
 
 use cargo_wasmprof::harness::{measured_routines, test_functions};
 use cargo_wasmprof::profile::{Profile, HOST};
-use common::{arc, calls, check_invariants, copy_fixture, fib_calls, line_of, output, wasmprof};
+use common::{
+    arc, calls, check_invariants, copy_fixture, each_function_once, fib_calls, line_of, output,
+    wasmprof,
+};
 
 /// One `cargo wasmprof test` of the `calls` fixture, shared by the tests that read it.
 struct CallsRun {
@@ -505,20 +508,6 @@ fn running(out: &Output) -> Vec<String> {
                 .or_else(|| l.starts_with("Doc-tests ").then(|| l.to_string()))
         })
         .collect()
-}
-
-/// No function of a merged profile is there twice: a name with DWARF never keeps its
-/// module's own ` [func N]`, and no (name, file, line) repeats.
-fn each_function_once(p: &Profile) {
-    let mut seen = std::collections::HashSet::new();
-    for f in &p.functions {
-        assert!(
-            f.file.is_none() || !f.name.contains(" [func "),
-            "{} keeps its index",
-            f.name
-        );
-        assert!(seen.insert((&f.name, &f.file, f.line)), "{} twice", f.name);
-    }
 }
 
 /// cargo's order (lib, bin, tests by name, doc tests) on every run; fail-fast stops after

@@ -247,6 +247,32 @@ fn a_trap_leaves_the_profile_with_the_open_stack() {
     assert_eq!(calls(&p, "fib"), fib_calls(12));
 }
 
+/// The calls metric keeps no context tree: the open stack at a trap is the JS error's
+/// stack, mapped back to the functions through the module's `wasmprof.frames` table.
+#[test]
+fn the_calls_metric_takes_a_traps_stack_from_the_js_error() {
+    if !have(&["emcc", "node"]) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    link_calls(dir.path(), "calls");
+    let out = dir.path().join("trap.json");
+    let run = output(
+        Command::new("node")
+            .current_dir(dir.path())
+            .args(["build/calls.js", "12", "trap"])
+            .env("WASMPROF_OUT", &out),
+    );
+    assert!(!run.status.success());
+    let p = Profile::read(&out).expect("a profile after the trap");
+    assert_eq!(p.metric, cargo_wasmprof::meta::Metric::Calls);
+    assert!(!p.complete);
+    let stack = &p.runs[0].open_stack;
+    assert_eq!(stack.last().map(String::as_str), Some("crash"), "{stack:?}");
+    assert!(stack.iter().any(|f| f == "main"), "{stack:?}");
+    assert_eq!(calls(&p, "fib"), fib_calls(12));
+}
+
 /// `called` of each function in gprof's call graph (`1+21890` counts 21891).
 fn gprof_calls(text: &str) -> Vec<(String, u64)> {
     text.lines()
@@ -459,13 +485,13 @@ fn in_headless_chromium_the_page_gets_the_profile() {
 }
 
 /// Links fixtures/emcc/calls.c with `WASMPROF_METRIC=time` into `dir/build/calls.js`.
-fn link_sampled_calls(dir: &Path) {
+fn link_calls(dir: &Path, metric: &str) {
     std::fs::create_dir_all(dir.join("build")).unwrap();
     let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/emcc/calls.c");
     let out = output(
         Command::new(env!("CARGO_BIN_EXE_wasmprof-emcc"))
             .current_dir(dir)
-            .env("WASMPROF_METRIC", "time")
+            .env("WASMPROF_METRIC", metric)
             .args(["-O1", "-g"])
             .arg(&source)
             .args(["-o", "build/calls.js"]),
@@ -808,7 +834,7 @@ fn the_sampled_metric_samples_under_node() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    link_sampled_calls(dir.path());
+    link_calls(dir.path(), "time");
     let profile = dir.path().join("calls.json");
     let run = output(
         Command::new("node")

@@ -309,6 +309,41 @@ fn go_tool_pprof_keeps_full_names_and_names_every_module() {
     }
 }
 
+/// The text report elides a long name in its deepest generic arguments (`--full-names`
+/// keeps it whole, JSON always has it) and shows source paths normalized.
+#[test]
+fn text_reports_elide_long_names_and_normalize_paths() {
+    let long = format!(
+        "core::ptr::drop_in_place<alloc::vec::Vec<{}>>",
+        "regex_syntax::hir::Hir<alloc::boxed::Box<u8>>, ".repeat(2)
+    );
+    let mut p = profile(N, Metric::Instructions);
+    rename(&mut p, "fib", &long);
+    let fib = p.functions.iter_mut().find(|f| f.name == long).unwrap();
+    fib.file = Some("crates/x/tests/../src/lib.rs".into());
+    fib.line = Some(3);
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("p.json");
+    p.write(&file).unwrap();
+    let report = |extra: &[&str]| {
+        let out = output(wasmprof().arg("report").arg(&file).args(extra));
+        assert!(out.status.success());
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let short = report(&[]);
+    assert!(!short.contains(&long));
+    assert!(
+        short.contains("core::ptr::drop_in_place<alloc::vec::Vec<regex_syntax::hir::Hir<…>, "),
+        "{short}"
+    );
+    assert!(short.contains("(crates/x/src/lib.rs:3)"), "{short}");
+    assert!(!short.contains("tests/.."));
+    let full = report(&["--full-names"]);
+    assert!(full.contains(&long));
+    let json = std::fs::read_to_string(&file).unwrap();
+    assert!(json.contains(&long.replace('"', "\\\"")));
+}
+
 /// callgrind_annotate reads the file: fib's self cost, and the calls= line of its arc.
 #[test]
 fn callgrind_opens_in_callgrind_annotate() {

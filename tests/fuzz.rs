@@ -260,6 +260,7 @@ fn observe(engine: &Engine, wasm: &[u8], exports: &[String]) -> (Observed, Optio
                 ticks_per_ns: 1.0,
                 clock: "test".into(),
                 end: Some(end as u64),
+                frames: Vec::new(),
             })
         });
     (observed, dump)

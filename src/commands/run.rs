@@ -77,9 +77,10 @@ fn doctest(args: &RunArgs, dir: &Path, config: &host::RunConfig) -> Result<(), E
                 format!("{package}-doc-{}-{}.json", test.mangled_path, test.line),
             )
         }
+        // A doc test with a `main` of its own: rustdoc leaves nothing that says which.
         None => (
-            format!("doc tests of {package}"),
-            format!("{package}-doc-{}.json", std::process::id()),
+            format!("a doc test of {package} with its own main"),
+            format!("{package}-doc-main-{}.json", std::process::id()),
         ),
     };
     profile.modules = vec![label.clone()];

@@ -83,7 +83,13 @@ pub(super) fn test(args: TestArgs, mode: Mode, status: Status) -> Result<(), Err
             || (!args.cargo.selects_targets() && built.binaries.iter().any(|b| b.kind == "lib")));
     if wants_doc && (failed.is_empty() || args.no_fail_fast) {
         if target == Target::Wasip1 {
-            let (doc, passed) = doc_tests(&args, &request, &harness, &out_dir, status)?;
+            let packages: Vec<&str> = built
+                .binaries
+                .iter()
+                .filter(|b| b.kind == "lib")
+                .map(|b| b.package.as_str())
+                .collect();
+            let (doc, passed) = doc_tests(&args, &request, &harness, &out_dir, &packages, status)?;
             profiles.extend(doc);
             if !passed {
                 failed.push("--doc".to_string());
@@ -112,14 +118,26 @@ pub(super) fn test(args: TestArgs, mode: Mode, status: Status) -> Result<(), Err
 
 /// Runs the doc tests with cargo, each through `cargo wasmprof run --doctest-dir` as the
 /// target's runner, and takes in their profiles (one per doc test, kept in `out_dir`
-/// beside the binaries'); also says whether they all passed.
+/// beside the binaries', where those of `packages` from an earlier run are removed); also
+/// says whether they all passed.
 fn doc_tests(
     args: &TestArgs,
     request: &build::BuildRequest,
     harness: &[String],
     out_dir: &Path,
+    packages: &[&str],
     status: Status,
 ) -> Result<(Vec<Profile>, bool), Error> {
+    // The doc tests' profiles of an earlier run go: some are named by process id.
+    for entry in std::fs::read_dir(out_dir).into_iter().flatten().flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if packages
+            .iter()
+            .any(|p| name.starts_with(&format!("{p}-doc-")))
+        {
+            let _ = std::fs::remove_file(entry.path());
+        }
+    }
     let dir = out_dir.join("doctests.tmp");
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).map_err(|e| Error::input(&dir, e))?;

@@ -232,12 +232,18 @@ pub(super) fn write(
         b.out.sample_type.push(value_type);
     }
     b.out.default_sample_type = b.string(types.last().map_or("calls", |t| t.0));
-    // pprof's `File:` line shows the file name of the first mapping's path: every
-    // module's file name, so that a merged profile names them all.
-    let files: Vec<&str> = profile
+    // pprof's `File:` line shows what follows the first mapping's last `/`: every
+    // module's file name with no `/` in it, so that a merged profile names them all (a doc
+    // test's label, `doc test src/lib.rs (line 7)`, word by word).
+    let files: Vec<String> = profile
         .modules
         .iter()
-        .map(|m| m.rsplit(['/', '\\']).next().unwrap_or(m))
+        .map(|m| {
+            m.split(' ')
+                .map(|word| word.rsplit(['/', '\\']).next().unwrap_or(word))
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
         .collect();
     let module = b.string(&files.join(", "));
     b.out.mapping.push(Mapping {

@@ -93,10 +93,21 @@ pub(super) fn render(p: &Profile, options: &EmitOptions) -> String {
 
 fn header(out: &mut String, p: &Profile, units: Units) {
     let calls: u64 = p.functions.iter().map(|f| f.calls).sum();
+    // A merged profile's modules, the first few: the profile lists them all.
+    const SHOWN: usize = 4;
+    let mut modules: Vec<String> = p
+        .modules
+        .iter()
+        .take(SHOWN)
+        .map(|m| short_path(m))
+        .collect();
+    if p.modules.len() > SHOWN {
+        modules.push(format!("and {} more", p.modules.len() - SHOWN));
+    }
     let _ = writeln!(
         out,
         "{BOLD}cargo-wasmprof profile{BOLD:#}: {}",
-        p.modules.join(", ")
+        modules.join(", ")
     );
     let cost = match p.metric {
         Metric::Calls => String::new(),

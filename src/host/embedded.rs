@@ -248,6 +248,7 @@ fn run_module(wasm: &[u8], meta: Option<&Meta>, config: &RunConfig) -> anyhow::R
             ticks_per_ns: clock.ticks_per_ns(),
             clock: if timed { clock.name() } else { "none" }.to_string(),
             end,
+            frames,
         })
     } else {
         None
@@ -255,7 +256,6 @@ fn run_module(wasm: &[u8], meta: Option<&Meta>, config: &RunConfig) -> anyhow::R
     Ok(Outcome {
         exit_code,
         trap,
-        frames,
         state,
         wall_ns,
     })

@@ -118,10 +118,6 @@ pub struct Outcome {
     pub exit_code: i32,
     /// The trap's message, when the program trapped.
     pub trap: Option<String>,
-    /// Where a trap or an exit from inside left the program, from the host's backtrace:
-    /// function ids, outermost first (empty where the host has none). The profile's open
-    /// stack where the metric keeps no context tree (`calls`).
-    pub frames: Vec<u32>,
     /// What the profiler left in the module, for an instrumented module.
     pub state: Option<Dump>,
     /// Wall time of the program's run (compilation excluded).
@@ -136,17 +132,7 @@ impl Outcome {
             .state
             .as_ref()
             .context("the module carries no profiler state")?;
-        let mut profile = Profile::decode(meta, dump, self.run_info(module))
-            .context("cannot decode the profile")?;
-        if !meta.metric.has_cost() && !self.frames.is_empty() {
-            profile.runs[0].open_stack = self
-                .frames
-                .iter()
-                .map(|&f| meta.functions[f as usize].symbol.name.clone())
-                .collect();
-            profile.complete = false;
-        }
-        Ok(profile)
+        Profile::decode(meta, dump, self.run_info(module)).context("cannot decode the profile")
     }
 
     /// How the run ended, for the profile of `module`.

@@ -123,7 +123,6 @@ impl Host for Node {
         Ok(Outcome {
             exit_code: code,
             trap: run.trap,
-            frames: Vec::new(),
             state: Some(state),
             wall_ns: run.wall_ns,
         })

@@ -31,6 +31,11 @@ pub struct Dump {
     /// reading when the run ended: the activations still open then are closed at it. `None`
     /// when the host did not read it; they keep only what their finished activations cost.
     pub end: Option<u64>,
+    /// Where a trap or an exit from inside left the program, from the host's backtrace:
+    /// function ids, outermost first (empty where the host has none), led by
+    /// [`crate::meta::NO_FUNCTION`] where the host kept only the innermost frames. The
+    /// open stack of a metric that keeps no context tree (`calls`).
+    pub frames: Vec<u32>,
 }
 
 impl Profile {
@@ -56,7 +61,21 @@ impl Profile {
         let (functions, fid) = decoder.functions()?;
         let contexts = decoder.contexts(&fid);
         let arcs = decoder.arcs()?;
-        let open_stack = decoder.open_stack(dump.cur);
+        let open_stack = match meta.metric {
+            // No context tree: the host's backtrace says where the run ended.
+            Metric::Calls => dump
+                .frames
+                .iter()
+                .filter_map(|&f| match f {
+                    crate::meta::NO_FUNCTION => Some("…".to_string()),
+                    f => meta
+                        .functions
+                        .get(f as usize)
+                        .map(|f| f.symbol.name.clone()),
+                })
+                .collect(),
+            _ => decoder.open_stack(dump.cur),
+        };
         Ok(Profile {
             format: FORMAT.to_string(),
             version: FORMAT_VERSION,

@@ -34,6 +34,9 @@ pub struct DumpFile {
     /// [`Dump::end`], in decimal (a JS number would lose its last digits).
     #[serde(default)]
     pub end: Option<String>,
+    /// [`Dump::frames`]: function ids, outermost first, from the JS error's stack.
+    #[serde(default)]
+    pub frames: Vec<u32>,
 }
 
 impl DumpFile {
@@ -73,6 +76,7 @@ impl DumpFile {
             ticks_per_ns: self.ticks_per_ns,
             clock: self.run.clock.clone(),
             end,
+            frames: self.frames,
         };
         Ok((self.meta, dump, self.run))
     }

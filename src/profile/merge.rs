@@ -169,6 +169,15 @@ fn base_name(name: &str) -> &str {
     }
 }
 
+/// The last three components of a source path: enough to tell definitions apart, short
+/// enough for a name (`std/src/process.rs` of `/rustc/<commit>/library/std/src/process.rs`).
+fn tail(file: &str) -> &str {
+    match file.rmatch_indices('/').nth(2) {
+        Some((at, _)) => &file[at + 1..],
+        None => file,
+    }
+}
+
 /// The name of each identity in the merged profile: its base name, or, where identities
 /// share one, the base name and where it is defined.
 fn merged_names(profiles: &[Profile]) -> HashMap<FnKey, String> {
@@ -186,8 +195,8 @@ fn merged_names(profiles: &[Profile]) -> HashMap<FnKey, String> {
         for key in keys {
             let name = match (&key.1, key.2) {
                 _ if !shared => base.clone(),
-                (Some(file), Some(line)) => format!("{base} [{file}:{line}]"),
-                (Some(file), None) => format!("{base} [{file}]"),
+                (Some(file), Some(line)) => format!("{base} [{}:{line}]", tail(file)),
+                (Some(file), None) => format!("{base} [{}]", tail(file)),
                 (None, _) => format!("{base} [no source]"),
             };
             names.insert(key, name);

@@ -264,3 +264,17 @@ pub fn context_callers(p: &Profile, name: &str) -> Vec<String> {
         })
         .collect()
 }
+
+/// No function of a merged profile is there twice: a name with DWARF never keeps its
+/// module's own ` [func N]`, and no (name, file, line) repeats.
+pub fn each_function_once(p: &Profile) {
+    let mut seen = std::collections::HashSet::new();
+    for f in &p.functions {
+        assert!(
+            f.file.is_none() || !f.name.contains(" [func "),
+            "{} keeps its index",
+            f.name
+        );
+        assert!(seen.insert((&f.name, &f.file, f.line)), "{} twice", f.name);
+    }
+}
