@@ -292,16 +292,20 @@ fn cargo_command(args: &BuildRequest, extra: &[&str]) -> Result<Command, Error> 
 }
 
 /// Runs the doc tests that `args` select (`cargo test --doc`), each through `runner` (the
-/// target's runner, which rustdoc calls with the doc test's module and its arguments), the
-/// harness getting `harness`. cargo's and the doc tests' output pass through; returns
-/// whether they all passed.
-pub fn run_doctests(args: &BuildRequest, runner: &str, harness: &[String]) -> Result<bool, Error> {
+/// target's runner, a program and its arguments, which rustdoc calls with the doc test's
+/// module and its arguments after them), the harness getting `harness`. cargo's and the
+/// doc tests' output pass through; returns whether they all passed.
+pub fn run_doctests(
+    args: &BuildRequest,
+    runner: &[String],
+    harness: &[String],
+) -> Result<bool, Error> {
     let mut cmd = cargo_command(args, &["--doc"])?;
-    let var = format!(
-        "CARGO_TARGET_{}_RUNNER",
-        args.target.triple().to_uppercase().replace('-', "_")
-    );
-    cmd.env(var, runner);
+    // As a `--config` array (JSON strings are TOML strings): paths with spaces stay whole,
+    // and it takes precedence over a runner of the user's environment or config.
+    let runner = serde_json::to_string(runner).expect("strings serialize");
+    cmd.arg("--config")
+        .arg(format!("target.{}.runner = {runner}", args.target.triple()));
     if !harness.is_empty() {
         cmd.arg("--").args(harness);
     }

@@ -422,6 +422,10 @@ pub struct RunArgs {
     /// how `cargo wasmprof test` has rustdoc run each doc test.
     #[arg(long, value_name = "DIR", hide = true)]
     pub doctest_dir: Option<PathBuf>,
+    /// With `--doctest-dir` and `--metric exact-time`: the probes' cost that `test`
+    /// measured, `IN_CALLEE,IN_CALLER` nanoseconds per call, to subtract.
+    #[arg(long, value_name = "NS,NS", hide = true, value_parser = parse_probe_cost)]
+    pub probe_cost: Option<crate::profile::ProbeCost>,
     /// The wasip1 command module (or a .js program linked by wasmprof-emcc), then the
     /// program's arguments: everything after it goes to the program, even what looks like
     /// our own options.
@@ -451,6 +455,18 @@ impl RunArgs {
     pub fn program_args(&self) -> &[String] {
         &self.command[1..]
     }
+}
+
+/// `IN_CALLEE,IN_CALLER` as a probe cost.
+fn parse_probe_cost(text: &str) -> Result<crate::profile::ProbeCost, String> {
+    let (callee, caller) = text
+        .split_once(',')
+        .ok_or("expected IN_CALLEE,IN_CALLER nanoseconds")?;
+    let ns = |s: &str| s.trim().parse::<f64>().map_err(|e| format!("{s}: {e}"));
+    Ok(crate::profile::ProbeCost {
+        in_callee_ns: ns(callee)?,
+        in_caller_ns: ns(caller)?,
+    })
 }
 
 /// `cargo wasmprof instrument`.

@@ -546,6 +546,11 @@ fn binaries_run_in_cargos_order_and_fail_fast_as_cargo() {
     for metric in ["calls", "time", "exact-time", "instructions"] {
         let out = run(metric, None, &[]);
         assert!(out.status.success(), "{metric}: {}", stderr(&out));
+        if metric == "exact-time" {
+            // The doc tests' exact times are compensated as the binaries' are.
+            assert_eq!(merged().uncompensated, None, "{metric}");
+            assert!(!stderr(&out).contains("include the probes' own cost"));
+        }
         assert_eq!(running(&out), all, "{metric}");
         let p = merged();
         // 1 (lib) + 1 (bin) + 2 (alpha) + 3 (mid) + 4 (zeta) + 2 (the doc test).
@@ -573,7 +578,7 @@ fn binaries_run_in_cargos_order_and_fail_fast_as_cargo() {
         "{err}"
     );
     assert!(
-        err.contains("1 test binary was not run after the failure: tests/zeta.rs"),
+        err.contains("not run after the failure: tests/zeta.rs, the doc tests"),
         "{err}"
     );
     assert_eq!(calls(&merged(), "order::add"), 7);

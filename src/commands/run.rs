@@ -50,16 +50,18 @@ pub(super) fn run(args: RunArgs, status: Status) -> Result<(), Error> {
 
 /// One doc test, run by rustdoc as `run --doctest-dir DIR MODULE ARGS`: profiled quietly
 /// (rustdoc shows a doc test's output only when it fails), its profile written into DIR
-/// under the doc test's name, for `cargo wasmprof test` to take in. Exact times are not
-/// compensated: calibrating for each doc test would take longer than most run.
+/// under the doc test's name, for `cargo wasmprof test` to take in. Exact times are
+/// compensated by the probes' cost that `test` measured (`--probe-cost`): calibrating for
+/// each doc test would take longer than most run.
 fn doctest(args: &RunArgs, dir: &Path, config: &host::RunConfig) -> Result<(), Error> {
     let path = args.module();
     let host = host::for_program(path);
     let quiet = Status::new(crate::status::ColorChoice::Never, true);
     let prepared = host.prepare(path, Some(&args.profile.instrument.to_options()), quiet)?;
-    let compensation = match args.profile.instrument.metric {
-        crate::meta::Metric::ExactTime => {
-            Compensation::Keep("doc tests are profiled without the probes' calibration")
+    let compensation = match (args.profile.instrument.metric, args.probe_cost) {
+        (crate::meta::Metric::ExactTime, Some(cost)) => Compensation::Subtract(cost),
+        (crate::meta::Metric::ExactTime, None) => {
+            Compensation::Keep("the doc test's runner was given no probe cost")
         }
         _ => Compensation::None,
     };

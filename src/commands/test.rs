@@ -11,7 +11,7 @@ use crate::harness::DocTest;
 use crate::host;
 use crate::profile::Profile;
 
-use super::pipeline::{finish, probe_cost, profile_run, program_name};
+use super::pipeline::{finish, probe_cost, profile_run, program_name, Compensation};
 use crate::status::Status;
 
 /// `test` and `bench`: build, then profile every binary.
@@ -42,14 +42,18 @@ pub(super) fn test(args: TestArgs, mode: Mode, status: Status) -> Result<(), Err
         .collect();
     let mut profiles = Vec::new();
     let mut failed = Vec::new();
-    // One target, one kind of binary: the first says which host runs them all.
-    let host = built.binaries.first().map(|b| host::for_program(&b.path));
-    let compensation = match host {
-        Some(host) => probe_cost(host, args.profile.instrument.metric, &args.profile, status)?,
-        None => super::pipeline::Compensation::None,
+    // Doc tests come last, as in cargo, and not after a failure unless --no-fail-fast.
+    let wants_doc = mode == Mode::Test
+        && (args.cargo.doc
+            || (!args.cargo.selects_targets() && built.binaries.iter().any(|b| b.kind == "lib")));
+    // One target, one kind of binary: the first says which host runs them all (doc tests
+    // run in the embedded wasmtime).
+    let host = match built.binaries.first() {
+        Some(binary) => host::for_program(&binary.path),
+        None => &host::Embedded,
     };
+    let compensation = probe_cost(host, args.profile.instrument.metric, &args.profile, status)?;
     for (i, binary) in built.binaries.iter().enumerate() {
-        let host = host.expect("a host for every binary");
         let step = status.item(i + 1, built.binaries.len());
         let prepared = host.prepare(&binary.path, Some(&options), step)?;
         status.done(
@@ -72,15 +76,11 @@ pub(super) fn test(args: TestArgs, mode: Mode, status: Status) -> Result<(), Err
         if outcome.exit_code != 0 {
             failed.push(rerun_hint(binary));
             if !args.no_fail_fast {
-                not_run(&built.binaries[i + 1..]);
+                not_run(&built.binaries[i + 1..], wants_doc);
                 break;
             }
         }
     }
-    // Doc tests come last, as in cargo, and not after a failure unless --no-fail-fast.
-    let wants_doc = mode == Mode::Test
-        && (args.cargo.doc
-            || (!args.cargo.selects_targets() && built.binaries.iter().any(|b| b.kind == "lib")));
     if wants_doc && (failed.is_empty() || args.no_fail_fast) {
         if target == Target::Wasip1 {
             let packages: Vec<&str> = built
@@ -89,7 +89,15 @@ pub(super) fn test(args: TestArgs, mode: Mode, status: Status) -> Result<(), Err
                 .filter(|b| b.kind == "lib")
                 .map(|b| b.package.as_str())
                 .collect();
-            let (doc, passed) = doc_tests(&args, &request, &harness, &out_dir, &packages, status)?;
+            let (doc, passed) = doc_tests(
+                &args,
+                &request,
+                &harness,
+                &compensation,
+                &out_dir,
+                &packages,
+                status,
+            )?;
             profiles.extend(doc);
             if !passed {
                 failed.push("--doc".to_string());
@@ -124,6 +132,7 @@ fn doc_tests(
     args: &TestArgs,
     request: &build::BuildRequest,
     harness: &[String],
+    compensation: &Compensation,
     out_dir: &Path,
     packages: &[&str],
     status: Status,
@@ -144,19 +153,29 @@ fn doc_tests(
     let exe =
         std::env::current_exe().map_err(|e| anyhow::anyhow!("cannot find cargo-wasmprof: {e}"))?;
     let instrument = &args.profile.instrument;
-    let mut runner = format!(
-        "{} wasmprof run --doctest-dir {} --metric {} --max-contexts {} --state {} --sample-interval {}",
-        exe.display(),
-        dir.display(),
-        instrument.metric.name(),
-        instrument.max_contexts,
+    let mut runner: Vec<String> = vec![exe.display().to_string(), "wasmprof".into(), "run".into()];
+    let mut option = |flag: &str, value: String| runner.extend([flag.to_string(), value]);
+    option("--doctest-dir", dir.display().to_string());
+    option("--metric", instrument.metric.name().to_string());
+    option("--max-contexts", instrument.max_contexts.to_string());
+    option(
+        "--state",
         clap::ValueEnum::to_possible_value(&instrument.state)
             .expect("every state location has a name")
-            .get_name(),
-        args.profile.sample_interval,
+            .get_name()
+            .to_string(),
     );
-    if args.profile.no_compensation {
-        runner.push_str(" --no-compensation");
+    option(
+        "--sample-interval",
+        args.profile.sample_interval.to_string(),
+    );
+    match compensation {
+        Compensation::Subtract(cost) => option(
+            "--probe-cost",
+            format!("{},{}", cost.in_callee_ns, cost.in_caller_ns),
+        ),
+        Compensation::Keep(_) => runner.push("--no-compensation".into()),
+        Compensation::None => {}
     }
     let passed = build::run_doctests(request, &runner, harness)?;
     let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
@@ -190,18 +209,19 @@ fn doc_tests(
     Ok((profiles, passed))
 }
 
-/// Says which binaries a fail-fast run left out, so that a profile of fewer binaries is
-/// not taken for the whole suite's.
-fn not_run(rest: &[TestBinary]) {
-    if rest.is_empty() {
+/// Says which binaries (and whether the doc tests) a fail-fast run left out, so that a
+/// profile of fewer binaries is not taken for the whole suite's.
+fn not_run(rest: &[TestBinary], doc: bool) {
+    let mut left: Vec<&str> = rest.iter().map(|b| b.label.as_str()).collect();
+    if doc {
+        left.push("the doc tests");
+    }
+    if left.is_empty() {
         return;
     }
-    let labels: Vec<&str> = rest.iter().map(|b| b.label.as_str()).collect();
     crate::status::note(format!(
-        "{} test binar{} not run after the failure: {}; pass `--no-fail-fast` to run every binary",
-        rest.len(),
-        if rest.len() == 1 { "y was" } else { "ies were" },
-        labels.join(", ")
+        "not run after the failure: {}; pass `--no-fail-fast` to run them all",
+        left.join(", ")
     ));
 }
 
