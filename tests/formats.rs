@@ -197,6 +197,22 @@ fn flamegraph_svg_has_a_box_per_context() {
     assert_ne!(svg, icicle);
 }
 
+/// `go tool pprof -top` of `file` by the sample type `index`.
+fn pprof_top(file: &Path, index: &str) -> String {
+    let out = output(
+        Command::new("go")
+            .args(["tool", "pprof", "-top"])
+            .arg(format!("-sample_index={index}"))
+            .arg(file),
+    );
+    assert!(
+        out.status.success(),
+        "go tool pprof reads {}",
+        file.display()
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
 /// `go tool pprof` reads the gzipped profile.proto: the flat calls of each function are
 /// its exact calls, for a profile with contexts and one with arcs only.
 #[test]
@@ -210,13 +226,7 @@ fn pprof_opens_in_go_tool_pprof() {
         if !have(&["go"]) {
             return;
         }
-        let top = output(
-            Command::new("go")
-                .args(["tool", "pprof", "-top", "-sample_index=calls"])
-                .arg(&file),
-        );
-        assert!(top.status.success(), "{metric:?}");
-        let top = String::from_utf8_lossy(&top.stdout);
+        let top = pprof_top(&file, "calls");
         for name in ["fib", "inc", "dbl"] {
             let row = top
                 .lines()
@@ -227,12 +237,7 @@ fn pprof_opens_in_go_tool_pprof() {
         }
         assert!(calls(&p, "fib") == fib_calls(N));
         if metric == Metric::Instructions {
-            let raw = output(
-                Command::new("go")
-                    .args(["tool", "pprof", "-top", "-sample_index=instructions"])
-                    .arg(&file),
-            );
-            let raw = String::from_utf8_lossy(&raw.stdout);
+            let raw = pprof_top(&file, "instructions");
             let fib = p.function_named("fib").unwrap();
             let row = raw.lines().find(|l| l.ends_with(" fib")).unwrap();
             let flat: u64 = row.split_whitespace().next().unwrap().parse().unwrap();
@@ -285,13 +290,7 @@ fn go_tool_pprof_keeps_full_names_and_names_every_module() {
         b.modules = vec!["target/deps/second-2.wasm".into()];
         let merged = Profile::merge(&[a.clone(), b]);
         let file = save(dir.path(), "m.pb.gz", &render(&merged, Format::Pprof));
-        let top = output(
-            Command::new("go")
-                .args(["tool", "pprof", "-top", "-sample_index=calls"])
-                .arg(&file),
-        );
-        assert!(top.status.success(), "{metric:?}");
-        let top = String::from_utf8_lossy(&top.stdout);
+        let top = pprof_top(&file, "calls");
         assert!(
             top.lines()
                 .any(|l| l == "File: first-1.wasm, second-2.wasm"),
