@@ -123,6 +123,15 @@ impl DocTest {
         p.functions.iter().find_map(|f| DocTest::from_name(&f.name))
     }
 
+    /// Whether a profile is of edition 2024's merged doc tests: one module that runs every
+    /// doc test of a crate that can be merged, under a harness of its own
+    /// (`doctest_runner_2024::main`).
+    pub fn merged(p: &Profile) -> bool {
+        p.functions
+            .iter()
+            .any(|f| f.name.starts_with("doctest_runner_") && f.name.ends_with("::main"))
+    }
+
     fn from_name(name: &str) -> Option<DocTest> {
         let (_, rest) = name.rsplit_once("::_doctest_main_")?;
         let (rest, _n) = rest.rsplit_once('_')?;

@@ -603,6 +603,21 @@ fn binaries_run_in_cargos_order_and_fail_fast_as_cargo() {
     assert_eq!(running(&out), ["Doc-tests order"]);
     assert_eq!(calls(&merged(), "order::add"), 2);
 
+    // Edition 2024 merges the doc tests into one module: one profile, named for what it is.
+    let manifest = dir.path().join("Cargo.toml");
+    let text = std::fs::read_to_string(&manifest).unwrap();
+    std::fs::write(
+        &manifest,
+        text.replace("edition = \"2021\"", "edition = \"2024\""),
+    )
+    .unwrap();
+    let out = run("calls", None, &["--doc"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let p = merged();
+    assert_eq!(p.modules, ["the merged doc tests of order"]);
+    assert_eq!(calls(&p, "order::add"), 2);
+    std::fs::write(&manifest, text).unwrap();
+
     // A dependency that does not build for wasm: cargo's diagnostic, cargo's exit code.
     let out = run("calls", None, &["--features", "nowasm"]);
     assert_eq!(out.status.code(), Some(101));

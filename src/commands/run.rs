@@ -24,7 +24,7 @@ pub(super) fn run(args: RunArgs, status: Status) -> Result<(), Error> {
         .run_config(program_name(path), args.program_args().to_vec(), ".");
     let options = (!args.no_instrument).then(|| args.profile.instrument.to_options());
     if let Some(dir) = &args.doctest_dir {
-        return doctest(&args, dir, &config);
+        return doctest(&args, dir, host, &config);
     }
     let prepared = host.prepare(path, options.as_ref(), status)?;
     if options.is_none() {
@@ -53,9 +53,13 @@ pub(super) fn run(args: RunArgs, status: Status) -> Result<(), Error> {
 /// under the doc test's name, for `cargo wasmprof test` to take in. Exact times are
 /// compensated by the probes' cost that `test` measured (`--probe-cost`): calibrating for
 /// each doc test would take longer than most run.
-fn doctest(args: &RunArgs, dir: &Path, config: &host::RunConfig) -> Result<(), Error> {
+fn doctest(
+    args: &RunArgs,
+    dir: &Path,
+    host: &dyn host::Host,
+    config: &host::RunConfig,
+) -> Result<(), Error> {
     let path = args.module();
-    let host = host::for_program(path);
     let quiet = Status::new(crate::status::ColorChoice::Never, true);
     let prepared = host.prepare(path, Some(&args.profile.instrument.to_options()), quiet)?;
     let compensation = match (args.profile.instrument.metric, args.probe_cost) {
@@ -79,6 +83,10 @@ fn doctest(args: &RunArgs, dir: &Path, config: &host::RunConfig) -> Result<(), E
                 format!("{package}-doc-{}-{}.json", test.mangled_path, test.line),
             )
         }
+        None if DocTest::merged(&profile) => (
+            format!("the merged doc tests of {package}"),
+            format!("{package}-doc-merged-{}.json", std::process::id()),
+        ),
         // A doc test with a `main` of its own: rustdoc leaves nothing that says which.
         None => (
             format!("a doc test of {package} with its own main"),
