@@ -8,7 +8,7 @@ use serde::Serialize;
 
 use crate::format::units;
 use crate::meta::Metric;
-use crate::profile::Profile;
+use crate::profile::{MergedNames, Profile};
 
 /// The change of one function.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -72,6 +72,8 @@ impl Diff {
             None if base.metric.is_time() && new.metric.is_time() => Metric::Time,
             None => Metric::Calls,
         };
+        // By identity: a ` [func N]` is each build's own index.
+        let names = MergedNames::of([base, new]);
         let mut by_name: BTreeMap<&str, FunctionChange> = BTreeMap::new();
         let entry = |name: &str| FunctionChange {
             name: name.to_string(),
@@ -81,12 +83,14 @@ impl Diff {
             new_cost: 0,
         };
         for f in &base.functions {
-            let e = by_name.entry(&f.name).or_insert_with(|| entry(&f.name));
+            let name = names.name(f);
+            let e = by_name.entry(name).or_insert_with(|| entry(name));
             e.base_calls += f.calls;
             e.base_cost += f.own_weight(metric);
         }
         for f in &new.functions {
-            let e = by_name.entry(&f.name).or_insert_with(|| entry(&f.name));
+            let name = names.name(f);
+            let e = by_name.entry(name).or_insert_with(|| entry(name));
             e.new_calls += f.calls;
             e.new_cost += f.own_weight(metric);
         }
@@ -182,6 +186,27 @@ fn percent(new: u64, base: u64) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A profile of one function `name` at src/lib.rs:7, called `calls` times.
+    fn one(name: &str, calls: u64) -> Profile {
+        serde_json::from_value(serde_json::json!({
+            "format": "wasmprof-profile", "version": 1, "modules": ["m.wasm"],
+            "complete": true, "runs": [], "metric": "calls",
+            "functions": [{"id": 0, "name": name, "file": "src/lib.rs", "line": 7,
+                           "calls": calls, "self_ns": 0, "total_ns": 0}],
+            "arcs": [], "contexts": [], "folded_entries": 0, "arcs_dropped": 0
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn functions_are_compared_by_identity_not_by_a_builds_index() {
+        let diff = Diff::of(&one("grow [func 3]", 2), &one("grow [func 9]", 5), None).unwrap();
+        assert_eq!(diff.functions.len(), 1);
+        let change = &diff.functions[0];
+        assert_eq!(change.name, "grow");
+        assert_eq!((change.base_calls, change.new_calls), (2, 5));
+    }
 
     #[test]
     fn percentages() {

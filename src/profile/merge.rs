@@ -38,7 +38,7 @@ impl Profile {
             uncompensated: profiles.iter().find_map(|p| p.uncompensated.clone()),
             sampling: None,
         };
-        let names = merged_names(profiles);
+        let names = MergedNames::of(profiles);
         let mut function_ids: HashMap<FnKey, u32> = HashMap::new();
         let mut arc_ids: HashMap<(String, String), usize> = HashMap::new();
         let mut context_ids: HashMap<(u32, Option<u32>, bool), u32> = HashMap::new();
@@ -56,12 +56,12 @@ impl Profile {
             let mut renamed: HashMap<&str, &str> = HashMap::new();
             for f in &p.functions {
                 let key = identity(f);
-                let name = &names[&key];
+                let name = names.name(f);
                 renamed.insert(&f.name, name);
                 let id = *function_ids.entry(key).or_insert_with(|| {
                     out.functions.push(Function {
                         id: out.functions.len() as u32,
-                        name: name.clone(),
+                        name: name.to_string(),
                         calls: 0,
                         cost: Costs::default(),
                         ..f.clone()
@@ -178,11 +178,26 @@ fn tail(file: &str) -> &str {
     }
 }
 
-/// The name of each identity in the merged profile: its base name, or, where identities
-/// share one, the base name and where it is defined.
-fn merged_names(profiles: &[Profile]) -> HashMap<FnKey, String> {
+/// The name each function of some profiles has once they are merged: one name per
+/// identity, its base name, or, where identities share one, the base name and where it is
+/// defined. `diff` compares functions by these names too.
+pub struct MergedNames(HashMap<FnKey, String>);
+
+impl MergedNames {
+    /// The names of the functions of `profiles`.
+    pub fn of<'a>(profiles: impl IntoIterator<Item = &'a Profile>) -> MergedNames {
+        MergedNames(merged_names(profiles))
+    }
+
+    /// The merged name of `f`, a function of one of the profiles.
+    pub fn name(&self, f: &Function) -> &str {
+        &self.0[&identity(f)]
+    }
+}
+
+fn merged_names<'a>(profiles: impl IntoIterator<Item = &'a Profile>) -> HashMap<FnKey, String> {
     let mut by_base: HashMap<String, Vec<FnKey>> = HashMap::new();
-    for f in profiles.iter().flat_map(|p| &p.functions) {
+    for f in profiles.into_iter().flat_map(|p| &p.functions) {
         let key = identity(f);
         let keys = by_base.entry(key.0.clone()).or_default();
         if !keys.contains(&key) {

@@ -20,4 +20,5 @@ mod outermost;
 
 pub use decode::Dump;
 pub use io::{DumpFile, DUMP_FORMAT};
+pub use merge::MergedNames;
 pub use model::*;
