@@ -116,17 +116,17 @@ pub(super) fn probe_cost(
 }
 
 /// Writes the merged profile if asked, and the report's formats unless told not to: text
-/// to the terminal, the others to files named after `reports`.
+/// to the terminal, the others to files named after `reports`. Each binary's own profile,
+/// written before, keeps its module's functions as they are.
 pub(super) fn finish(
     profiles: &[Profile],
     args: &ProfileArgs,
     reports: &Path,
     status: Status,
 ) -> Result<(), Error> {
-    let merged = match profiles {
-        [one] => one.clone(),
-        many => Profile::merge(many),
-    };
+    // Merged even when one: copies of one function in a module (same name, file and
+    // line, ` [func N]` apart) are one entry in the report as in a merge of many.
+    let merged = Profile::merge(profiles);
     if let Some(output) = &args.output {
         merged.write(output)?;
         status.done("Wrote", format!("merged profile to {}", relative(output)));
