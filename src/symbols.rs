@@ -440,6 +440,25 @@ fn prefer_linker_names(functions: &mut [Symbol], names: &HashMap<u32, String>) {
     }
 }
 
+/// `name` without the ` [func N]` that [`make_unique`] gives functions of one module that
+/// share a name: N is the module's own index, so it is no part of what the function is.
+pub fn without_index(name: &str) -> &str {
+    match name.rfind(INDEX_SUFFIX) {
+        Some(at)
+            if name.ends_with(']')
+                && name[at + INDEX_SUFFIX.len()..name.len() - 1]
+                    .bytes()
+                    .all(|b| b.is_ascii_digit()) =>
+        {
+            &name[..at]
+        }
+        _ => name,
+    }
+}
+
+/// What [`make_unique`] puts between a name and its function index.
+const INDEX_SUFFIX: &str = " [func ";
+
 /// Gives functions that share a name (identical C statics in two files, say) the suffix
 /// ` [func N]`, so that a name identifies one function in a profile.
 fn make_unique(functions: &mut [Symbol]) {
@@ -449,7 +468,7 @@ fn make_unique(functions: &mut [Symbol]) {
     }
     for (index, symbol) in functions.iter_mut().enumerate() {
         if seen[&symbol.name] > 1 {
-            symbol.name = format!("{} [func {index}]", symbol.name);
+            symbol.name = format!("{}{INDEX_SUFFIX}{index}]", symbol.name);
         }
     }
 }
@@ -457,6 +476,16 @@ fn make_unique(functions: &mut [Symbol]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_an_index_suffix_is_taken_off() {
+        assert_eq!(without_index("f [func 12]"), "f");
+        assert_eq!(without_index("f [func x]"), "f [func x]");
+        assert_eq!(
+            without_index("<[u8] as Debug>::fmt"),
+            "<[u8] as Debug>::fmt"
+        );
+    }
 
     #[test]
     fn demangles_rust_and_cpp() {

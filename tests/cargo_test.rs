@@ -11,7 +11,7 @@ use cargo_wasmprof::harness::{measured_routines, test_functions};
 use cargo_wasmprof::profile::{Profile, HOST};
 use common::{
     arc, calls, check_invariants, copy_fixture, each_function_once, fib_calls, line_of, output,
-    wasmprof,
+    running, wasmprof,
 };
 
 /// One `cargo wasmprof test` of the `calls` fixture, shared by the tests that read it.
@@ -495,19 +495,6 @@ fn criterion_benches_report_costs_per_iteration() {
         .find(|l| l.contains("criterion_fixture::fib  (criterion::bencher::Bencher"))
         .expect("the per-iteration section names the routine and its harness loop");
     assert!(row.contains(&iterations.to_string()), "{row}");
-}
-
-/// The `Running` (and `Doc-tests`) lines of a run, in order.
-fn running(out: &Output) -> Vec<String> {
-    stderr(out)
-        .lines()
-        .filter_map(|l| {
-            let l = l.trim_start();
-            l.strip_prefix("Running ")
-                .map(|rest| rest.split(" (").next().unwrap_or(rest).to_string())
-                .or_else(|| l.starts_with("Doc-tests ").then(|| l.to_string()))
-        })
-        .collect()
 }
 
 /// cargo's order (lib, bin, tests by name, doc tests) on every run; fail-fast stops after

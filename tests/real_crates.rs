@@ -15,7 +15,7 @@ use std::process::Command;
 use std::time::Instant;
 
 use cargo_wasmprof::profile::Profile;
-use common::{copy_dir, each_function_once, output};
+use common::{copy_dir, each_function_once, output, running};
 
 /// The crates, smallest suite first, as fixtures/corpus/Cargo.toml pins them.
 const CORPUS: &[&str] = &[
@@ -80,17 +80,8 @@ struct Suite {
 
 impl Suite {
     fn of(out: &std::process::Output) -> Suite {
-        let stderr = String::from_utf8_lossy(&out.stderr);
         let stdout = String::from_utf8_lossy(&out.stdout);
-        let binaries = stderr
-            .lines()
-            .map(str::trim_start)
-            .filter_map(|l| {
-                l.strip_prefix("Running ")
-                    .map(|rest| rest.split(" (").next().unwrap_or(rest).to_string())
-                    .or_else(|| l.starts_with("Doc-tests ").then(|| l.to_string()))
-            })
-            .collect();
+        let binaries = running(out);
         let results = stdout
             .lines()
             .filter(|l| l.starts_with("test result:"))
@@ -123,7 +114,7 @@ fn real_crates_test_suites_run_alike_plain_and_profiled() {
         .unwrap();
 
         let plain_target = work.path().join("plain");
-        let plain = |quiet: bool| {
+        let plain = |no_run: bool| {
             let mut cmd = Command::new(env!("CARGO"));
             cmd.args([
                 "test",
@@ -139,7 +130,7 @@ fn real_crates_test_suites_run_alike_plain_and_profiled() {
                 format!("{wasmprof} wasmprof run --no-instrument"),
             )
             .current_dir(&dir);
-            if quiet {
+            if no_run {
                 cmd.arg("--no-run");
             }
             let started = Instant::now();

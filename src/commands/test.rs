@@ -42,10 +42,16 @@ pub(super) fn test(args: TestArgs, mode: Mode, status: Status) -> Result<(), Err
         .collect();
     let mut profiles = Vec::new();
     let mut failed = Vec::new();
-    // Doc tests come last, as in cargo, and not after a failure unless --no-fail-fast.
+    // Doc tests come last, as in cargo (the libraries' and, with --doc, only they), and not
+    // after a failure unless --no-fail-fast.
+    let libraries: Vec<&str> = built
+        .binaries
+        .iter()
+        .filter(|b| b.kind == "lib")
+        .map(|b| b.package.as_str())
+        .collect();
     let wants_doc = mode == Mode::Test
-        && (args.cargo.doc
-            || (!args.cargo.selects_targets() && built.binaries.iter().any(|b| b.kind == "lib")));
+        && (args.cargo.doc || (!args.cargo.selects_targets() && !libraries.is_empty()));
     // One target, one kind of binary: the first says which host runs them all (doc tests
     // run in the embedded wasmtime).
     let host = match built.binaries.first() {
@@ -83,19 +89,13 @@ pub(super) fn test(args: TestArgs, mode: Mode, status: Status) -> Result<(), Err
     }
     if wants_doc && (failed.is_empty() || args.no_fail_fast) {
         if target == Target::Wasip1 {
-            let packages: Vec<&str> = built
-                .binaries
-                .iter()
-                .filter(|b| b.kind == "lib")
-                .map(|b| b.package.as_str())
-                .collect();
             let (doc, passed) = doc_tests(
                 &args,
                 &request,
                 &harness,
                 &compensation,
                 &out_dir,
-                &packages,
+                &libraries,
                 status,
             )?;
             profiles.extend(doc);

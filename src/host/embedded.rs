@@ -88,7 +88,7 @@ impl Host for Embedded {
 /// Compiles and runs `wasm`. An instrumented module (one that exports the profiler's memory,
 /// or carries a state module) has its state collected, and gets its clock if it imports one.
 /// `meta` is the module's, when the caller has it already (else it is read from the module
-/// when the sampler needs it).
+/// if it is profiled).
 fn run_module(wasm: &[u8], meta: Option<&Meta>, config: &RunConfig) -> anyhow::Result<Outcome> {
     let mut engine_config = wasmtime::Config::new();
     // Single-threaded programs may use a shared memory, and the sampled time metric's
@@ -110,6 +110,12 @@ fn run_module(wasm: &[u8], meta: Option<&Meta>, config: &RunConfig) -> anyhow::R
         .map_err(anyhow::Error::from)
         .context("wasmtime could not compile the profiler's state module")?;
     let profiled = state_module.is_some() || module.get_export(meta::MEMORY_EXPORT).is_some();
+    // The meta of a profiled module, read from it when the caller has none.
+    let read = match meta {
+        None if profiled => Meta::from_module(wasm).ok().flatten(),
+        _ => None,
+    };
+    let meta = meta.or(read.as_ref());
     let timed = module
         .imports()
         .any(|i| i.module() == meta::CLOCK_MODULE && i.name() == meta::CLOCK_NAME);
@@ -151,14 +157,7 @@ fn run_module(wasm: &[u8], meta: Option<&Meta>, config: &RunConfig) -> anyhow::R
     // A shared profiler memory: the sampled metric, whose sampler needs the layout.
     let shared = |m: &Module| matches!(m.get_export(meta::MEMORY_EXPORT), Some(wasmtime::ExternType::Memory(ty)) if ty.is_shared());
     let sampled_layout = if state_module.as_ref().map_or(shared(&module), shared) {
-        match meta {
-            Some(meta) => Some(meta.layout),
-            None => Some(
-                Meta::from_module(wasm)?
-                    .context("the instrumented module has no meta")?
-                    .layout,
-            ),
-        }
+        Some(meta.context("the instrumented module has no meta")?.layout)
     } else {
         None
     };
@@ -220,13 +219,9 @@ fn run_module(wasm: &[u8], meta: Option<&Meta>, config: &RunConfig) -> anyhow::R
             .unwrap_or_default(),
         Ok(()) => Vec::new(),
     };
-    let frames = match (profiled, meta) {
-        (false, _) => Vec::new(),
-        (true, Some(meta)) => meta.frame_functions(backtrace.into_iter().rev()),
-        (true, None) => Meta::from_module(wasm)?
-            .map(|meta| meta.frame_functions(backtrace.into_iter().rev()))
-            .unwrap_or_default(),
-    };
+    let frames = meta.map_or_else(Vec::new, |meta| {
+        meta.frame_functions(backtrace.into_iter().rev())
+    });
     let state = if profiled {
         let memory = profiler_memory(&mut store, &state_instance)
             .context("the instrumented module exports no profiler memory")?;

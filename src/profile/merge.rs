@@ -5,6 +5,7 @@ use std::collections::HashMap;
 
 use super::{Arc, Context, Costs, Function, Profile, FORMAT, FORMAT_VERSION};
 use crate::meta::Metric;
+use crate::symbols::without_index;
 
 impl Profile {
     /// Merges several profiles into one: functions by identity (name, file and line; the
@@ -148,24 +149,8 @@ type FnKey = (String, Option<String>, Option<u32>);
 /// apart but that index, so it stays.
 fn identity(f: &Function) -> FnKey {
     match &f.file {
-        Some(_) => (base_name(&f.name).to_string(), f.file.clone(), f.line),
+        Some(_) => (without_index(&f.name).to_string(), f.file.clone(), f.line),
         None => (f.name.clone(), None, f.line),
-    }
-}
-
-/// `name` without the ` [func N]` that `symbols` adds where functions of one module share
-/// a name.
-fn base_name(name: &str) -> &str {
-    match name.rfind(" [func ") {
-        Some(at)
-            if name.ends_with(']')
-                && name[at + 7..name.len() - 1]
-                    .bytes()
-                    .all(|b| b.is_ascii_digit()) =>
-        {
-            &name[..at]
-        }
-        _ => name,
     }
 }
 
@@ -186,38 +171,34 @@ pub struct MergedNames(HashMap<FnKey, String>);
 impl MergedNames {
     /// The names of the functions of `profiles`.
     pub fn of<'a>(profiles: impl IntoIterator<Item = &'a Profile>) -> MergedNames {
-        MergedNames(merged_names(profiles))
+        let mut by_base: HashMap<String, Vec<FnKey>> = HashMap::new();
+        for f in profiles.into_iter().flat_map(|p| &p.functions) {
+            let key = identity(f);
+            let keys = by_base.entry(key.0.clone()).or_default();
+            if !keys.contains(&key) {
+                keys.push(key);
+            }
+        }
+        let mut names = HashMap::new();
+        for (base, keys) in by_base {
+            let shared = keys.len() > 1;
+            for key in keys {
+                let name = match (&key.1, key.2) {
+                    _ if !shared => base.clone(),
+                    (Some(file), Some(line)) => format!("{base} [{}:{line}]", tail(file)),
+                    (Some(file), None) => format!("{base} [{}]", tail(file)),
+                    (None, _) => format!("{base} [no source]"),
+                };
+                names.insert(key, name);
+            }
+        }
+        MergedNames(names)
     }
 
     /// The merged name of `f`, a function of one of the profiles.
     pub fn name(&self, f: &Function) -> &str {
         &self.0[&identity(f)]
     }
-}
-
-fn merged_names<'a>(profiles: impl IntoIterator<Item = &'a Profile>) -> HashMap<FnKey, String> {
-    let mut by_base: HashMap<String, Vec<FnKey>> = HashMap::new();
-    for f in profiles.into_iter().flat_map(|p| &p.functions) {
-        let key = identity(f);
-        let keys = by_base.entry(key.0.clone()).or_default();
-        if !keys.contains(&key) {
-            keys.push(key);
-        }
-    }
-    let mut names = HashMap::new();
-    for (base, keys) in by_base {
-        let shared = keys.len() > 1;
-        for key in keys {
-            let name = match (&key.1, key.2) {
-                _ if !shared => base.clone(),
-                (Some(file), Some(line)) => format!("{base} [{}:{line}]", tail(file)),
-                (Some(file), None) => format!("{base} [{}]", tail(file)),
-                (None, _) => format!("{base} [no source]"),
-            };
-            names.insert(key, name);
-        }
-    }
-    names
 }
 
 #[cfg(test)]
@@ -316,12 +297,5 @@ mod tests {
             ["grow", "helper [src/a.rs:7]", "helper [src/b.rs:7]"]
         );
         assert_eq!(merged.arc("grow", "helper [src/b.rs:7]").unwrap().count, 1);
-    }
-
-    #[test]
-    fn only_an_index_suffix_is_taken_off() {
-        assert_eq!(base_name("f [func 12]"), "f");
-        assert_eq!(base_name("f [func x]"), "f [func x]");
-        assert_eq!(base_name("<[u8] as Debug>::fmt"), "<[u8] as Debug>::fmt");
     }
 }

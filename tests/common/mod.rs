@@ -278,3 +278,16 @@ pub fn each_function_once(p: &Profile) {
         assert!(seen.insert((&f.name, &f.file, f.line)), "{} twice", f.name);
     }
 }
+
+/// The `Running` (and `Doc-tests`) lines of a run, in order.
+pub fn running(out: &Output) -> Vec<String> {
+    String::from_utf8_lossy(&out.stderr)
+        .lines()
+        .filter_map(|l| {
+            let l = l.trim_start();
+            l.strip_prefix("Running ")
+                .map(|rest| rest.split(" (").next().unwrap_or(rest).to_string())
+                .or_else(|| l.starts_with("Doc-tests ").then(|| l.to_string()))
+        })
+        .collect()
+}
