@@ -440,7 +440,7 @@ fn prefer_linker_names(functions: &mut [Symbol], names: &HashMap<u32, String>) {
     }
 }
 
-/// `name` without the ` [func N]` that [`make_unique`] gives functions of one module that
+/// `name` without the ` [func N]` that symbolization gives functions of one module that
 /// share a name: N is the module's own index, so it is no part of what the function is.
 pub fn without_index(name: &str) -> &str {
     match name.rfind(INDEX_SUFFIX) {
