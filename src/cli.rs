@@ -6,8 +6,9 @@ use std::path::{Path, PathBuf};
 use clap::{Args, Parser, Subcommand};
 
 use crate::build::{BuildRequest, Mode};
-use crate::format::Format;
+use crate::format::{CallGraph, EmitOptions, Format};
 use crate::meta::Metric;
+use crate::profile::{Filter, Grouping};
 use crate::status::ColorChoice;
 
 /// An instrumenting profiler for WebAssembly.
@@ -308,9 +309,6 @@ pub struct ProfileArgs {
     /// Also write the merged profile of all binaries of the run to FILE.
     #[arg(short, long, value_name = "FILE")]
     pub output: Option<PathBuf>,
-    /// Limit each section of the report to its N first rows.
-    #[arg(long, value_name = "N")]
-    pub top: Option<usize>,
     /// The report's formats, comma-separated: text goes to the terminal, the others to
     /// files beside the profiles (see `cargo wasmprof report --help`).
     #[arg(
@@ -320,13 +318,9 @@ pub struct ProfileArgs {
         default_value = "text"
     )]
     pub format: Vec<Format>,
-    /// Draw flame graphs from the top down (icicle).
-    #[arg(long)]
-    pub icicle: bool,
-    /// Print function names whole in the text report (long ones are elided in their
-    /// generic arguments otherwise; the other formats always have them whole).
-    #[arg(long)]
-    pub full_names: bool,
+    /// What the report shows.
+    #[command(flatten)]
+    pub view: ViewArgs,
     /// Write the profiles but no report.
     #[arg(long)]
     pub no_report: bool,
@@ -457,6 +451,114 @@ impl RunArgs {
     }
 }
 
+/// What a report shows of a profile, for every command that writes one.
+#[derive(Debug, Clone, Args)]
+#[command(next_help_heading = "Report options")]
+pub struct ViewArgs {
+    /// Show the N costliest functions in the flat profile, and the N costliest tests
+    /// (`all`: every one).
+    #[arg(long, value_name = "N|all", default_value = "25", value_parser = parse_top)]
+    pub top: Top,
+    /// The call graph's entries: the N costliest (by inclusive cost) of the functions the
+    /// flat profile shows, or `full`, gprof's whole graph.
+    #[arg(long, value_name = "N|full", default_value = "5", value_parser = parse_call_graph)]
+    pub call_graph: CallGraph,
+    /// List the runtime's scaffolding (the start-up, the test harness, the standard
+    /// library and WASI calls that only they make) function by function; it is one
+    /// folded line otherwise. It is measured either way.
+    #[arg(long)]
+    pub show_runtime: bool,
+    /// Draw flame graphs from the top down (icicle).
+    #[arg(long)]
+    pub icicle: bool,
+    /// Print function names whole in the text report (long ones are elided in their
+    /// generic arguments otherwise; the other formats always have them whole).
+    #[arg(long)]
+    pub full_names: bool,
+    /// Which stacks to show and how to group them.
+    #[command(flatten)]
+    pub filter: FilterArgs,
+}
+
+impl ViewArgs {
+    /// The options of the formats.
+    pub fn to_emit_options(&self) -> EmitOptions {
+        EmitOptions {
+            top: self.top.0,
+            call_graph: self.call_graph,
+            show_runtime: self.show_runtime,
+            icicle: self.icicle,
+            full_names: self.full_names,
+        }
+    }
+}
+
+/// pprof's focus and ignore, and grouping: a view of the profile that every format draws.
+#[derive(Debug, Clone, Args)]
+pub struct FilterArgs {
+    /// Only the stacks through a function whose name matches REGEX, with costs re-rooted
+    /// there (its callers left out), as pprof's `--focus`.
+    #[arg(long, value_name = "REGEX", value_parser = parse_regex)]
+    pub focus: Option<regex::Regex>,
+    /// Leave out the stacks through a function whose name matches REGEX.
+    #[arg(long, value_name = "REGEX", value_parser = parse_regex)]
+    pub ignore: Option<regex::Regex>,
+    /// Group the costs by function, by source file or by crate (a C library, an import
+    /// module).
+    #[arg(long, value_name = "WHAT", default_value = "function")]
+    pub by: Grouping,
+}
+
+impl FilterArgs {
+    /// The view these options ask for.
+    pub fn to_filter(&self) -> Filter {
+        Filter {
+            focus: self.focus.clone(),
+            ignore: self.ignore.clone(),
+            by: self.by,
+        }
+    }
+}
+
+/// How many rows a report shows: `None` for all.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Top(pub Option<usize>);
+
+/// `N` or `all` as a number of rows.
+fn parse_top(text: &str) -> Result<Top, String> {
+    match text {
+        "all" => Ok(Top(None)),
+        n => n
+            .parse::<usize>()
+            .map(|n| Top(Some(n)))
+            .map_err(|_| "expected a number of rows or `all`".to_string()),
+    }
+}
+
+/// `N` or `full` as the call graph's entries.
+fn parse_call_graph(text: &str) -> Result<CallGraph, String> {
+    match text {
+        "full" | "all" => Ok(CallGraph::Full),
+        n => n
+            .parse::<usize>()
+            .map(CallGraph::Top)
+            .map_err(|_| "expected a number of entries or `full`".to_string()),
+    }
+}
+
+/// A regular expression, its error on one line.
+fn parse_regex(text: &str) -> Result<regex::Regex, String> {
+    regex::Regex::new(text).map_err(|e| match e {
+        regex::Error::Syntax(message) => message
+            .lines()
+            .rev()
+            .find(|l| !l.trim().is_empty())
+            .map_or("not a regular expression", str::trim)
+            .to_string(),
+        other => other.to_string(),
+    })
+}
+
 /// `IN_CALLEE,IN_CALLER` as a probe cost.
 fn parse_probe_cost(text: &str) -> Result<crate::profile::ProbeCost, String> {
     let (callee, caller) = text
@@ -498,16 +600,9 @@ pub struct ReportArgs {
     /// Write to FILE instead of standard output.
     #[arg(short, long, value_name = "FILE")]
     pub output: Option<PathBuf>,
-    /// Limit each section of the text report to its N first rows.
-    #[arg(long, value_name = "N")]
-    pub top: Option<usize>,
-    /// Draw the flame graph from the top down (icicle).
-    #[arg(long)]
-    pub icicle: bool,
-    /// Print function names whole in the text report (long ones are elided in their
-    /// generic arguments otherwise; the other formats always have them whole).
-    #[arg(long)]
-    pub full_names: bool,
+    /// What the report shows.
+    #[command(flatten)]
+    pub view: ViewArgs,
     /// Colors.
     #[command(flatten)]
     pub ui: UiOptions,
@@ -529,9 +624,12 @@ pub struct DiffArgs {
     /// Exit with code 3 when the whole cost grew by more than PCT percent.
     #[arg(long, value_name = "PCT")]
     pub fail_above: Option<f64>,
-    /// Show only the N functions that changed most.
-    #[arg(long, value_name = "N")]
-    pub top: Option<usize>,
+    /// Show only the N functions that changed most (`all`: every one).
+    #[arg(long, value_name = "N|all", default_value = "25", value_parser = parse_top)]
+    pub top: Top,
+    /// Which stacks and groups to compare.
+    #[command(flatten)]
+    pub filter: FilterArgs,
     /// Print function names whole (long ones are elided in their generic arguments
     /// otherwise; `--json` has them whole).
     #[arg(long)]

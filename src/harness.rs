@@ -1,7 +1,11 @@
 //! What the test and bench harnesses left in a profile: the `#[test]` functions libtest
 //! ran, and the cost per iteration of a benchmark (a harness's measuring loop, criterion's
 //! and libtest's `Bencher::iter`, calls the measured routine N times, so the routine's cost
-//! in those calls divided by N is what one iteration costs, probes' compensation included).
+//! in those calls divided by N is what one iteration costs, probes' compensation included),
+//! and the runtime's scaffolding around the program (the start-up, the harness, what only
+//! they call), which the text report folds.
+
+use std::collections::HashMap;
 
 use crate::meta::Metric;
 use crate::profile::{Arc, Function, Profile};
@@ -79,6 +83,134 @@ pub fn measured_routines(p: &Profile) -> Vec<Routine<'_>> {
             .then(a.arc.callee.cmp(&b.arc.callee))
     });
     found
+}
+
+/// Whether a function is the runtime's rather than the program's: an import (the host);
+/// the toolchain's sources (the standard library, libtest, the C library and start-up);
+/// a harness ([`is_harness`]); or, without a source file, one of the names the
+/// toolchains give their start-up and glue (rustc's `main` that calls `lang_start`).
+pub fn is_runtime(f: &Function) -> bool {
+    if f.import || is_harness(f) {
+        return true;
+    }
+    match f.file.as_deref() {
+        Some(file) => crate::source::is_toolchain_file(file),
+        None => {
+            const PREFIXES: [&str; 15] = [
+                "std::",
+                "core::",
+                "alloc::",
+                "test::",
+                "<std::",
+                "<core::",
+                "<alloc::",
+                "__rustc::",
+                "__rust_",
+                "compiler_builtins::",
+                "_start",
+                "__main_",
+                "__wasm_",
+                "emscripten_",
+                "_emscripten_",
+            ];
+            PREFIXES.iter().any(|p| f.name.starts_with(p))
+                || ["main", "__original_main", "_initialize"].contains(&f.name.as_str())
+        }
+    }
+}
+
+/// Whether a function is a test or bench harness's (libtest's, criterion's): it calls the
+/// program's tests and benchmarks, and what else it calls is its own work.
+pub fn is_harness(f: &Function) -> bool {
+    let library = f.file.as_deref().and_then(crate::source::library_of);
+    f.name.starts_with("test::")
+        || matches!(
+            library.as_deref(),
+            Some("test" | "criterion" | "criterion-plot")
+        )
+}
+
+/// The program's own functions, indexed by function id: all but the runtime's
+/// ([`is_runtime`]), and but the `main` that libtest's harness generates in the crate (it
+/// calls `test::test_main*`).
+pub fn program_functions(p: &Profile) -> Vec<bool> {
+    let mut program: Vec<bool> = p.functions.iter().map(|f| !is_runtime(f)).collect();
+    for a in p
+        .arcs
+        .iter()
+        .filter(|a| a.callee.starts_with("test::test_main"))
+    {
+        if let Some(caller) = p.function_named(&a.caller) {
+            program[caller.id as usize] = false;
+        }
+    }
+    program
+}
+
+/// What the program's own calls cost, for the text report to lead with: the stacks through
+/// its functions ([`program_functions`]), re-rooted there, so the runtime's scaffolding
+/// (the start-up, the harness, the standard library and WASI calls only they make) is left
+/// out and a function the program and the harness both call keeps the program's calls
+/// alone. Without a calling-context tree (the calls metric), the profile without the
+/// runtime's functions the program does not reach ([`unreached`]). `None` where there is
+/// nothing to leave out or no program to keep: a grouped view, a module without names or
+/// sources.
+pub fn program_view(p: &Profile) -> Option<Profile> {
+    if p.view
+        .as_ref()
+        .is_some_and(|v| v.by != crate::profile::Grouping::Function)
+    {
+        return None;
+    }
+    let program = program_functions(p);
+    if !program.contains(&true) || !program.contains(&false) {
+        return None;
+    }
+    if p.contexts.len() > 1 {
+        return Some(p.focused_on(&program));
+    }
+    let unreached = unreached(p, &program);
+    let mut view = p.clone();
+    view.functions.retain(|f| !unreached[f.id as usize]);
+    for (id, f) in view.functions.iter_mut().enumerate() {
+        f.id = id as u32;
+    }
+    Some(view)
+}
+
+/// The runtime's functions that no function of the `program` reaches, directly or through
+/// other runtime functions (but not through a harness's: what criterion does when the
+/// program calls it is criterion's), indexed by function id.
+fn unreached(p: &Profile, program: &[bool]) -> Vec<bool> {
+    let by_name: HashMap<&str, usize> = p
+        .functions
+        .iter()
+        .enumerate()
+        .map(|(i, f)| (f.name.as_str(), i))
+        .collect();
+    let mut callees: Vec<Vec<usize>> = vec![Vec::new(); p.functions.len()];
+    for a in &p.arcs {
+        if let (Some(&caller), Some(&callee)) = (
+            by_name.get(a.caller.as_str()),
+            by_name.get(a.callee.as_str()),
+        ) {
+            callees[caller].push(callee);
+        }
+    }
+    let mut reached = program.to_vec();
+    let mut todo: Vec<usize> = (0..reached.len()).filter(|&i| reached[i]).collect();
+    while let Some(f) = todo.pop() {
+        if is_harness(&p.functions[f]) {
+            continue;
+        }
+        for &callee in &callees[f] {
+            if !reached[callee] {
+                reached[callee] = true;
+                todo.push(callee);
+            }
+        }
+    }
+    reached.into_iter().map(|r| !r).collect()
 }
 
 /// The `#[test]` functions: libtest calls each one from a closure of the same path

@@ -29,5 +29,6 @@ pub mod instrument;
 pub mod layout;
 pub mod meta;
 pub mod profile;
+pub mod source;
 pub mod status;
 pub mod symbols;

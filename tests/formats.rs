@@ -593,3 +593,65 @@ fn diff_ranks_changes_and_gates_on_the_total() {
     assert_eq!(refused.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&refused.stderr).contains("NEW measured exact-time"));
 }
+
+/// speedscope's own page (the npm package's `index.html`, opened as its CLI opens a local
+/// file: a script that calls `speedscope.loadFileFromBase64`) imports our file in headless
+/// Chromium: the title and the toolbar name the profile and its unit, which the page
+/// shows only once an import has succeeded.
+#[test]
+fn speedscope_page_loads_the_file() {
+    if !have(&["chromium", "npm"]) {
+        return;
+    }
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("speedscope-1.25.0");
+    let page = dir.join("node_modules/speedscope/dist/release/index.html");
+    if !page.exists() {
+        let out = output(
+            Command::new("npm")
+                .args(["install", "--no-audit", "--no-fund", "--prefix"])
+                .arg(&dir)
+                .arg("speedscope@1.25.0"),
+        );
+        assert!(out.status.success(), "npm install speedscope failed");
+    }
+    let file = text(&profile(N, Metric::Instructions), Format::Speedscope);
+    let name = serde_json::from_str::<serde_json::Value>(&file).unwrap()["name"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    use base64::Engine as _;
+    let script = format!(
+        "speedscope.loadFileFromBase64(\"p.speedscope.json\", \"{}\")",
+        base64::engine::general_purpose::STANDARD.encode(&file)
+    );
+    let loader = save(&dir, "load.js", script.as_bytes());
+    let user_data = tempfile::tempdir().unwrap();
+    let dom = output(
+        Command::new("chromium")
+            .args([
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--no-first-run",
+                "--disable-background-networking",
+                "--virtual-time-budget=10000",
+                "--dump-dom",
+            ])
+            .arg(format!("--user-data-dir={}", user_data.path().display()))
+            .arg(format!(
+                "file://{}#localProfilePath={}",
+                page.display(),
+                loader.display()
+            )),
+    );
+    assert!(dom.status.success());
+    let dom = String::from_utf8_lossy(&dom.stdout);
+    assert!(
+        dom.contains(&format!("<title>{name} - speedscope</title>")),
+        "{dom:.3000}"
+    );
+    assert!(
+        dom.contains(&format!("{name} (instructions)")),
+        "{dom:.3000}"
+    );
+}

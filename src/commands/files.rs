@@ -8,7 +8,7 @@ use anyhow::Context as _;
 use crate::cli::{DiffArgs, InstrumentArgs, ReportArgs};
 use crate::diff::Diff;
 use crate::error::Error;
-use crate::format::{self, EmitOptions, Format};
+use crate::format::{self, Format};
 use crate::fsutil::{relative, write_atomic};
 use crate::instrument;
 use crate::profile::Profile;
@@ -41,11 +41,10 @@ pub(super) fn report(args: ReportArgs, status: Status) -> Result<(), Error> {
     use std::io::{IsTerminal as _, Write as _};
     let profile =
         Profile::read(&args.profile).map_err(|e| Error::input(&args.profile, format!("{e:#}")))?;
-    let options = EmitOptions {
-        top: args.top,
-        icicle: args.icicle,
-        full_names: args.full_names,
-    };
+    let options = args.view.to_emit_options();
+    let profile = profile
+        .view(&args.view.filter.to_filter())
+        .map_err(|e| Error::input(&args.profile, format!("{e:#}")))?;
     if args.format == Format::Text && args.output.is_none() {
         format::print_text(&profile, &options);
         return Ok(());
@@ -82,12 +81,18 @@ pub(super) fn report(args: ReportArgs, status: Status) -> Result<(), Error> {
 pub(super) fn diff(args: DiffArgs) -> Result<(), Error> {
     use std::io::Write as _;
     let read = |path: &Path| Profile::read(path).map_err(|e| Error::input(path, format!("{e:#}")));
-    let (base, new) = (read(&args.base)?, read(&args.new)?);
+    let filter = args.filter.to_filter();
+    let view = |path: &Path| {
+        read(path)?
+            .view(&filter)
+            .map_err(|e| Error::input(path, format!("{e:#}")))
+    };
+    let (base, new) = (view(&args.base)?, view(&args.new)?);
     let diff = Diff::of(&base, &new, args.metric)?;
     let text = if args.json {
         serde_json::to_string_pretty(&diff).expect("diffs serialize") + "\n"
     } else {
-        diff.render(args.top, args.full_names)
+        diff.render(args.top.0, args.full_names)
     };
     let _ = write!(anstream::stdout(), "{text}");
     match args.fail_above {

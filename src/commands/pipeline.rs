@@ -8,7 +8,7 @@ use crate::calibrate;
 use crate::cli::ProfileArgs;
 use crate::clock::ClockChoice;
 use crate::error::Error;
-use crate::format::{self, EmitOptions, Format};
+use crate::format::{self, Format};
 use crate::fsutil::{relative, write_atomic};
 use crate::host::{Host, Outcome, Prepared, RunConfig};
 use crate::meta::Metric;
@@ -134,11 +134,10 @@ pub(super) fn finish(
     if args.no_report {
         return Ok(());
     }
-    let options = EmitOptions {
-        top: args.top,
-        icicle: args.icicle,
-        full_names: args.full_names,
-    };
+    let options = args.view.to_emit_options();
+    let merged = merged
+        .view(&args.view.filter.to_filter())
+        .map_err(|e| anyhow::anyhow!("cannot show the profile: {e:#}"))?;
     for &format in &args.format {
         if format == Format::Text {
             format::print_text(&merged, &options);

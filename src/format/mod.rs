@@ -47,14 +47,38 @@ pub enum Format {
 /// What shapes a view besides the profile (each format takes what applies to it).
 #[derive(Debug, Clone, Default)]
 pub struct EmitOptions {
-    /// Limit each section of the text report to its first N rows.
+    /// Limit each section of the text report to its first N rows (all when `None`).
     pub top: Option<usize>,
+    /// The text report's call graph: the costliest of the flat profile's functions, or
+    /// all.
+    pub call_graph: CallGraph,
+    /// List the runtime's scaffolding in the text report instead of folding it.
+    pub show_runtime: bool,
     /// Draw the flame graph from the top down.
     pub icicle: bool,
     /// Print names whole in the text report (else long ones are elided in their generic
     /// arguments; every other format has them whole).
     pub full_names: bool,
 }
+
+/// Which functions the text report's call graph has entries for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CallGraph {
+    /// The N costliest, by inclusive cost, of the functions the flat profile shows.
+    Top(usize),
+    /// Every function, as gprof.
+    Full,
+}
+
+impl Default for CallGraph {
+    fn default() -> Self {
+        CallGraph::Top(DEFAULT_CALL_GRAPH)
+    }
+}
+
+/// How many entries the call graph has unless asked: few enough that the report fits on a
+/// screen or two.
+pub const DEFAULT_CALL_GRAPH: usize = 5;
 
 impl Format {
     /// The usual file extension for the format.

@@ -8,7 +8,7 @@ use std::fmt::Write as _;
 use anstyle::Style;
 
 use super::units::{elide, percent, short_path, NAME_WIDTH};
-use super::EmitOptions;
+use super::{CallGraph, EmitOptions};
 use crate::meta::Metric;
 use crate::profile::{Arc, Costs, Function, Profile, FEW_SAMPLES};
 
@@ -77,18 +77,74 @@ pub(super) fn write(
     Ok(())
 }
 
-/// The whole report as text, with ANSI bold headings.
+/// The whole report as text, with ANSI bold headings: the summary, the tests and
+/// benchmarks by cost, the flat profile's costliest functions of the program (the
+/// runtime's scaffolding folded into one line), the call graph of those, the notes.
 pub(super) fn render(p: &Profile, options: &EmitOptions) -> String {
     let mut out = String::new();
     let top = options.top.unwrap_or(usize::MAX);
     let units = Units::of(p, options);
+    // The sections show the program's own calls unless asked for all; shares are of the
+    // whole run either way.
+    let program = match options.show_runtime {
+        true => None,
+        false => crate::harness::program_view(p),
+    };
+    let q = program.as_ref().unwrap_or(p);
+    let shown = Shown::of(p, q, options, units);
     header(&mut out, p, units);
-    flat_profile(&mut out, p, units, top);
-    call_graph(&mut out, p, units, top);
+    // Tests and harness loops are found by their callers, which a view of the program's
+    // stacks leaves out.
     tests(&mut out, p, units, top);
     iterations(&mut out, p, units, top);
+    flat_profile(&mut out, q, units, &shown);
+    call_graph(&mut out, q, units, options, &shown);
     notes(&mut out, p, units);
     out
+}
+
+/// What the flat profile shows: its rows, and what it leaves out.
+struct Shown<'a> {
+    /// The rows, costliest first.
+    rows: Vec<&'a Function>,
+    /// The program's functions past `--top`.
+    rest: Vec<&'a Function>,
+    /// The runtime's scaffolding left out of the sections: (functions the program never
+    /// reached, calls, self cost), when some is.
+    scaffolding: Option<(usize, u64, u64)>,
+}
+
+impl<'a> Shown<'a> {
+    /// The rows of `q`, the view of `p` the sections show.
+    fn of(p: &Profile, q: &'a Profile, options: &EmitOptions, units: Units) -> Shown<'a> {
+        let mut rows = by_cost(q, |f| units.get(&f.cost).0);
+        let rest = rows.split_off(rows.len().min(options.top.unwrap_or(usize::MAX)));
+        let sum = |p: &Profile| -> (u64, u64) {
+            p.functions
+                .iter()
+                .fold((0, 0), |(c, s), f| (c + f.calls, s + units.get(&f.cost).0))
+        };
+        let scaffolding = (!std::ptr::eq(p, q)).then(|| {
+            let ((calls, self_), (q_calls, q_self)) = (sum(p), sum(q));
+            let kept: std::collections::HashSet<&str> =
+                q.functions.iter().map(|f| f.name.as_str()).collect();
+            let unreached = p
+                .functions
+                .iter()
+                .filter(|f| !kept.contains(f.name.as_str()))
+                .count();
+            (
+                unreached,
+                calls.saturating_sub(q_calls),
+                self_.saturating_sub(q_self),
+            )
+        });
+        Shown {
+            rows,
+            rest,
+            scaffolding,
+        }
+    }
 }
 
 fn header(out: &mut String, p: &Profile, units: Units) {
@@ -124,6 +180,22 @@ fn header(out: &mut String, p: &Profile, units: Units) {
             " (partial: the run ended inside some functions)"
         }
     );
+    if let Some(view) = &p.view {
+        let part = match p.metric {
+            Metric::Calls => format!(
+                "{} of {} calls",
+                p.functions.iter().map(|f| f.calls).sum::<u64>(),
+                view.whole
+            ),
+            _ => format!(
+                "{} of {} ({:.2}%)",
+                units.show(units.total),
+                units.show(view.whole),
+                percent(units.total, view.whole)
+            ),
+        };
+        let _ = writeln!(out, "view: {}: {part}", view.description);
+    }
     if let Some(s) = p.sampling.filter(|s| s.samples < FEW_SAMPLES) {
         let _ = writeln!(
             out,
@@ -161,44 +233,61 @@ fn by_cost(p: &Profile, cost: impl Fn(&Function) -> u64) -> Vec<&Function> {
     rows
 }
 
-fn flat_profile(out: &mut String, p: &Profile, units: Units, top: usize) {
-    let rows = by_cost(p, |f| units.get(&f.cost).0);
-    if !units.has_cost() {
-        let all: u64 = p.functions.iter().map(|f| f.calls).sum();
-        let _ = writeln!(out, "\n{BOLD}Flat profile{BOLD:#} (calls only)\n");
+fn flat_profile(out: &mut String, p: &Profile, units: Units, shown: &Shown) {
+    let what = match units.metric {
+        Metric::Calls => "calls only",
+        Metric::Instructions => "executed wasm instructions; self: the function alone; total: with its callees, once per outermost call",
+        _ => "wall time; self: the function alone; total: with its callees, once per outermost call",
+    };
+    let _ = writeln!(out, "\n{BOLD}Flat profile{BOLD:#} ({what})\n");
+    let all_calls: u64 = p.functions.iter().map(|f| f.calls).sum::<u64>()
+        + shown.scaffolding.map_or(0, |(_, calls, _)| calls);
+    // A line for what is left out: its share, its calls and self cost, and why.
+    let left_out = |out: &mut String, calls: u64, self_: u64, what: String| {
+        let _ = match units.has_cost() {
+            true => writeln!(
+                out,
+                "{:>6.2} {:>11} {:>11} {calls:>10} {:>11} {:>11}  {what}",
+                percent(self_, units.total),
+                "",
+                units.show(self_),
+                "",
+                ""
+            ),
+            false => writeln!(
+                out,
+                "{:>6.2} {calls:>10}  {what}",
+                percent(calls, all_calls)
+            ),
+        };
+    };
+    if units.has_cost() {
+        let _ = writeln!(
+            out,
+            "{:>6} {:>11} {:>11} {:>10} {:>11} {:>11}  name",
+            units.percent_header(),
+            "cumulative",
+            "self",
+            "calls",
+            "self/call",
+            "total/call"
+        );
+    } else {
         let _ = writeln!(out, "{:>6} {:>10}  name", "%calls", "calls");
-        for f in rows.into_iter().take(top) {
+    }
+    let mut cumulative = 0;
+    for f in &shown.rows {
+        if !units.has_cost() {
             let _ = writeln!(
                 out,
                 "{:>6.2} {:>10}  {}{}",
-                percent(f.calls, all),
+                percent(f.calls, all_calls),
                 f.calls,
                 units.name(&f.name),
                 location(f)
             );
+            continue;
         }
-        return;
-    }
-    let what = match units.metric {
-        Metric::Instructions => "executed wasm instructions",
-        _ => "wall time",
-    };
-    let _ = writeln!(
-        out,
-        "\n{BOLD}Flat profile{BOLD:#} ({what}; self: the function alone; total: with its callees, once per outermost call)\n"
-    );
-    let _ = writeln!(
-        out,
-        "{:>6} {:>11} {:>11} {:>10} {:>11} {:>11}  name",
-        units.percent_header(),
-        "cumulative",
-        "self",
-        "calls",
-        "self/call",
-        "total/call"
-    );
-    let mut cumulative = 0;
-    for f in rows.into_iter().take(top) {
         let (self_, total) = units.get(&f.cost);
         cumulative += self_;
         let _ = writeln!(
@@ -214,10 +303,30 @@ fn flat_profile(out: &mut String, p: &Profile, units: Units, top: usize) {
             location(f)
         );
     }
+    if !shown.rest.is_empty() {
+        let (calls, self_) = shown
+            .rest
+            .iter()
+            .fold((0, 0), |(c, s), f| (c + f.calls, s + units.get(&f.cost).0));
+        let what = format!("[{} more: --top all lists them]", shown.rest.len());
+        left_out(out, calls, self_, what);
+    }
+    if let Some((unreached, calls, self_)) = shown.scaffolding {
+        let what = format!(
+            "[the runtime's scaffolding: the start-up, the harness and what only they call ({unreached} functions the program never calls); --show-runtime lists it]"
+        );
+        left_out(out, calls, self_, what);
+    }
 }
 
-fn call_graph(out: &mut String, p: &Profile, units: Units, top: usize) {
-    let order = by_cost(p, |f| units.get(&f.cost).1);
+fn call_graph(out: &mut String, p: &Profile, units: Units, options: &EmitOptions, shown: &Shown) {
+    let mut order = by_cost(p, |f| units.get(&f.cost).1);
+    if let CallGraph::Top(n) = options.call_graph {
+        let listed: std::collections::HashSet<&str> =
+            shown.rows.iter().map(|f| f.name.as_str()).collect();
+        order.retain(|f| listed.contains(f.name.as_str()));
+        order.truncate(n);
+    }
     let index: HashMap<&str, usize> = order
         .iter()
         .enumerate()
@@ -249,7 +358,14 @@ fn call_graph(out: &mut String, p: &Profile, units: Units, top: usize) {
     };
     let _ = writeln!(
         out,
-        "\n{BOLD}Call graph{BOLD:#} (callers above each function, callees below{})\n",
+        "\n{BOLD}Call graph{BOLD:#} ({}callers above each function, callees below{})\n",
+        match options.call_graph {
+            CallGraph::Top(_) => format!(
+                "the {} costliest of the flat profile's functions, --call-graph N or full for more; ",
+                order.len()
+            ),
+            CallGraph::Full => String::new(),
+        },
         match (units.has_cost(), p.sampling.is_some()) {
             (true, false) => "; costs are exact, per arc",
             (true, true) => "; counts are exact, costs sampled, per arc",
@@ -279,7 +395,7 @@ fn call_graph(out: &mut String, p: &Profile, units: Units, top: usize) {
             name_of(other)
         );
     };
-    for f in order.into_iter().take(top) {
+    for f in order {
         let name = f.name.as_str();
         let incoming = callers.get(name).map_or(&[][..], Vec::as_slice);
         let outgoing = callees.get(name).map_or(&[][..], Vec::as_slice);
@@ -480,6 +596,8 @@ fn notes(out: &mut String, p: &Profile, units: Units) {
 
 fn location(f: &Function) -> String {
     match (&f.file, f.line) {
+        // A file of a view grouped by file is its own name.
+        (Some(file), None) if short_path(file) == f.name => String::new(),
         (Some(file), Some(line)) => format!("  ({}:{line})", short_path(file)),
         (Some(file), None) => format!("  ({})", short_path(file)),
         _ => String::new(),

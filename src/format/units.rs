@@ -3,6 +3,7 @@
 //! them.
 
 use crate::meta::Metric;
+pub use crate::source::short_path;
 
 /// A value of `metric` as text: a time for the time metric, else a count (instructions,
 /// calls).
@@ -10,48 +11,6 @@ pub fn value(metric: Metric, v: u64) -> String {
     match metric {
         Metric::Time | Metric::ExactTime => time(v),
         Metric::Instructions | Metric::Calls => count(v),
-    }
-}
-
-/// A source path as a person wants to read it: `a/../b` and `./` taken out, relative to
-/// the working directory when under it, the standard library's
-/// `/rustc/<commit>/library/...` as `library/...`, and a crate from cargo's registry as
-/// `<crate>-<version>/...`.
-pub fn short_path(path: &str) -> String {
-    let path = normalize(path);
-    if let Some(rest) = path.strip_prefix("/rustc/") {
-        if let Some((_, lib)) = rest.split_once('/') {
-            return lib.to_string();
-        }
-    }
-    if let Some((_, rest)) = path.split_once("/registry/src/") {
-        if let Some((_, in_crate)) = rest.split_once('/') {
-            return in_crate.to_string();
-        }
-    }
-    crate::fsutil::relative(std::path::Path::new(&path))
-}
-
-/// `path` with its `.` components and each `name/..` pair taken out, as text (the file
-/// need not exist here: a profile is read away from its build).
-fn normalize(path: &str) -> String {
-    let absolute = path.starts_with('/');
-    let mut parts: Vec<&str> = Vec::new();
-    for part in path.split('/') {
-        match part {
-            "" | "." => {}
-            ".." if parts.last().is_some_and(|&p| p != "..") => {
-                parts.pop();
-            }
-            ".." if absolute => {}
-            other => parts.push(other),
-        }
-    }
-    let joined = parts.join("/");
-    if absolute {
-        format!("/{joined}")
-    } else {
-        joined
     }
 }
 
@@ -227,26 +186,6 @@ mod tests {
     }
 
     #[test]
-    fn paths_are_normalized() {
-        assert_eq!(
-            normalize("/a/tests/../src/lexical/math.rs"),
-            "/a/src/lexical/math.rs"
-        );
-        assert_eq!(normalize("./src/./lib.rs"), "src/lib.rs");
-        assert_eq!(normalize("../x/../y.rs"), "../y.rs");
-        assert_eq!(
-            short_path(
-                "/root/.cargo/registry/src/index.crates.io-1949cf8c6b5b557f/serde-1.0.1/src/de.rs"
-            ),
-            "serde-1.0.1/src/de.rs"
-        );
-        assert_eq!(
-            short_path("/rustc/abc123/library/core/src/fmt/mod.rs"),
-            "library/core/src/fmt/mod.rs"
-        );
-    }
-
-    #[test]
     fn times_pick_their_unit() {
         assert_eq!(time(999), "999 ns");
         assert_eq!(time(1_500), "1.50 µs");
@@ -260,15 +199,5 @@ mod tests {
         assert_eq!(count(12_345), "12.3k");
         assert_eq!(count(1_375_400), "1.38M");
         assert_eq!(count(45_600_000), "45.60M");
-    }
-
-    #[test]
-    fn standard_library_paths_are_shortened() {
-        assert_eq!(
-            short_path(
-                "/rustc/59807616e1fa2540724bfbac14d7976d7e4a3860/library/core/src/ops/function.rs"
-            ),
-            "library/core/src/ops/function.rs"
-        );
     }
 }

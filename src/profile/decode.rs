@@ -95,6 +95,7 @@ impl Profile {
             compensation: None,
             uncompensated: None,
             sampling: (meta.metric == Metric::Time).then(|| decoder.sampling()),
+            view: None,
         })
     }
 }

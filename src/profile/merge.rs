@@ -38,6 +38,7 @@ impl Profile {
             compensation: profiles.first().and_then(|p| p.compensation),
             uncompensated: profiles.iter().find_map(|p| p.uncompensated.clone()),
             sampling: None,
+            view: None,
         };
         let names = MergedNames::of(profiles);
         let mut function_ids: HashMap<FnKey, u32> = HashMap::new();
@@ -266,6 +267,7 @@ mod tests {
             compensation: None,
             uncompensated: None,
             sampling: None,
+            view: None,
         }
     }
 

@@ -9,7 +9,8 @@
 //! - `merge`: several runs' profiles as one;
 //! - `compensate`: the probes' measured cost subtracted from a timed profile;
 //! - `io`: profile files, and the [`DumpFile`] a JS host saves;
-//! - `outermost`: inclusive costs counted once per outermost activation.
+//! - `outermost`: inclusive costs counted once per outermost activation;
+//! - `view`: the profile's stacks through some functions, or grouped by file or crate.
 
 mod compensate;
 mod decode;
@@ -17,8 +18,10 @@ mod io;
 mod merge;
 mod model;
 mod outermost;
+mod view;
 
 pub use decode::Dump;
 pub use io::{DumpFile, DUMP_FORMAT};
 pub use merge::MergedNames;
 pub use model::*;
+pub use view::{crate_of, Filter, Grouping, View};

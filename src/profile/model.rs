@@ -50,6 +50,9 @@ pub struct Profile {
     /// With the sampled time metric: how the times were sampled (they are estimates).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sampling: Option<Sampling>,
+    /// When this is a view of a profile (`--focus`, `--ignore`, `--by`): what it kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub view: Option<super::View>,
 }
 
 /// How the sampled time metric's times were taken: each sample found one context running
