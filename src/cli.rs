@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use clap::{Args, Parser, Subcommand};
 
 use crate::build::{BuildRequest, Mode};
+use crate::format::annotate::Selection;
 use crate::format::{CallGraph, EmitOptions, Format};
 use crate::meta::Metric;
 use crate::profile::{Filter, Grouping};
@@ -51,6 +52,7 @@ impl Command {
             Command::Instrument(args) => args.ui,
             Command::Report(args) => args.ui,
             Command::Diff(args) => args.ui,
+            Command::Annotate(args) => args.ui,
             Command::Emcc(_) | Command::Emxx(_) => UiOptions {
                 color: ColorChoice::Auto,
                 quiet: false,
@@ -101,6 +103,14 @@ pub enum Command {
     /// speedscope), callgrind (KCachegrind, callgrind_annotate), folded (flame graph tools),
     /// flamegraph (SVG), speedscope, html (one self-contained page).
     Report(ReportArgs),
+    /// Print the source of functions with the instructions each line executed, exact.
+    ///
+    /// Needs a profile made with `--metric instructions` (in the embedded wasmtime): its
+    /// per-line costs come from every straight-line segment's run count and the original
+    /// module's DWARF line table. Lines of 20% or more of a function's instructions are
+    /// marked `>>`; instructions on lines of other files (code inlined from them) are
+    /// listed below each function's source.
+    Annotate(AnnotateArgs),
     /// Compare two profiles: per-function change of calls and cost, largest first.
     ///
     /// With --fail-above PCT it exits with code 3 when the whole cost grew by more than PCT
@@ -606,6 +616,43 @@ pub struct ReportArgs {
     /// Colors.
     #[command(flatten)]
     pub ui: UiOptions,
+}
+
+/// `cargo wasmprof annotate`.
+#[derive(Debug, Args)]
+pub struct AnnotateArgs {
+    /// A profile made with `--metric instructions`.
+    #[arg(value_name = "PROFILE.json")]
+    pub profile: PathBuf,
+    /// What to annotate: the functions whose names match a regular expression, or a
+    /// source file (a path or its end, `src/lib.rs`). Without it, the costliest functions
+    /// of the program's own code.
+    #[arg(value_name = "FUNCTION|FILE")]
+    pub what: Option<String>,
+    /// Without FUNCTION: how many of the costliest functions to annotate.
+    #[arg(long, value_name = "N", default_value_t = 3)]
+    pub top: usize,
+    /// Lines of source to show around each line with a cost.
+    #[arg(long, value_name = "N", default_value_t = 2)]
+    pub context: u32,
+    /// Colors.
+    #[command(flatten)]
+    pub ui: UiOptions,
+}
+
+impl AnnotateArgs {
+    /// What to annotate: a file when WHAT names one (it has a `/` or a source file's
+    /// extension), else a regular expression on function names.
+    pub fn selection(&self) -> Result<Selection, String> {
+        let Some(what) = &self.what else {
+            return Ok(Selection::Top(self.top));
+        };
+        let extensions = [".rs", ".c", ".cc", ".cpp", ".cxx", ".h", ".hpp", ".zig"];
+        if what.contains('/') || extensions.iter().any(|e| what.ends_with(e)) {
+            return Ok(Selection::File(what.clone()));
+        }
+        parse_regex(what).map(Selection::Functions)
+    }
 }
 
 /// `cargo wasmprof diff`.

@@ -12,6 +12,8 @@
 //!               the context nodes count calls
 //! direct_arcs   u64 per direct call site (index = site id)
 //! dyn_arcs      DynArc per slot: (site, callee) pairs seen at indirect sites and host entries
+//! segments      u64 per straight-line segment of the program's code, with the instructions
+//!               metric: how many times it ran (its instructions' lines are in the meta)
 //! nodes         Node per context-tree node: the root (node 0), one fold node per function
 //!               (function f's at node f + 1: it collects f's entries once the tree is
 //!               full), then the contexts,
@@ -118,6 +120,12 @@ pub struct Layout {
     pub dyn_arcs_off: u32,
     /// Slots in `dyn_arcs` (a power of two).
     pub dyn_arcs_cap: u32,
+    /// Offset of `segments`.
+    #[serde(default)]
+    pub segments_off: u32,
+    /// Number of counted straight-line segments (0 unless per-line counts are kept).
+    #[serde(default)]
+    pub segments: u32,
     /// Offset of `nodes`.
     pub nodes_off: u32,
     /// Capacity of `nodes`, root and fold nodes included.
@@ -134,11 +142,13 @@ pub const INITIAL_CONTEXTS: u32 = 1 << 14;
 
 impl Layout {
     /// Lays out the regions for `functions` function ids, `direct_sites` direct call sites,
-    /// `indirect_sites` indirect call sites and room for `max_contexts` context-tree nodes.
+    /// `indirect_sites` indirect call sites, `segments` counted segments and room for
+    /// `max_contexts` context-tree nodes.
     pub fn new(
         functions: u32,
         direct_sites: u32,
         indirect_sites: u32,
+        segments: u32,
         max_contexts: u32,
     ) -> Layout {
         let align8 = |x: u64| (x + 7) & !7;
@@ -151,7 +161,8 @@ impl Layout {
         let calls_off = u64::from(HEADER_SIZE);
         let direct_arcs_off = align8(calls_off + 8 * u64::from(functions));
         let dyn_arcs_off = direct_arcs_off + 8 * (u64::from(direct_sites) + 1);
-        let nodes_off = align8(dyn_arcs_off + u64::from(DYN_ARC_SIZE) * u64::from(dyn_arcs_cap));
+        let segments_off = align8(dyn_arcs_off + u64::from(DYN_ARC_SIZE) * u64::from(dyn_arcs_cap));
+        let nodes_off = align8(segments_off + 8 * u64::from(segments));
         let end = nodes_off + u64::from(NODE_SIZE) * nodes_cap;
         let pages = end.div_ceil(PAGE);
         let first = (u64::from(functions) + 1 + u64::from(INITIAL_CONTEXTS)).min(nodes_cap);
@@ -164,6 +175,8 @@ impl Layout {
             direct_sites,
             dyn_arcs_off: to32(dyn_arcs_off),
             dyn_arcs_cap,
+            segments_off: to32(segments_off),
+            segments,
             nodes_off: to32(nodes_off),
             nodes_cap: to32(nodes_cap),
             pages: to32(pages),
@@ -183,12 +196,13 @@ mod tests {
 
     #[test]
     fn regions_do_not_overlap_and_fit_the_pages() {
-        let l = Layout::new(1000, 5000, 300, 100_000);
+        let l = Layout::new(1000, 5000, 300, 70_000, 100_000);
         assert!(l.calls_off >= HEADER_SIZE);
         assert!(l.direct_arcs_off >= l.calls_off + 8 * 1000);
         assert_eq!(l.direct_arcs_off % 8, 0);
         assert!(l.dyn_arcs_off >= l.direct_arcs_off + 8 * 5001);
-        assert!(l.nodes_off >= l.dyn_arcs_off + DYN_ARC_SIZE * l.dyn_arcs_cap);
+        assert!(l.segments_off >= l.dyn_arcs_off + DYN_ARC_SIZE * l.dyn_arcs_cap);
+        assert!(l.nodes_off >= l.segments_off + 8 * 70_000);
         assert!(
             u64::from(l.pages) * PAGE
                 >= u64::from(l.nodes_off) + u64::from(NODE_SIZE * l.nodes_cap)

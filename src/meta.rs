@@ -33,7 +33,7 @@ pub const FRAMES_SECTION: &str = "wasmprof.frames";
 /// The function id of the profiler's own functions in [`FRAMES_SECTION`].
 pub const NO_FUNCTION: u32 = u32::MAX;
 /// Version of the [`Meta`] format and of the memory layout.
-pub const VERSION: u32 = 4;
+pub const VERSION: u32 = 5;
 /// Import module of everything an instrumented module takes from outside: the clock, and
 /// with [`StateLocation::StateModule`] the state module's exports.
 pub const STATE_MODULE: &str = "wasmprof";
@@ -123,7 +123,29 @@ pub struct Meta {
     /// [`FRAMES_SECTION`]; empty where the module did not come with it.
     #[serde(skip)]
     pub frames: Vec<u32>,
+    /// With the instructions metric (the state in the profiler's own memory): each counted
+    /// straight-line segment, by segment index, with the source lines of its original
+    /// instructions.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub segments: Vec<SegmentMeta>,
+    /// The source lines the segments refer to.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub lines: Vec<SourcePos>,
 }
+
+/// One counted straight-line segment: its function, and how many of its original
+/// instructions each source line has (`[line index, instructions]`; the index
+/// [`NO_LINE`] for instructions the line program does not cover).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SegmentMeta {
+    /// The function id it is in.
+    pub function: u32,
+    /// `[index into Meta::lines, instructions]` pairs.
+    pub lines: Vec<[u32; 2]>,
+}
+
+/// The line index of instructions without a source line.
+pub const NO_LINE: u32 = u32::MAX;
 
 /// One function id.
 #[derive(Debug, Clone, Serialize, Deserialize)]

@@ -28,7 +28,7 @@ pub struct Symbol {
 }
 
 /// A source position.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct SourcePos {
     /// Source file.
     pub file: String,

@@ -762,3 +762,101 @@ fn focus_ignore_and_grouping_views_keep_exact_counts() {
     assert!(!bad.status.success());
     assert!(stderr(&bad).contains("--focus"), "{}", stderr(&bad));
 }
+
+/// One `cargo wasmprof test --metric instructions` of the `calls` fixture.
+fn instructions_run() -> &'static CallsRun {
+    static RUN: OnceLock<CallsRun> = OnceLock::new();
+    RUN.get_or_init(|| {
+        let dir = copy_fixture("calls");
+        let out = output(
+            wasmprof()
+                .args([
+                    "wasmprof",
+                    "test",
+                    "--metric",
+                    "instructions",
+                    "-o",
+                    "merged.json",
+                    "--no-report",
+                ])
+                .current_dir(dir.path()),
+        );
+        assert!(out.status.success(), "{}", stderr(&out));
+        CallsRun { dir, out }
+    })
+}
+
+/// Executed instructions per source line, exact: a line's cost is its runs (known from the
+/// code) times its instructions (a constant of the compiled code), and a function's lines
+/// sum to its self instructions.
+#[test]
+fn per_line_instruction_counts_follow_from_the_code() {
+    let run = instructions_run();
+    let source = run.source();
+    let line = |p: &Profile, needle: &str| -> u64 {
+        let at = line_of(&source, needle);
+        p.lines
+            .iter()
+            .filter(|l| l.function == "calls::fib" && l.line == at)
+            .map(|l| l.instructions)
+            .sum()
+    };
+    // fib(n) makes 2F(n+1)-1 calls: F(n+1) of them take the base case, F(n+1)-1 recurse.
+    fn leaves(n: u32) -> u64 {
+        fib_calls(n).div_ceil(2)
+    }
+    let (lib, integration) = (run.lib(), run.profile("calls-integration-test.json"));
+    for (needle, runs) in [
+        ("pub fn fib(", fib_calls as fn(u32) -> u64),
+        ("n as u64", leaves),
+        ("fib(n - 1) + fib(n - 2)", |n| leaves(n) - 1),
+    ] {
+        let (a, b) = (line(&lib, needle), line(&integration, needle));
+        assert!(a > 0, "{needle}: no instructions");
+        assert_eq!(a % runs(20), 0, "{needle}: {a} in {} runs", runs(20));
+        assert_eq!(b % runs(10), 0, "{needle}: {b} in {} runs", runs(10));
+        assert_eq!(a / runs(20), b / runs(10), "{needle}: the same per run");
+    }
+    // Every defined function's lines sum to its self instructions.
+    let merged = Profile::read(&run.dir.path().join("merged.json")).unwrap();
+    for p in [&lib, &integration, &merged] {
+        for f in p.functions.iter().filter(|f| !f.import) {
+            let sum: u64 = p
+                .lines
+                .iter()
+                .filter(|l| l.function == f.name)
+                .map(|l| l.instructions)
+                .sum();
+            assert_eq!(Some(sum), f.cost.self_instructions, "{}", f.name);
+        }
+    }
+    // annotate prints the source with each line's count, the hottest marked.
+    let out = output(
+        wasmprof()
+            .args(["wasmprof", "annotate"])
+            .arg(run.dir.path().join("merged.json"))
+            .arg("calls::fib$")
+            .current_dir(run.dir.path()),
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    let recursive = line(&merged, "fib(n - 1) + fib(n - 2)");
+    let row = text
+        .lines()
+        .find(|l| l.contains("fib(n - 1) + fib(n - 2)"))
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!(row.starts_with(">>"), "{row}");
+    assert!(row.contains(&format!(" {recursive} ")), "{row}");
+    // A profile without per-line costs says what makes them.
+    let timed = output(
+        wasmprof()
+            .args(["wasmprof", "annotate"])
+            .arg(calls_run().dir.path().join("merged.json")),
+    );
+    assert!(!timed.status.success());
+    assert!(
+        stderr(&timed).contains("--metric instructions"),
+        "{}",
+        stderr(&timed)
+    );
+}

@@ -1,11 +1,12 @@
 //! The commands that work on files alone: `instrument` (a module in, an instrumented
-//! module out), `report` (a profile in any format) and `diff` (two profiles compared).
+//! module out), `report` (a profile in any format), `annotate` (a profile's per-line costs
+//! beside the source) and `diff` (two profiles compared).
 
 use std::path::Path;
 
 use anyhow::Context as _;
 
-use crate::cli::{DiffArgs, InstrumentArgs, ReportArgs};
+use crate::cli::{AnnotateArgs, DiffArgs, InstrumentArgs, ReportArgs};
 use crate::diff::Diff;
 use crate::error::Error;
 use crate::format::{self, Format};
@@ -74,6 +75,23 @@ pub(super) fn report(args: ReportArgs, status: Status) -> Result<(), Error> {
                 .context("cannot write to standard output")?;
         }
     }
+    Ok(())
+}
+
+/// `annotate`: the source of some functions, each line's executed instructions beside it.
+pub(super) fn annotate(args: AnnotateArgs) -> Result<(), Error> {
+    use std::io::Write as _;
+    let profile =
+        Profile::read(&args.profile).map_err(|e| Error::input(&args.profile, format!("{e:#}")))?;
+    let selection = args
+        .selection()
+        .map_err(|e| anyhow::anyhow!("FUNCTION is not a regular expression: {e}"))?;
+    let options = format::annotate::AnnotateOptions {
+        context: args.context,
+    };
+    let text = format::annotate::annotate(&profile, &selection, options)
+        .map_err(|e| Error::input(&args.profile, format!("{e:#}")))?;
+    let _ = write!(anstream::stdout(), "{text}");
     Ok(())
 }
 

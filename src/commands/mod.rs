@@ -28,6 +28,7 @@ pub fn run(cli: Cli) -> Result<(), Error> {
         Command::Instrument(args) => files::instrument(args, status),
         Command::Report(args) => files::report(args, status),
         Command::Diff(args) => files::diff(args),
+        Command::Annotate(args) => files::annotate(args),
         Command::Emcc(args) => pipeline::exit_with(crate::emcc::run(Driver::Cc, &args.args)?),
         Command::Emxx(args) => pipeline::exit_with(crate::emcc::run(Driver::Cxx, &args.args)?),
     }

@@ -6,6 +6,7 @@
 //! the flame-graph views draw it, `units` how every view writes figures. A new format is a
 //! module, a variant of [`Format`] and its line in [`Format::writer`].
 
+pub mod annotate;
 mod callgrind;
 mod flamegraph;
 mod folded;

@@ -91,7 +91,7 @@ impl Options {
         meta.metric == self.metric
             && meta.state == self.state
             && meta.host_exceptions == self.host_exceptions
-            && l.nodes_cap == Layout::new(l.functions, 0, 0, self.max_contexts).nodes_cap
+            && l.nodes_cap == Layout::new(l.functions, 0, 0, 0, self.max_contexts).nodes_cap
     }
 }
 
@@ -154,6 +154,8 @@ struct Rewritten {
     sites: Sites,
     /// The function id of each function index of the output ([`Meta::frames`]).
     frames: Vec<u32>,
+    /// Each counted segment's function id and its original instructions' offsets.
+    segments: Vec<(u32, Vec<u32>)>,
 }
 
 impl Rewritten {
@@ -170,6 +172,7 @@ impl Rewritten {
             })
             .collect();
         let locate = |sites: &[Site]| sites.iter().map(|site| site.locate(symbols)).collect();
+        let (segments, lines) = segment_lines(&self.segments, symbols);
         let meta = Meta {
             version: meta::VERSION,
             metric: options.metric,
@@ -180,6 +183,8 @@ impl Rewritten {
             direct_sites: locate(&self.sites.direct),
             indirect_sites: locate(&self.sites.indirect),
             frames: self.frames,
+            segments,
+            lines,
         };
         // A custom section may come last: appending it leaves the module as it was.
         let mut wasm = self.wasm;
@@ -193,6 +198,43 @@ impl Rewritten {
         );
         Instrumented { wasm, meta }
     }
+}
+
+/// Each counted segment's source lines: how many of its instructions each line has, the
+/// lines numbered in order of first use.
+fn segment_lines(
+    segments: &[(u32, Vec<u32>)],
+    symbols: &SymbolTable,
+) -> (Vec<meta::SegmentMeta>, Vec<crate::symbols::SourcePos>) {
+    let mut index: HashMap<crate::symbols::SourcePos, u32> = HashMap::new();
+    let mut lines = Vec::new();
+    let segments = segments
+        .iter()
+        .map(|(function, offsets)| {
+            let mut counts: Vec<[u32; 2]> = Vec::new();
+            for &offset in offsets {
+                let pos = (offset != u32::MAX)
+                    .then(|| symbols.location(offset.into()))
+                    .flatten();
+                let line = match pos {
+                    Some(pos) => *index.entry(pos.clone()).or_insert_with(|| {
+                        lines.push(pos);
+                        lines.len() as u32 - 1
+                    }),
+                    None => meta::NO_LINE,
+                };
+                match counts.iter_mut().find(|[l, _]| *l == line) {
+                    Some([_, n]) => *n += 1,
+                    None => counts.push([line, 1]),
+                }
+            }
+            meta::SegmentMeta {
+                function: *function,
+                lines: counts,
+            }
+        })
+        .collect();
+    (segments, lines)
 }
 
 /// Adds the runtime and the probes to `module`; emits and validates the result.
@@ -246,10 +288,26 @@ fn rewrite(mut module: Module, options: &Options) -> Result<Rewritten, Instrumen
         });
     }
 
+    // Per-line costs: with the instructions metric, each segment of the program's code
+    // (not the thunks') counts its runs in the profiler's own memory.
+    let count_lines =
+        options.metric == Metric::Instructions && options.state == StateLocation::OwnMemory;
+    let segment_count: u32 = match count_lines {
+        true => plans
+            .iter()
+            .filter(|plan| !plan.thunk)
+            .map(|plan| match &module.funcs.get(plan.id).kind {
+                FunctionKind::Local(func) => counting::count_segments(func, &plan.seqs),
+                _ => 0,
+            })
+            .sum(),
+        false => 0,
+    };
     let layout = Layout::new(
         function_count,
         sites.direct.len() as u32,
         sites.indirect.len() as u32,
+        segment_count,
         options.max_contexts,
     );
     // Imports come first among the function ids.
@@ -275,6 +333,8 @@ fn rewrite(mut module: Module, options: &Options) -> Result<Rewritten, Instrumen
         None if options.host_exceptions => Some(Unwind::Legacy),
         other => other,
     };
+    let mut segment_offsets: Vec<Vec<u32>> = Vec::with_capacity(segment_count as usize);
+    let mut segment_functions: Vec<u32> = Vec::with_capacity(segment_count as usize);
     for plan in &plans {
         let id = plan.id;
         let locals = ProbeLocals {
@@ -297,8 +357,20 @@ fn rewrite(mut module: Module, options: &Options) -> Result<Rewritten, Instrumen
             unreachable!("planned functions are defined functions");
         };
         let unwind = if plan.thunk { thunk_unwind } else { unwind };
-        rewrite_function(func, plan, body_ty, &rt, unwind, locals);
+        let before = segment_offsets.len();
+        let mut counters = match (count_lines && !plan.thunk, rt.memory) {
+            (true, Some(memory)) => Some(counting::SegmentCounters {
+                memory,
+                offset: layout.segments_off,
+                next: before as u32,
+                segments: &mut segment_offsets,
+            }),
+            _ => None,
+        };
+        rewrite_function(func, plan, body_ty, &rt, unwind, locals, &mut counters);
+        segment_functions.resize(segment_offsets.len(), plan.f);
     }
+    debug_assert_eq!(segment_offsets.len(), segment_count as usize);
     // Every function index of the output back to its function id, for hosts' backtraces:
     // walrus assigns the indices as it emits (largest functions first).
     let mut frames: Vec<(FunctionId, u32)> = original_funcs
@@ -321,6 +393,7 @@ fn rewrite(mut module: Module, options: &Options) -> Result<Rewritten, Instrumen
         imported,
         sites,
         frames,
+        segments: segment_functions.into_iter().zip(segment_offsets).collect(),
     })
 }
 

@@ -8,7 +8,7 @@ use walrus::ir::{
 };
 use walrus::{LocalFunction, Module, ValType};
 
-use super::counting::{ends_segment, InstructionCounter, Segment};
+use super::counting::{ends_segment, InstructionCounter, Segment, SegmentCounters};
 use super::runtime;
 use super::sites::sequences;
 use super::Plan;
@@ -65,6 +65,7 @@ pub(super) fn rewrite_function(
     rt: &runtime::Runtime,
     unwind: Option<Unwind>,
     ProbeLocals { timed, pending }: ProbeLocals,
+    segments: &mut Option<SegmentCounters>,
 ) {
     let entry = func.entry_block();
     let timing = match &rt.probes {
@@ -116,6 +117,14 @@ pub(super) fn rewrite_function(
             }
             let ends_segment = ends_segment(&instr);
             segment.original += 1;
+            if segments.is_some() {
+                // An instruction walrus has no offset for has no line either.
+                segment.offsets.push(if loc.is_default() {
+                    u32::MAX
+                } else {
+                    loc.data()
+                });
+            }
             match instr {
                 Instr::Return(_) if body.is_some() => {
                     let block = body.expect("checked");
@@ -128,10 +137,10 @@ pub(super) fn rewrite_function(
                 other => segment.instrs.push((other, loc)),
             }
             if ends_segment {
-                segment.flush_into(&mut new, counter);
+                segment.flush_into(&mut new, counter, segments);
             }
         }
-        segment.flush_into(&mut new, counter);
+        segment.flush_into(&mut new, counter, segments);
         func.block_mut(seq).instrs = new;
     }
     debug_assert!(

@@ -186,6 +186,7 @@ mod tests {
             compensation: None,
             uncompensated: None,
             sampling: None,
+            lines: Vec::new(),
             view: None,
         }
     }

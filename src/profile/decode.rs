@@ -8,8 +8,8 @@ use anyhow::Context as _;
 
 use super::outermost::{arc_keys, outermost_sums, TreeNode};
 use super::{
-    Arc, ArcSite, Context, Costs, Function, Profile, RunInfo, Sampling, FORMAT, FORMAT_VERSION,
-    HOST,
+    Arc, ArcSite, Context, Costs, Function, LineCost, Profile, RunInfo, Sampling, FORMAT,
+    FORMAT_VERSION, HOST,
 };
 use crate::layout::{self, Layout};
 use crate::meta::{Meta, Metric};
@@ -59,6 +59,7 @@ impl Profile {
             raw,
         };
         let (functions, fid) = decoder.functions()?;
+        let lines = decoder.lines()?;
         let contexts = decoder.contexts(&fid);
         let arcs = decoder.arcs()?;
         let open_stack = match meta.metric {
@@ -95,6 +96,7 @@ impl Profile {
             compensation: None,
             uncompensated: None,
             sampling: (meta.metric == Metric::Time).then(|| decoder.sampling()),
+            lines,
             view: None,
         })
     }
@@ -497,6 +499,35 @@ impl Decoder<'_> {
                 .sort_by(|x, y| (&x.pos.file, x.pos.line).cmp(&(&y.pos.file, y.pos.line)));
         }
         Ok(arcs)
+    }
+
+    /// The instructions of each function per source line: each counted segment's runs
+    /// times the instructions each line has in it.
+    fn lines(&self) -> anyhow::Result<Vec<LineCost>> {
+        let (meta, l) = (self.meta, self.layout);
+        let mut sums: BTreeMap<(u32, u32), u64> = BTreeMap::new();
+        for (s, segment) in meta.segments.iter().enumerate().take(l.segments as usize) {
+            let runs = self.raw.u64(l.segments_off + 8 * s as u32)?;
+            if runs == 0 {
+                continue;
+            }
+            for &[line, n] in &segment.lines {
+                let sum = sums.entry((segment.function, line)).or_default();
+                *sum = sum.saturating_add(runs.saturating_mul(u64::from(n)));
+            }
+        }
+        Ok(sums
+            .into_iter()
+            .map(|((f, line), instructions)| {
+                let pos = meta.lines.get(line as usize);
+                LineCost {
+                    function: self.name(f),
+                    file: pos.map(|p| p.file.clone()),
+                    line: pos.map_or(0, |p| p.line),
+                    instructions,
+                }
+            })
+            .collect())
     }
 
     /// The activations open at the end, outermost first: from node `cur` up to the root.

@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 
-use super::{Arc, Context, Costs, Function, Profile, FORMAT, FORMAT_VERSION};
+use super::{Arc, Context, Costs, Function, LineCost, Profile, FORMAT, FORMAT_VERSION};
 use crate::meta::Metric;
 use crate::symbols::without_index;
 
@@ -38,12 +38,14 @@ impl Profile {
             compensation: profiles.first().and_then(|p| p.compensation),
             uncompensated: profiles.iter().find_map(|p| p.uncompensated.clone()),
             sampling: None,
+            lines: Vec::new(),
             view: None,
         };
         let names = MergedNames::of(profiles);
         let mut function_ids: HashMap<FnKey, u32> = HashMap::new();
         let mut arc_ids: HashMap<(String, String), usize> = HashMap::new();
         let mut context_ids: HashMap<(u32, Option<u32>, bool), u32> = HashMap::new();
+        let mut line_ids: HashMap<(String, Option<String>, u32), usize> = HashMap::new();
         for p in profiles {
             out.modules.extend(p.modules.iter().cloned());
             out.complete &= p.complete;
@@ -107,6 +109,19 @@ impl Profile {
                         None => b.sites.push(s.clone()),
                     }
                 }
+            }
+            for l in &p.lines {
+                let function = renamed.get(l.function.as_str()).map_or(&*l.function, |n| n);
+                let key = (function.to_string(), l.file.clone(), l.line);
+                let i = *line_ids.entry(key).or_insert_with(|| {
+                    out.lines.push(LineCost {
+                        function: function.to_string(),
+                        instructions: 0,
+                        ..l.clone()
+                    });
+                    out.lines.len() - 1
+                });
+                out.lines[i].instructions += l.instructions;
             }
             // Contexts come parents first, so a parent's new id is known before its children.
             let mut cmap = vec![0u32; p.contexts.len()];
@@ -267,6 +282,7 @@ mod tests {
             compensation: None,
             uncompensated: None,
             sampling: None,
+            lines: Vec::new(),
             view: None,
         }
     }

@@ -50,6 +50,11 @@ pub struct Profile {
     /// With the sampled time metric: how the times were sampled (they are estimates).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sampling: Option<Sampling>,
+    /// Executed instructions per source line of each function (the instructions metric,
+    /// with the profiler's state in a memory of its own): exact, from the runs of each
+    /// straight-line segment and the lines of its instructions.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub lines: Vec<LineCost>,
     /// When this is a view of a profile (`--focus`, `--ignore`, `--by`): what it kept.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub view: Option<super::View>,
@@ -162,6 +167,20 @@ impl Function {
             other => self.cost.get(other).0,
         }
     }
+}
+
+/// The instructions one function executed on one source line.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LineCost {
+    /// The function's name (in `functions`).
+    pub function: String,
+    /// The source file; none for instructions the line program does not cover.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub file: Option<String>,
+    /// The line (0 without a file).
+    pub line: u32,
+    /// Executed instructions of the function on that line.
+    pub instructions: u64,
 }
 
 /// Self and inclusive cost, in the profile's metric.

@@ -124,10 +124,13 @@ impl Profile {
             let (functions, arcs) = self.group_counts(&groups, &group_of);
             (functions, arcs, self.contexts.clone())
         };
+        // A segment's runs are not told apart by calling context or kept per group, so
+        // per-line costs belong to the whole profile alone.
         Ok(Profile {
             functions,
             arcs,
             contexts,
+            lines: Vec::new(),
             view: Some(view),
             ..self.clone()
         })
@@ -145,10 +148,28 @@ impl Profile {
         let none = vec![false; self.functions.len()];
         let (functions, arcs, contexts) =
             self.view_tree(Some(chosen), &none, Grouping::Function, &groups, &group_of);
+        // A function's lines stay where the view keeps all of its calls.
+        let whole: HashMap<&str, u64> = self
+            .functions
+            .iter()
+            .map(|f| (f.name.as_str(), f.calls))
+            .collect();
+        let all_calls: std::collections::HashSet<&str> = functions
+            .iter()
+            .filter(|f| whole.get(f.name.as_str()) == Some(&f.calls))
+            .map(|f| f.name.as_str())
+            .collect();
+        let lines = self
+            .lines
+            .iter()
+            .filter(|l| all_calls.contains(l.function.as_str()))
+            .cloned()
+            .collect();
         Profile {
             functions,
             arcs,
             contexts,
+            lines,
             ..self.clone()
         }
     }

@@ -52,6 +52,9 @@ const COUNT_CALL_EXPORT: &str = "count_call";
 pub struct Runtime {
     /// Call-site id set just before a call; 0 when the host makes the call.
     pub site: GlobalId,
+    /// The profiler's memory, when it is the module's own (not a state module's): where
+    /// the instructions metric counts each segment's runs for the per-line costs.
+    pub memory: Option<walrus::MemoryId>,
     /// What the entry and exit probes call.
     pub probes: Probes,
 }
@@ -92,6 +95,7 @@ pub fn add(module: &mut Module, layout: &Layout, metric: Metric, imports: u32) -
     };
     Runtime {
         site: parts.site,
+        memory: Some(parts.memory),
         probes,
     }
 }
@@ -175,7 +179,11 @@ pub fn import_state_module(
             })
         }
     };
-    let runtime = Runtime { site, probes };
+    let runtime = Runtime {
+        site,
+        memory: None,
+        probes,
+    };
     (runtime, state.emit_wasm())
 }
 

@@ -1,0 +1,216 @@
+//! The annotated source: each source line of a function with the instructions it executed,
+//! exact, from the profile's per-line costs (the instructions metric counts every
+//! straight-line segment's runs; a line's cost is each segment's runs times the line's
+//! instructions in it). Like `callgrind_annotate` and `perf annotate`, but exact.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use anstyle::Style;
+
+use super::units::{percent, short_path};
+use crate::profile::{Function, LineCost, Profile};
+
+const BOLD: Style = Style::new().bold();
+const HOT: Style = Style::new().bold();
+
+/// A line at least this share of its function's instructions is marked hot (`>>`).
+const HOT_SHARE: f64 = 20.0;
+
+/// What to annotate.
+#[derive(Debug, Clone)]
+pub enum Selection {
+    /// The N costliest functions of the program (the runtime's left out).
+    Top(usize),
+    /// The functions whose names match.
+    Functions(regex::Regex),
+    /// Every function defined in a source file whose path ends with this.
+    File(String),
+}
+
+/// How the annotation reads.
+#[derive(Debug, Clone, Copy)]
+pub struct AnnotateOptions {
+    /// Lines of source shown around each line with a cost.
+    pub context: u32,
+}
+
+/// The annotated source of the functions `selection` picks, with ANSI bold where lines
+/// are hot. Fails, saying why, when the profile has no per-line costs or nothing matches.
+pub fn annotate(
+    p: &Profile,
+    selection: &Selection,
+    options: AnnotateOptions,
+) -> anyhow::Result<String> {
+    anyhow::ensure!(
+        !p.lines.is_empty(),
+        "the profile has no per-line costs: profile with --metric instructions (in the embedded wasmtime; per-line counts need the profiler's own memory)"
+    );
+    let mut by_function: BTreeMap<&str, Vec<&LineCost>> = BTreeMap::new();
+    for line in &p.lines {
+        by_function.entry(&line.function).or_default().push(line);
+    }
+    let mut functions: Vec<&Function> = p
+        .functions
+        .iter()
+        .filter(|f| by_function.contains_key(f.name.as_str()))
+        .collect();
+    functions.sort_by_key(|f| std::cmp::Reverse(f.cost.self_instructions.unwrap_or(0)));
+    match selection {
+        Selection::Top(n) => {
+            let program = crate::harness::program_functions(p);
+            functions.retain(|f| program[f.id as usize]);
+            functions.truncate(*n);
+        }
+        Selection::Functions(re) => functions.retain(|f| re.is_match(&f.name)),
+        Selection::File(end) => functions.retain(|f| {
+            f.file.as_deref().is_some_and(|file| {
+                short_path(file).ends_with(end.as_str()) || file.ends_with(end.as_str())
+            })
+        }),
+    }
+    anyhow::ensure!(
+        !functions.is_empty(),
+        "no function with per-line costs matches {}",
+        match selection {
+            Selection::Top(_) => "the program's own code".to_string(),
+            Selection::Functions(re) => format!("'{re}'"),
+            Selection::File(file) => format!("the file {file}"),
+        }
+    );
+    let total: u64 = p
+        .functions
+        .iter()
+        .map(|f| f.cost.self_instructions.unwrap_or(0))
+        .sum();
+    let mut out = String::new();
+    for f in functions {
+        function(&mut out, f, &by_function[f.name.as_str()], total, options);
+    }
+    Ok(out)
+}
+
+/// One function's annotation: its own file's lines with their source, then the lines of
+/// other files (code inlined into it from them).
+fn function(
+    out: &mut String,
+    f: &Function,
+    lines: &[&LineCost],
+    total: u64,
+    options: AnnotateOptions,
+) {
+    let own: u64 = lines.iter().map(|l| l.instructions).sum();
+    let _ = writeln!(
+        out,
+        "{BOLD}{}{BOLD:#}{}: {own} instructions ({:.2}% of the profile) in {} call{}",
+        f.name,
+        f.file
+            .as_deref()
+            .map_or(String::new(), |file| match f.line {
+                Some(line) => format!("  ({}:{line})", short_path(file)),
+                None => format!("  ({})", short_path(file)),
+            }),
+        percent(own, total),
+        f.calls,
+        if f.calls == 1 { "" } else { "s" },
+    );
+    let mut files: BTreeMap<Option<&str>, BTreeMap<u32, u64>> = BTreeMap::new();
+    for l in lines {
+        *files
+            .entry(l.file.as_deref())
+            .or_default()
+            .entry(l.line)
+            .or_default() += l.instructions;
+    }
+    let home = f.file.as_deref();
+    if let Some(costs) = home.and_then(|file| files.get(&Some(file))) {
+        source_listing(out, home.unwrap_or_default(), costs, own, options);
+    }
+    let others: Vec<(&Option<&str>, &BTreeMap<u32, u64>)> =
+        files.iter().filter(|(file, _)| **file != home).collect();
+    if !others.is_empty() {
+        let _ = writeln!(
+            out,
+            "\n  elsewhere (code inlined from other files; [no line]: none in the line table):"
+        );
+        for (file, costs) in others {
+            for (&line, &n) in costs {
+                let place = match file {
+                    Some(file) => format!("{}:{line}", short_path(file)),
+                    None => "[no line]".to_string(),
+                };
+                let _ = writeln!(
+                    out,
+                    "{}{n:>14} {:>6.2}%  {place}",
+                    mark(n, own),
+                    percent(n, own)
+                );
+            }
+        }
+    }
+    out.push('\n');
+}
+
+/// The source of `file` around its lines with a cost, each line's instructions beside it.
+fn source_listing(
+    out: &mut String,
+    file: &str,
+    costs: &BTreeMap<u32, u64>,
+    own: u64,
+    options: AnnotateOptions,
+) {
+    let text = std::fs::read_to_string(file).ok();
+    let source: Vec<&str> = text
+        .as_deref()
+        .map_or_else(Vec::new, |t| t.lines().collect());
+    if text.is_none() {
+        let _ = writeln!(out, "  (source not found: {})", short_path(file));
+    }
+    let _ = writeln!(
+        out,
+        "\n  {:>14} {:>7}  {:>5}  source",
+        "instructions", "%", "line"
+    );
+    let mut shown: Vec<u32> = Vec::new();
+    for &line in costs.keys() {
+        let from = line.saturating_sub(options.context).max(1);
+        let to = line + options.context;
+        for l in from..=to {
+            let listed = (source.is_empty() && costs.contains_key(&l))
+                || (!source.is_empty() && (l as usize) <= source.len());
+            if listed && shown.last().is_none_or(|&last| last < l) {
+                shown.push(l);
+            }
+        }
+    }
+    let mut previous = None;
+    for l in shown {
+        if previous.is_some_and(|p: u32| p + 1 < l) {
+            let _ = writeln!(out, "  {:>14} {:>7}  {:>5}", "", "", "⋮");
+        }
+        previous = Some(l);
+        let text = source.get(l as usize - 1).copied().unwrap_or("");
+        match costs.get(&l) {
+            Some(&n) => {
+                let _ = writeln!(
+                    out,
+                    "{}{n:>14} {:>6.2}%  {l:>5}  {text}",
+                    mark(n, own),
+                    percent(n, own)
+                );
+            }
+            None => {
+                let _ = writeln!(out, "  {:>14} {:>7}  {l:>5}  {text}", "", "");
+            }
+        }
+    }
+}
+
+/// `>>` for a hot line (in bold where colours are on), two spaces otherwise.
+fn mark(n: u64, own: u64) -> String {
+    if percent(n, own) >= HOT_SHARE {
+        format!("{HOT}>>{HOT:#}")
+    } else {
+        "  ".to_string()
+    }
+}
