@@ -478,6 +478,11 @@ pub struct ViewArgs {
     /// folded line otherwise. It is measured either way.
     #[arg(long)]
     pub show_runtime: bool,
+    /// With `--metric instructions`: list the functions inlined into others as rows of
+    /// their own in the flat profile, marked `[inlined]` (their instructions leave the
+    /// self cost of the functions they were inlined into).
+    #[arg(long)]
+    pub inlined: bool,
     /// Draw flame graphs from the top down (icicle).
     #[arg(long)]
     pub icicle: bool,
@@ -497,6 +502,7 @@ impl ViewArgs {
             top: self.top.0,
             call_graph: self.call_graph,
             show_runtime: self.show_runtime,
+            inlined: self.inlined,
             icicle: self.icicle,
             full_names: self.full_names,
         }

@@ -9,7 +9,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::layout::Layout;
-use crate::symbols::{SourcePos, Symbol};
+use crate::symbols::{Inlined, SourcePos, Symbol};
 
 /// Name of the custom section that holds [`Meta`].
 pub const SECTION: &str = "wasmprof";
@@ -130,7 +130,19 @@ pub struct Meta {
     pub segments: Vec<SegmentMeta>,
     /// The source lines the segments refer to.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub lines: Vec<SourcePos>,
+    pub lines: Vec<LineMeta>,
+}
+
+/// A source line of counted instructions, with the functions inlined there.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct LineMeta {
+    /// The file and line.
+    #[serde(flatten)]
+    pub pos: SourcePos,
+    /// The functions inlined at these instructions, innermost first (none where they are
+    /// their function's own code).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub inlined: Vec<Inlined>,
 }
 
 /// One counted straight-line segment: its function, and how many of its original

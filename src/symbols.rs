@@ -113,6 +113,92 @@ pub struct SymbolTable {
     functions: Vec<Symbol>,
     code_start: u64,
     lines: LineTable,
+    inlines: InlineTable,
+}
+
+/// A function inlined where an instruction is: its name, and the line of the code it was
+/// inlined into (`DW_AT_call_line`, in the caller's file).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Inlined {
+    /// The inlined function's name, demangled.
+    pub function: String,
+    /// The line it was inlined at, in the code around it.
+    pub call_line: u32,
+}
+
+/// Every `DW_TAG_inlined_subroutine`'s address ranges, for finding the functions inlined
+/// at an instruction: each range with the nearest range that encloses it (inlined
+/// subroutines nest in the code as in the DWARF tree).
+#[derive(Default)]
+struct InlineTable {
+    /// (start, end, the inlined function, the enclosing range's index or `usize::MAX`),
+    /// sorted by start, the enclosing before the enclosed.
+    ranges: Vec<(u64, u64, Inlined, usize)>,
+}
+
+impl InlineTable {
+    fn read(dwarf: &gimli::Dwarf<R<'_>>) -> gimli::Result<InlineTable> {
+        let mut raw: Vec<(u64, u64, Inlined)> = Vec::new();
+        let mut headers = dwarf.units();
+        while let Some(header) = headers.next()? {
+            let unit = dwarf.unit(header)?;
+            let mut entries = unit.entries();
+            while let Some(entry) = entries.next_dfs()? {
+                if entry.tag() != gimli::DW_TAG_inlined_subroutine {
+                    continue;
+                }
+                let Some(symbol) = describe(dwarf, &unit, entry)? else {
+                    continue;
+                };
+                let call_line = entry
+                    .attr_value(gimli::DW_AT_call_line)
+                    .and_then(|v| v.udata_value())
+                    .unwrap_or(0) as u32;
+                let mut ranges = dwarf.die_ranges(&unit, entry)?;
+                while let Some(range) = ranges.next()? {
+                    // Code the linker discarded starts at 0 (or a tombstone).
+                    if range.begin < range.end && range.begin > 0 {
+                        let inlined = Inlined {
+                            function: symbol.name.clone(),
+                            call_line,
+                        };
+                        raw.push((range.begin, range.end, inlined));
+                    }
+                }
+            }
+        }
+        // Enclosing ranges first: by start, then the longest.
+        raw.sort_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(&a.1)));
+        let mut ranges = Vec::with_capacity(raw.len());
+        let mut open: Vec<usize> = Vec::new();
+        for (start, end, inlined) in raw {
+            while open.last().is_some_and(|&i| {
+                let (_, open_end, _, _) = &ranges[i];
+                *open_end <= start
+            }) {
+                open.pop();
+            }
+            let parent = open.last().copied().unwrap_or(usize::MAX);
+            ranges.push((start, end, inlined, parent));
+            open.push(ranges.len() - 1);
+        }
+        Ok(InlineTable { ranges })
+    }
+
+    /// The functions inlined at `address`, innermost first.
+    fn at(&self, address: u64) -> Vec<Inlined> {
+        let mut chain = Vec::new();
+        let after = self.ranges.partition_point(|r| r.0 <= address);
+        let mut at = after.checked_sub(1);
+        while let Some(i) = at.filter(|&i| i != usize::MAX) {
+            let (start, end, inlined, parent) = &self.ranges[i];
+            if *start <= address && address < *end {
+                chain.push(inlined.clone());
+            }
+            at = Some(*parent);
+        }
+        chain
+    }
 }
 
 /// Every row of the line program, read once: address ranges, sorted by start, with their
@@ -138,6 +224,7 @@ impl LineTable {
             let (Some(file), Some(line)) = (location.file, location.line) else {
                 continue;
             };
+            let file = uri_tail(file);
             let id = match file_ids.get(file) {
                 Some(&id) => id,
                 None => {
@@ -202,11 +289,16 @@ impl SymbolTable {
         }
         prefer_linker_names(&mut functions, &facts.names);
         make_unique(&mut functions);
+        let inlines = dwarf
+            .as_ref()
+            .and_then(|dwarf| InlineTable::read(dwarf).ok())
+            .unwrap_or_default();
         let lines = dwarf.map(LineTable::read).unwrap_or_default();
         Ok(SymbolTable {
             functions,
             code_start: facts.code_start,
             lines,
+            inlines,
         })
     }
 
@@ -219,6 +311,14 @@ impl SymbolTable {
     /// program covers it.
     pub fn location(&self, file_offset: u64) -> Option<SourcePos> {
         self.lines.find(file_offset.checked_sub(self.code_start)?)
+    }
+
+    /// The functions inlined at the instruction at `file_offset`, innermost first (none
+    /// where it is its own function's code).
+    pub fn inlined_at(&self, file_offset: u64) -> Vec<Inlined> {
+        file_offset
+            .checked_sub(self.code_start)
+            .map_or_else(Vec::new, |address| self.inlines.at(address))
     }
 }
 
@@ -370,6 +470,16 @@ fn file_name(dwarf: &gimli::Dwarf<R<'_>>, unit: &gimli::Unit<R<'_>>, index: u64)
     Some(join_path(&path, &text(file.path_name())?))
 }
 
+/// A path from addr2line as [`join_path`] makes it: addr2line joins a URI-like name
+/// (wasi-sdk's `wasisdk://v30.0/src/...`) to its directory as if it were relative, so the
+/// last URI in the path is the file.
+fn uri_tail(path: &str) -> &str {
+    match path.rfind("://") {
+        Some(at) => &path[path[..at].rfind('/').map_or(0, |i| i + 1)..],
+        None => path,
+    }
+}
+
 /// `base/part`, or `part` alone when it is absolute: a Unix path, or a URI-like path such
 /// as wasi-sdk's `wasisdk://v30.0/src/...`.
 fn join_path(base: &str, part: &str) -> String {
@@ -475,6 +585,19 @@ fn make_unique(functions: &mut [Symbol]) {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_joined_uri_is_the_file() {
+        assert_eq!(
+            super::uri_tail("wasisdk://v30.0/build/x-build/wasisdk://v30.0/src/a/malloc.c"),
+            "wasisdk://v30.0/src/a/malloc.c"
+        );
+        assert_eq!(
+            super::uri_tail("wasisdk://v30.0/src/a.c"),
+            "wasisdk://v30.0/src/a.c"
+        );
+        assert_eq!(super::uri_tail("/work/src/lib.rs"), "/work/src/lib.rs");
+    }
+
     use super::*;
 
     #[test]

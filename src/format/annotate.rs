@@ -56,13 +56,17 @@ pub fn annotate(
         .filter(|f| by_function.contains_key(f.name.as_str()))
         .collect();
     functions.sort_by_key(|f| std::cmp::Reverse(f.cost.self_instructions.unwrap_or(0)));
+    let mut inlined = Vec::new();
     match selection {
         Selection::Top(n) => {
             let program = crate::harness::program_functions(p);
             functions.retain(|f| program[f.id as usize]);
             functions.truncate(*n);
         }
-        Selection::Functions(re) => functions.retain(|f| re.is_match(&f.name)),
+        Selection::Functions(re) => {
+            functions.retain(|f| re.is_match(&f.name));
+            inlined = inlined_functions(p, re);
+        }
         Selection::File(end) => functions.retain(|f| {
             f.file.as_deref().is_some_and(|file| {
                 short_path(file).ends_with(end.as_str()) || file.ends_with(end.as_str())
@@ -70,7 +74,7 @@ pub fn annotate(
         }),
     }
     anyhow::ensure!(
-        !functions.is_empty(),
+        !functions.is_empty() || !inlined.is_empty(),
         "no function with per-line costs matches {}",
         match selection {
             Selection::Top(_) => "the program's own code".to_string(),
@@ -87,7 +91,62 @@ pub fn annotate(
     for f in functions {
         function(&mut out, f, &by_function[f.name.as_str()], total, options);
     }
+    for (name, lines) in inlined {
+        inlined_function(&mut out, &name, &lines, total, options);
+    }
     Ok(out)
+}
+
+/// The functions whose names match `re` that were inlined into others (the innermost at
+/// some counted instructions), with their lines, costliest first.
+fn inlined_functions<'a>(p: &'a Profile, re: &regex::Regex) -> Vec<(String, Vec<&'a LineCost>)> {
+    let mut found: BTreeMap<&str, Vec<&LineCost>> = BTreeMap::new();
+    for l in &p.lines {
+        if let Some(inlined) = l.inlined.first().filter(|i| re.is_match(&i.function)) {
+            found.entry(&inlined.function).or_default().push(l);
+        }
+    }
+    let mut found: Vec<(String, Vec<&LineCost>)> = found
+        .into_iter()
+        .map(|(name, lines)| (name.to_string(), lines))
+        .collect();
+    found.sort_by_key(|(_, lines)| {
+        std::cmp::Reverse(lines.iter().map(|l| l.instructions).sum::<u64>())
+    });
+    found
+}
+
+/// An inlined function's annotation: its lines wherever it was inlined, summed.
+fn inlined_function(
+    out: &mut String,
+    name: &str,
+    lines: &[&LineCost],
+    total: u64,
+    options: AnnotateOptions,
+) {
+    let own: u64 = lines.iter().map(|l| l.instructions).sum();
+    let mut into: Vec<&str> = lines.iter().map(|l| l.function.as_str()).collect();
+    into.sort_unstable();
+    into.dedup();
+    let _ = writeln!(
+        out,
+        "{BOLD}{name}{BOLD:#} (inlined into {}): {own} instructions ({:.2}% of the profile)",
+        into.join(", "),
+        percent(own, total),
+    );
+    let mut files: BTreeMap<&str, BTreeMap<u32, Cost>> = BTreeMap::new();
+    for l in lines {
+        let cost = files
+            .entry(l.file.as_deref().unwrap_or_default())
+            .or_default()
+            .entry(l.line)
+            .or_default();
+        cost.instructions += l.instructions;
+    }
+    for (file, costs) in files {
+        source_listing(out, file, &costs, own, options);
+    }
+    out.push('\n');
 }
 
 /// One function's annotation: its own file's lines with their source, then the lines of
@@ -114,19 +173,29 @@ fn function(
         f.calls,
         if f.calls == 1 { "" } else { "s" },
     );
-    let mut files: BTreeMap<Option<&str>, BTreeMap<u32, u64>> = BTreeMap::new();
+    let mut files: BTreeMap<Option<&str>, BTreeMap<u32, Cost>> = BTreeMap::new();
     for l in lines {
-        *files
+        let cost = files
             .entry(l.file.as_deref())
             .or_default()
             .entry(l.line)
-            .or_default() += l.instructions;
+            .or_default();
+        cost.instructions += l.instructions;
+        if let Some(inlined) = l.inlined.first() {
+            let note = format!(
+                "{} (inlined at line {})",
+                inlined.function, inlined.call_line
+            );
+            if !cost.inlined.contains(&note) {
+                cost.inlined.push(note);
+            }
+        }
     }
     let home = f.file.as_deref();
     if let Some(costs) = home.and_then(|file| files.get(&Some(file))) {
         source_listing(out, home.unwrap_or_default(), costs, own, options);
     }
-    let others: Vec<(&Option<&str>, &BTreeMap<u32, u64>)> =
+    let others: Vec<(&Option<&str>, &BTreeMap<u32, Cost>)> =
         files.iter().filter(|(file, _)| **file != home).collect();
     if !others.is_empty() {
         let _ = writeln!(
@@ -134,16 +203,18 @@ fn function(
             "\n  elsewhere (code inlined from other files; [no line]: none in the line table):"
         );
         for (file, costs) in others {
-            for (&line, &n) in costs {
+            for (&line, cost) in costs {
+                let n = cost.instructions;
                 let place = match file {
                     Some(file) => format!("{}:{line}", short_path(file)),
                     None => "[no line]".to_string(),
                 };
                 let _ = writeln!(
                     out,
-                    "{}{n:>14} {:>6.2}%  {place}",
+                    "{}{n:>14} {:>6.2}%  {place}{}",
                     mark(n, own),
-                    percent(n, own)
+                    percent(n, own),
+                    cost.note()
                 );
             }
         }
@@ -155,7 +226,7 @@ fn function(
 fn source_listing(
     out: &mut String,
     file: &str,
-    costs: &BTreeMap<u32, u64>,
+    costs: &BTreeMap<u32, Cost>,
     own: u64,
     options: AnnotateOptions,
 ) {
@@ -191,17 +262,36 @@ fn source_listing(
         previous = Some(l);
         let text = source.get(l as usize - 1).copied().unwrap_or("");
         match costs.get(&l) {
-            Some(&n) => {
+            Some(cost) => {
+                let n = cost.instructions;
                 let _ = writeln!(
                     out,
-                    "{}{n:>14} {:>6.2}%  {l:>5}  {text}",
+                    "{}{n:>14} {:>6.2}%  {l:>5}  {text}{}",
                     mark(n, own),
-                    percent(n, own)
+                    percent(n, own),
+                    cost.note()
                 );
             }
             None => {
                 let _ = writeln!(out, "  {:>14} {:>7}  {l:>5}  {text}", "", "");
             }
+        }
+    }
+}
+
+/// A line's instructions in one function, and the functions inlined there (innermost).
+#[derive(Default)]
+struct Cost {
+    instructions: u64,
+    inlined: Vec<String>,
+}
+
+impl Cost {
+    /// `  ← helper (inlined at line 16)`, or nothing for the function's own code.
+    fn note(&self) -> String {
+        match self.inlined.is_empty() {
+            true => String::new(),
+            false => format!("  ← {}", self.inlined.join(", ")),
         }
     }
 }

@@ -1,14 +1,16 @@
 //! callgrind's profile format (valgrind.org/docs/manual/cl-format.html), for KCachegrind,
-//! QCachegrind and callgrind_annotate: each function's self cost at its definition's line,
-//! and for each arc a `calls=` line at the call site with the cost of those calls. The
-//! event is the profile's metric: `ns` (time), `Ir` (instructions) or `Calls`.
+//! QCachegrind and callgrind_annotate: each function's self cost at its source lines (with
+//! the profile's exact per-line instructions; lines of code inlined from another file
+//! under `fi=`), else at its definition's line; and for each arc a `calls=` line at the
+//! call site with the cost of those calls. The event is the profile's metric: `ns` (time),
+//! `Ir` (instructions) or `Calls`.
 
 use std::collections::HashMap;
 use std::io::Write;
 
 use super::EmitOptions;
 use crate::meta::Metric;
-use crate::profile::{Function, Profile, HOST};
+use crate::profile::{Function, LineCost, Profile, HOST};
 
 /// Writes `profile` as a callgrind file.
 pub(super) fn write(
@@ -59,14 +61,46 @@ pub(super) fn write(
             )?;
         }
     }
+    let mut lines: HashMap<&str, Vec<&LineCost>> = HashMap::new();
+    for l in &profile.lines {
+        lines.entry(l.function.as_str()).or_default().push(l);
+    }
     for f in &profile.functions {
         let line = f.line.unwrap_or(0);
+        let home = f.file.as_deref().unwrap_or("???");
         writeln!(out)?;
-        writeln!(out, "fl={}", names.file(f.file.as_deref().unwrap_or("???")))?;
+        writeln!(out, "fl={}", names.file(home))?;
         writeln!(out, "fn={}", names.function(&f.name))?;
-        writeln!(out, "{line} {}", f.own_weight(metric))?;
+        // The file the position lines refer to now: the function's, or an inlined one's.
+        let mut current = home.to_string();
+        let mut switch = |out: &mut dyn Write, names: &mut Names, to: &str| {
+            if to != current {
+                let tag = if to == home { "fe" } else { "fi" };
+                writeln!(out, "{tag}={}", names.file(to))?;
+                current = to.to_string();
+            }
+            std::io::Result::Ok(())
+        };
+        match lines.get(f.name.as_str()) {
+            Some(costs) if metric == Metric::Instructions => {
+                for l in costs {
+                    switch(out, &mut names, l.file.as_deref().unwrap_or(home))?;
+                    writeln!(out, "{} {}", l.line, l.instructions)?;
+                }
+                // The thunk's own instructions of an import have no line.
+                let on_lines: u64 = costs.iter().map(|l| l.instructions).sum();
+                let rest = f.own_weight(metric).saturating_sub(on_lines);
+                if rest > 0 {
+                    switch(out, &mut names, home)?;
+                    writeln!(out, "{line} {rest}")?;
+                }
+            }
+            _ => writeln!(out, "{line} {}", f.own_weight(metric))?,
+        }
         for arc in outgoing.get(f.name.as_str()).into_iter().flatten() {
-            let at = arc.sites.first().map_or(line, |s| s.pos.line);
+            let site = arc.sites.first();
+            switch(out, &mut names, site.map_or(home, |s| s.pos.file.as_str()))?;
+            let at = site.map_or(line, |s| s.pos.line);
             write_call(
                 out,
                 &mut names,

@@ -55,6 +55,9 @@ pub struct EmitOptions {
     pub call_graph: CallGraph,
     /// List the runtime's scaffolding in the text report instead of folding it.
     pub show_runtime: bool,
+    /// List the functions inlined into others as rows of their own in the text report's
+    /// flat profile (from the per-line costs; their instructions leave their hosts' self).
+    pub inlined: bool,
     /// Draw the flame graph from the top down.
     pub icicle: bool,
     /// Print names whole in the text report (else long ones are elided in their generic

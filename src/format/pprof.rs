@@ -8,6 +8,13 @@
 //! sample whose stack is callee then caller. Functions carry file and start line;
 //! locations are (function, line) pairs: the definition for a leaf, the call site toward
 //! the next frame for the others.
+//!
+//! With the instructions metric's per-line costs, a third sample type,
+//! `line_instructions/count`, holds one sample per line of a function: a one-frame stack
+//! whose location has the line, and, for code inlined there, the inlined functions as
+//! pprof `Line` entries, innermost first (`go tool pprof -sample_index=line_instructions
+//! -list FUNC` prints the exact instructions of each line). These costs are not split by
+//! calling context, so they are a sample type of their own and the stacks keep theirs.
 
 use std::collections::HashMap;
 use std::io::Write;
@@ -110,6 +117,8 @@ struct Builder<'a> {
     /// pprof function id by profile function index (and the host at `functions.len()`).
     functions: HashMap<usize, u64>,
     locations: HashMap<(u64, i64), u64>,
+    /// pprof function id of each inlined function, by name.
+    inlined: HashMap<String, u64>,
     /// Call-site line of the first site of each arc, by (caller, callee) name.
     sites: HashMap<(&'a str, &'a str), u32>,
     by_name: HashMap<&'a str, usize>,
@@ -122,6 +131,7 @@ impl<'a> Builder<'a> {
             out: PprofProfile::default(),
             strings: HashMap::new(),
             functions: HashMap::new(),
+            inlined: HashMap::new(),
             locations: HashMap::new(),
             sites: profile
                 .arcs
@@ -179,6 +189,51 @@ impl<'a> Builder<'a> {
         id
     }
 
+    /// The pprof function of a function inlined into others (it may have no entry of its
+    /// own in the profile), named and in `file` when known.
+    fn inlined_function(&mut self, name: &str, file: Option<&str>) -> u64 {
+        if let Some(&id) = self.inlined.get(name) {
+            return id;
+        }
+        let id = self.out.function.len() as u64 + 1;
+        let (name_id, filename) = (self.string(name), self.string(file.unwrap_or("")));
+        self.out.function.push(PprofFunction {
+            id,
+            name: name_id,
+            system_name: 0,
+            filename,
+            start_line: 0,
+        });
+        self.inlined.insert(name.to_string(), id);
+        id
+    }
+
+    /// A location of its own for one line cost: the line, in the inlined functions
+    /// (innermost first) and the function they were inlined into.
+    fn line_location(&mut self, l: &crate::profile::LineCost) -> Option<u64> {
+        let host = *self.by_name.get(l.function.as_str())?;
+        let mut lines = Vec::with_capacity(l.inlined.len() + 1);
+        let mut line = i64::from(l.line);
+        for (depth, inlined) in l.inlined.iter().enumerate() {
+            // The innermost inlined function's file is the line's; the others' unknown.
+            let file = if depth == 0 { l.file.as_deref() } else { None };
+            let function_id = self.inlined_function(&inlined.function, file);
+            lines.push(Line { function_id, line });
+            line = i64::from(inlined.call_line);
+        }
+        lines.push(Line {
+            function_id: self.function(host),
+            line,
+        });
+        let id = self.out.location.len() as u64 + 1;
+        self.out.location.push(Location {
+            id,
+            mapping_id: 1,
+            line: lines,
+        });
+        Some(id)
+    }
+
     /// The location for `line` in profile function `index`.
     fn location(&mut self, index: usize, line: Option<u32>) -> u64 {
         let function_id = self.function(index);
@@ -224,6 +279,10 @@ pub(super) fn write(
         Metric::Instructions => types.push(("instructions", "count")),
         Metric::Calls => {}
     }
+    let by_line = metric == Metric::Instructions && !profile.lines.is_empty();
+    if by_line {
+        types.push(("line_instructions", "count"));
+    }
     for (kind, unit) in &types {
         let value_type = ValueType {
             r#type: b.string(kind),
@@ -231,7 +290,9 @@ pub(super) fn write(
         };
         b.out.sample_type.push(value_type);
     }
-    b.out.default_sample_type = b.string(types.last().map_or("calls", |t| t.0));
+    // The stacks' cost is the default view; the per-line costs are asked for.
+    let default = types[..types.len() - usize::from(by_line)].last();
+    b.out.default_sample_type = b.string(default.map_or("calls", |t| t.0));
     // pprof's `File:` line shows what follows the first mapping's last `/`: every
     // module's file name with no `/` in it, so that a merged profile names them all (a doc
     // test's label, `doc test src/lib.rs (line 7)`, word by word).
@@ -275,11 +336,22 @@ pub(super) fn write(
                 callee = caller;
                 at = frame.parent.map(|p| &profile.contexts[p as usize]);
             }
-            let value = vec![c.calls as i64, c.cost.get(metric).0 as i64];
+            let mut value = vec![c.calls as i64, c.cost.get(metric).0 as i64];
+            if by_line {
+                value.push(0);
+            }
             b.out.sample.push(Sample {
                 location_id: stack,
                 value,
             });
+        }
+        for l in profile.lines.iter().filter(|_| by_line) {
+            if let Some(location) = b.line_location(l) {
+                b.out.sample.push(Sample {
+                    location_id: vec![location],
+                    value: vec![0, 0, l.instructions as i64],
+                });
+            }
         }
     } else {
         // Calls only: one sample per arc, the callee under its caller.

@@ -91,6 +91,8 @@ pub(super) fn render(p: &Profile, options: &EmitOptions) -> String {
         false => crate::harness::program_view(p),
     };
     let q = program.as_ref().unwrap_or(p);
+    let with_inlined = (options.inlined && !q.lines.is_empty()).then(|| inlined_rows(q));
+    let q = with_inlined.as_ref().unwrap_or(q);
     let shown = Shown::of(p, q, options, units);
     header(&mut out, p, units);
     // Tests and harness loops are found by their callers, which a view of the program's
@@ -102,6 +104,48 @@ pub(super) fn render(p: &Profile, options: &EmitOptions) -> String {
     notes(&mut out, p, units);
     out
 }
+
+/// `p` with each function inlined into others as a row of its own, `NAME [inlined]`
+/// without calls: the instructions of its lines, taken out of its hosts' self cost.
+fn inlined_rows(p: &Profile) -> Profile {
+    let mut q = p.clone();
+    let index: HashMap<&str, usize> = p
+        .functions
+        .iter()
+        .enumerate()
+        .map(|(i, f)| (f.name.as_str(), i))
+        .collect();
+    let mut rows: std::collections::BTreeMap<&str, u64> = Default::default();
+    for l in &p.lines {
+        let Some(inlined) = l.inlined.first() else {
+            continue;
+        };
+        *rows.entry(&inlined.function).or_default() += l.instructions;
+        if let Some(&host) = index.get(l.function.as_str()) {
+            let own = &mut q.functions[host].cost.self_instructions;
+            *own = own.map(|n| n.saturating_sub(l.instructions));
+        }
+    }
+    for (name, instructions) in rows {
+        q.functions.push(Function {
+            id: q.functions.len() as u32,
+            name: format!("{name} {INLINED}"),
+            file: None,
+            line: None,
+            import: false,
+            calls: 0,
+            cost: Costs {
+                self_instructions: Some(instructions),
+                total_instructions: Some(instructions),
+                ..Costs::default()
+            },
+        });
+    }
+    q
+}
+
+/// The mark of a row that stands for a function's inlined copies.
+const INLINED: &str = "[inlined]";
 
 /// What the flat profile shows: its rows, and what it leaves out.
 struct Shown<'a> {
@@ -290,15 +334,23 @@ fn flat_profile(out: &mut String, p: &Profile, units: Units, shown: &Shown) {
         }
         let (self_, total) = units.get(&f.cost);
         cumulative += self_;
+        // An inlined function's row has no calls of its own.
+        let per_call = |cost: u64| match f.calls {
+            0 => "-".to_string(),
+            n => units.show(cost / n),
+        };
         let _ = writeln!(
             out,
             "{:>6.2} {:>11} {:>11} {:>10} {:>11} {:>11}  {}{}",
             percent(self_, units.total),
             units.show(cumulative),
             self_cost(units, &f.cost),
-            f.calls,
-            units.show(self_ / f.calls.max(1)),
-            units.show(total / f.calls.max(1)),
+            match f.calls {
+                0 => "-".to_string(),
+                n => n.to_string(),
+            },
+            per_call(self_),
+            per_call(total),
             units.name(&f.name),
             location(f)
         );
@@ -321,6 +373,8 @@ fn flat_profile(out: &mut String, p: &Profile, units: Units, shown: &Shown) {
 
 fn call_graph(out: &mut String, p: &Profile, units: Units, options: &EmitOptions, shown: &Shown) {
     let mut order = by_cost(p, |f| units.get(&f.cost).1);
+    // Inlined functions' rows have no calls, so no arcs.
+    order.retain(|f| f.calls > 0);
     if let CallGraph::Top(n) = options.call_graph {
         let listed: std::collections::HashSet<&str> =
             shown.rows.iter().map(|f| f.name.as_str()).collect();

@@ -205,20 +205,24 @@ impl Rewritten {
 fn segment_lines(
     segments: &[(u32, Vec<u32>)],
     symbols: &SymbolTable,
-) -> (Vec<meta::SegmentMeta>, Vec<crate::symbols::SourcePos>) {
-    let mut index: HashMap<crate::symbols::SourcePos, u32> = HashMap::new();
+) -> (Vec<meta::SegmentMeta>, Vec<meta::LineMeta>) {
+    let mut index: HashMap<meta::LineMeta, u32> = HashMap::new();
     let mut lines = Vec::new();
     let segments = segments
         .iter()
         .map(|(function, offsets)| {
             let mut counts: Vec<[u32; 2]> = Vec::new();
             for &offset in offsets {
-                let pos = (offset != u32::MAX)
+                let line = (offset != u32::MAX)
                     .then(|| symbols.location(offset.into()))
-                    .flatten();
-                let line = match pos {
-                    Some(pos) => *index.entry(pos.clone()).or_insert_with(|| {
-                        lines.push(pos);
+                    .flatten()
+                    .map(|pos| meta::LineMeta {
+                        pos,
+                        inlined: symbols.inlined_at(offset.into()),
+                    });
+                let line = match line {
+                    Some(line) => *index.entry(line.clone()).or_insert_with(|| {
+                        lines.push(line);
                         lines.len() as u32 - 1
                     }),
                     None => meta::NO_LINE,

@@ -519,12 +519,13 @@ impl Decoder<'_> {
         Ok(sums
             .into_iter()
             .map(|((f, line), instructions)| {
-                let pos = meta.lines.get(line as usize);
+                let at = meta.lines.get(line as usize);
                 LineCost {
                     function: self.name(f),
-                    file: pos.map(|p| p.file.clone()),
-                    line: pos.map_or(0, |p| p.line),
+                    file: at.map(|l| l.pos.file.clone()),
+                    line: at.map_or(0, |l| l.pos.line),
                     instructions,
+                    inlined: at.map_or_else(Vec::new, |l| l.inlined.clone()),
                 }
             })
             .collect())

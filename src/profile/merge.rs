@@ -45,7 +45,8 @@ impl Profile {
         let mut function_ids: HashMap<FnKey, u32> = HashMap::new();
         let mut arc_ids: HashMap<(String, String), usize> = HashMap::new();
         let mut context_ids: HashMap<(u32, Option<u32>, bool), u32> = HashMap::new();
-        let mut line_ids: HashMap<(String, Option<String>, u32), usize> = HashMap::new();
+        type LineKey = (String, Option<String>, u32, Vec<crate::symbols::Inlined>);
+        let mut line_ids: HashMap<LineKey, usize> = HashMap::new();
         for p in profiles {
             out.modules.extend(p.modules.iter().cloned());
             out.complete &= p.complete;
@@ -112,7 +113,12 @@ impl Profile {
             }
             for l in &p.lines {
                 let function = renamed.get(l.function.as_str()).map_or(&*l.function, |n| n);
-                let key = (function.to_string(), l.file.clone(), l.line);
+                let key = (
+                    function.to_string(),
+                    l.file.clone(),
+                    l.line,
+                    l.inlined.clone(),
+                );
                 let i = *line_ids.entry(key).or_insert_with(|| {
                     out.lines.push(LineCost {
                         function: function.to_string(),

@@ -181,6 +181,10 @@ pub struct LineCost {
     pub line: u32,
     /// Executed instructions of the function on that line.
     pub instructions: u64,
+    /// The functions inlined there, innermost first (none for the function's own code):
+    /// the line is the innermost one's.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub inlined: Vec<crate::symbols::Inlined>,
 }
 
 /// Self and inclusive cost, in the profile's metric.
