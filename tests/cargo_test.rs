@@ -995,7 +995,7 @@ fn loop_lines_and_an_inlined_helper_cost_what_the_code_says() {
             let digits = n.to_string();
             let mut out = String::new();
             for (i, c) in digits.chars().enumerate() {
-                if i > 0 && (digits.len() - i) % 3 == 0 {
+                if i > 0 && (digits.len() - i).is_multiple_of(3) {
                     out.push(',');
                 }
                 out.push(c);
