@@ -9,7 +9,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::layout::Layout;
-use crate::symbols::{Inlined, SourcePos, Symbol};
+use crate::symbols::{SourcePos, Symbol};
 
 /// Name of the custom section that holds [`Meta`].
 pub const SECTION: &str = "wasmprof";
@@ -123,37 +123,34 @@ pub struct Meta {
     /// [`FRAMES_SECTION`]; empty where the module did not come with it.
     #[serde(skip)]
     pub frames: Vec<u32>,
-    /// With the instructions metric (the state in the profiler's own memory): each counted
-    /// straight-line segment, by segment index, with the source lines of its original
-    /// instructions.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub segments: Vec<SegmentMeta>,
-    /// The source lines the segments refer to.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub lines: Vec<LineMeta>,
+    /// With the instructions metric (the state in the profiler's own memory): the source
+    /// lines of every counted straight-line segment's instructions.
+    #[serde(default, skip_serializing_if = "LineTables::is_empty")]
+    pub line_tables: LineTables,
 }
 
-/// A source line of counted instructions, with the functions inlined there.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub struct LineMeta {
-    /// The file and line.
-    #[serde(flatten)]
-    pub pos: SourcePos,
-    /// The functions inlined at these instructions, innermost first (none where they are
-    /// their function's own code).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub inlined: Vec<Inlined>,
+/// Where each counted segment's instructions are in the source, compactly (a module has
+/// tens of thousands of segments): numbers into the tables of lines, files and names.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct LineTables {
+    /// Each counted segment, by index: its function id, and `[line, instructions]` pairs
+    /// (the line an index into `lines`, or [`NO_LINE`] for instructions the line program
+    /// does not cover).
+    pub segments: Vec<(u32, Vec<[u32; 2]>)>,
+    /// Each line: its file (an index into `files`), its number, and the functions inlined
+    /// there, innermost first, as `[name (an index into names), call line]`.
+    pub lines: Vec<(u32, u32, Vec<[u32; 2]>)>,
+    /// The source files.
+    pub files: Vec<String>,
+    /// The inlined functions' names.
+    pub names: Vec<String>,
 }
 
-/// One counted straight-line segment: its function, and how many of its original
-/// instructions each source line has (`[line index, instructions]`; the index
-/// [`NO_LINE`] for instructions the line program does not cover).
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct SegmentMeta {
-    /// The function id it is in.
-    pub function: u32,
-    /// `[index into Meta::lines, instructions]` pairs.
-    pub lines: Vec<[u32; 2]>,
+impl LineTables {
+    /// Whether no segment is counted.
+    pub fn is_empty(&self) -> bool {
+        self.segments.is_empty()
+    }
 }
 
 /// The line index of instructions without a source line.

@@ -142,12 +142,26 @@ impl InlineTable {
         let mut headers = dwarf.units();
         while let Some(header) = headers.next()? {
             let unit = dwarf.unit(header)?;
+            // A function inlined in many places has one abstract origin: named once.
+            let mut names: HashMap<gimli::UnitOffset, Option<String>> = HashMap::new();
             let mut entries = unit.entries();
             while let Some(entry) = entries.next_dfs()? {
                 if entry.tag() != gimli::DW_TAG_inlined_subroutine {
                     continue;
                 }
-                let Some(symbol) = describe(dwarf, &unit, entry)? else {
+                let origin = match entry.attr_value(gimli::DW_AT_abstract_origin) {
+                    Some(AttributeValue::UnitRef(offset)) => offset,
+                    _ => entry.offset(),
+                };
+                let name = match names.get(&origin) {
+                    Some(name) => name.clone(),
+                    None => {
+                        let name = describe(dwarf, &unit, entry)?.map(|s| s.name);
+                        names.insert(origin, name.clone());
+                        name
+                    }
+                };
+                let Some(name) = name else {
                     continue;
                 };
                 let call_line = entry
@@ -159,7 +173,7 @@ impl InlineTable {
                     // Code the linker discarded starts at 0 (or a tombstone).
                     if range.begin < range.end && range.begin > 0 {
                         let inlined = Inlined {
-                            function: symbol.name.clone(),
+                            function: name.clone(),
                             call_line,
                         };
                         raw.push((range.begin, range.end, inlined));
@@ -183,6 +197,20 @@ impl InlineTable {
             open.push(ranges.len() - 1);
         }
         Ok(InlineTable { ranges })
+    }
+
+    /// The innermost range of an inlined function at `address`, by index.
+    fn innermost(&self, address: u64) -> Option<usize> {
+        let after = self.ranges.partition_point(|r| r.0 <= address);
+        let mut at = after.checked_sub(1);
+        while let Some(i) = at.filter(|&i| i != usize::MAX) {
+            let (start, end, _, parent) = &self.ranges[i];
+            if *start <= address && address < *end {
+                return Some(i);
+            }
+            at = Some(*parent);
+        }
+        None
     }
 
     /// The functions inlined at `address`, innermost first.
@@ -240,6 +268,13 @@ impl LineTable {
         table
     }
 
+    /// The row that covers `address`.
+    fn row(&self, address: u64) -> Option<usize> {
+        let after = self.rows.partition_point(|row| row.0 <= address);
+        let at = after.checked_sub(1)?;
+        (address < self.rows[at].1).then_some(at)
+    }
+
     fn find(&self, address: u64) -> Option<SourcePos> {
         let after = self.rows.partition_point(|row| row.0 <= address);
         let &(_, end, file, line) = self.rows.get(after.checked_sub(1)?)?;
@@ -252,8 +287,9 @@ impl LineTable {
 
 impl SymbolTable {
     /// Reads the symbols of `wasm`, which must be the original module (its DWARF speaks of
-    /// its own code offsets).
-    pub fn load(wasm: &[u8]) -> anyhow::Result<SymbolTable> {
+    /// its own code offsets); with `inlines`, also where functions were inlined (for
+    /// per-line costs; the walk costs about as much as the rest).
+    pub fn load(wasm: &[u8], inlines: bool) -> anyhow::Result<SymbolTable> {
         let facts = ModuleFacts::read(wasm)?;
         let dwarf = load_dwarf(&facts.debug);
         let subprograms = match &dwarf {
@@ -291,6 +327,7 @@ impl SymbolTable {
         make_unique(&mut functions);
         let inlines = dwarf
             .as_ref()
+            .filter(|_| inlines)
             .and_then(|dwarf| InlineTable::read(dwarf).ok())
             .unwrap_or_default();
         let lines = dwarf.map(LineTable::read).unwrap_or_default();
@@ -311,6 +348,16 @@ impl SymbolTable {
     /// program covers it.
     pub fn location(&self, file_offset: u64) -> Option<SourcePos> {
         self.lines.find(file_offset.checked_sub(self.code_start)?)
+    }
+
+    /// What tells apart the source positions of instructions cheaply: the line table's
+    /// row and the innermost inlined range at `file_offset` (instructions with the same
+    /// key have the same [`location`](Self::location) and
+    /// [`inlined_at`](Self::inlined_at)); `None` without a line.
+    pub fn position_key(&self, file_offset: u64) -> Option<(usize, Option<usize>)> {
+        let address = file_offset.checked_sub(self.code_start)?;
+        let row = self.lines.row(address)?;
+        Some((row, self.inlines.innermost(address)))
     }
 
     /// The functions inlined at the instruction at `file_offset`, innermost first (none

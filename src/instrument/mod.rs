@@ -119,7 +119,10 @@ pub fn instrument(original: &[u8], options: &Options) -> Result<Instrumented, In
             if refused {
                 return None;
             }
-            Some(SymbolTable::load(original))
+            // Per-line costs name the functions inlined at each line.
+            let inlines =
+                options.metric == Metric::Instructions && options.state == StateLocation::OwnMemory;
+            Some(SymbolTable::load(original, inlines))
         });
         let module = walrus::ModuleConfig::new().parse(original);
         let Ok(checked) = proposals.recv() else {
@@ -172,7 +175,7 @@ impl Rewritten {
             })
             .collect();
         let locate = |sites: &[Site]| sites.iter().map(|site| site.locate(symbols)).collect();
-        let (segments, lines) = segment_lines(&self.segments, symbols);
+        let line_tables = segment_lines(&self.segments, symbols);
         let meta = Meta {
             version: meta::VERSION,
             metric: options.metric,
@@ -183,8 +186,7 @@ impl Rewritten {
             direct_sites: locate(&self.sites.direct),
             indirect_sites: locate(&self.sites.indirect),
             frames: self.frames,
-            segments,
-            lines,
+            line_tables,
         };
         // A custom section may come last: appending it leaves the module as it was.
         let mut wasm = self.wasm;
@@ -201,44 +203,57 @@ impl Rewritten {
 }
 
 /// Each counted segment's source lines: how many of its instructions each line has, the
-/// lines numbered in order of first use.
-fn segment_lines(
-    segments: &[(u32, Vec<u32>)],
-    symbols: &SymbolTable,
-) -> (Vec<meta::SegmentMeta>, Vec<meta::LineMeta>) {
-    let mut index: HashMap<meta::LineMeta, u32> = HashMap::new();
-    let mut lines = Vec::new();
-    let segments = segments
-        .iter()
-        .map(|(function, offsets)| {
-            let mut counts: Vec<[u32; 2]> = Vec::new();
-            for &offset in offsets {
-                let line = (offset != u32::MAX)
-                    .then(|| symbols.location(offset.into()))
-                    .flatten()
-                    .map(|pos| meta::LineMeta {
-                        pos,
-                        inlined: symbols.inlined_at(offset.into()),
-                    });
-                let line = match line {
-                    Some(line) => *index.entry(line.clone()).or_insert_with(|| {
-                        lines.push(line);
-                        lines.len() as u32 - 1
-                    }),
-                    None => meta::NO_LINE,
-                };
-                match counts.iter_mut().find(|[l, _]| *l == line) {
-                    Some([_, n]) => *n += 1,
-                    None => counts.push([line, 1]),
-                }
-            }
-            meta::SegmentMeta {
-                function: *function,
-                lines: counts,
-            }
+/// lines, files and inlined functions numbered in order of first use.
+fn segment_lines(segments: &[(u32, Vec<u32>)], symbols: &SymbolTable) -> meta::LineTables {
+    let mut tables = meta::LineTables::default();
+    // Instructions of one line-table row and inlined range share their line: each such
+    // key is looked up once; lines, files and names are numbered by their content.
+    let mut by_key: HashMap<(usize, Option<usize>), u32> = HashMap::new();
+    let mut lines: HashMap<(u32, u32, Vec<[u32; 2]>), u32> = HashMap::new();
+    let mut files: HashMap<String, u32> = HashMap::new();
+    let mut names: HashMap<String, u32> = HashMap::new();
+    let intern = |table: &mut HashMap<String, u32>, list: &mut Vec<String>, s: String| {
+        *table.entry(s).or_insert_with_key(|s| {
+            list.push(s.clone());
+            list.len() as u32 - 1
         })
-        .collect();
-    (segments, lines)
+    };
+    for (function, offsets) in segments {
+        let mut counts: Vec<[u32; 2]> = Vec::new();
+        for &offset in offsets {
+            let key = (offset != u32::MAX)
+                .then(|| symbols.position_key(offset.into()))
+                .flatten();
+            let line = match key {
+                Some(key) => *by_key.entry(key).or_insert_with(|| {
+                    let pos = symbols.location(offset.into()).expect("a row covers it");
+                    let file = intern(&mut files, &mut tables.files, pos.file);
+                    let inlined = symbols
+                        .inlined_at(offset.into())
+                        .into_iter()
+                        .map(|i| {
+                            [
+                                intern(&mut names, &mut tables.names, i.function),
+                                i.call_line,
+                            ]
+                        })
+                        .collect();
+                    let line = (file, pos.line, inlined);
+                    *lines.entry(line).or_insert_with_key(|line| {
+                        tables.lines.push(line.clone());
+                        tables.lines.len() as u32 - 1
+                    })
+                }),
+                None => meta::NO_LINE,
+            };
+            match counts.iter_mut().find(|[l, _]| *l == line) {
+                Some([_, n]) => *n += 1,
+                None => counts.push([line, 1]),
+            }
+        }
+        tables.segments.push((*function, counts));
+    }
+    tables
 }
 
 /// Adds the runtime and the probes to `module`; emits and validates the result.

@@ -504,28 +504,37 @@ impl Decoder<'_> {
     /// The instructions of each function per source line: each counted segment's runs
     /// times the instructions each line has in it.
     fn lines(&self) -> anyhow::Result<Vec<LineCost>> {
-        let (meta, l) = (self.meta, self.layout);
+        let (tables, l) = (&self.meta.line_tables, self.layout);
         let mut sums: BTreeMap<(u32, u32), u64> = BTreeMap::new();
-        for (s, segment) in meta.segments.iter().enumerate().take(l.segments as usize) {
+        for (s, (function, lines)) in tables.segments.iter().enumerate().take(l.segments as usize) {
             let runs = self.raw.u64(l.segments_off + 8 * s as u32)?;
             if runs == 0 {
                 continue;
             }
-            for &[line, n] in &segment.lines {
-                let sum = sums.entry((segment.function, line)).or_default();
+            for &[line, n] in lines {
+                let sum = sums.entry((*function, line)).or_default();
                 *sum = sum.saturating_add(runs.saturating_mul(u64::from(n)));
             }
         }
+        let name = |i: u32| tables.names.get(i as usize).cloned().unwrap_or_default();
         Ok(sums
             .into_iter()
             .map(|((f, line), instructions)| {
-                let at = meta.lines.get(line as usize);
+                let at = tables.lines.get(line as usize);
                 LineCost {
                     function: self.name(f),
-                    file: at.map(|l| l.pos.file.clone()),
-                    line: at.map_or(0, |l| l.pos.line),
+                    file: at.and_then(|(file, _, _)| tables.files.get(*file as usize).cloned()),
+                    line: at.map_or(0, |(_, line, _)| *line),
                     instructions,
-                    inlined: at.map_or_else(Vec::new, |l| l.inlined.clone()),
+                    inlined: at.map_or_else(Vec::new, |(_, _, chain)| {
+                        chain
+                            .iter()
+                            .map(|&[f, call_line]| crate::symbols::Inlined {
+                                function: name(f),
+                                call_line,
+                            })
+                            .collect()
+                    }),
                 }
             })
             .collect())
