@@ -101,7 +101,8 @@ pub enum Command {
     ///
     /// Formats: text (gprof-style, the default), json (the profile), pprof (go tool pprof,
     /// speedscope), callgrind (KCachegrind, callgrind_annotate), folded (flame graph tools),
-    /// flamegraph (SVG), speedscope, html (one self-contained page).
+    /// flamegraph (SVG), speedscope, firefox (the Firefox Profiler's processed format), html
+    /// (one self-contained page).
     Report(ReportArgs),
     /// Print the source of functions with the instructions each line executed, exact.
     ///

@@ -982,6 +982,20 @@ fn loop_lines_and_an_inlined_helper_cost_what_the_code_says() {
         (sum_self - helper_cost).to_string()
     );
 
+    // The HTML page carries the annotated source of the costliest functions.
+    let page = String::from_utf8(
+        output(
+            wasmprof()
+                .args(["wasmprof", "report", "--format", "html"])
+                .arg(run.dir.path().join("target/wasmprof/lines-lines-lib.json")),
+        )
+        .stdout,
+    )
+    .unwrap();
+    assert!(
+        page.contains("total ^= helper(i);"),
+        "the source of sum in the page"
+    );
     // The consumers: callgrind_annotate annotates the source, go tool pprof lists it.
     let body = cost(&lib, "i += 1;") + cost(&ten, "i += 1;");
     if have(&["callgrind_annotate"]) {

@@ -442,6 +442,12 @@ fn html_report_renders_in_chromium() {
         dom.contains(&format!(">{}</td>", fib_calls(N))),
         "fib's calls"
     );
+    // The page says how long it took to draw (the benchmark reads it) and has the
+    // controls of the report's views.
+    assert!(dom.contains("data-render-ms=\""), "{dom:.500}");
+    for id in ["focus", "ignore", "group", "source"] {
+        assert!(dom.contains(&format!("id=\"{id}\"")), "{id}");
+    }
     let shot = artifacts.join("report.png");
     let _ = std::fs::remove_file(&shot);
     chromium(&[&format!("--screenshot={}", shot.display())]);
@@ -460,6 +466,7 @@ fn report_writes_each_format() {
         ("folded", "p.folded"),
         ("callgrind", "callgrind.out.p"),
         ("speedscope", "p.speedscope.json"),
+        ("firefox", "p.firefox.json"),
         ("flamegraph", "p.svg"),
         ("html", "p.html"),
         ("pprof", "p.pb.gz"),
@@ -654,4 +661,67 @@ fn speedscope_page_loads_the_file() {
         dom.contains(&format!("{name} (instructions)")),
         "{dom:.3000}"
     );
+}
+
+/// The Firefox Profiler's processed format: every context a sample whose stack resolves,
+/// through the stack, frame and function tables, to the context's path; the weights are
+/// the exact self costs and sum to the whole profile's. (profiler.firefox.com itself is
+/// not reachable from the test machines; the tables are what it reads.)
+#[test]
+fn firefox_profile_stacks_resolve_to_the_contexts() {
+    let p = profile(N, Metric::Instructions);
+    let file: serde_json::Value = serde_json::from_str(&text(&p, Format::Firefox)).unwrap();
+    assert!(file["meta"]["preprocessedProfileVersion"].as_u64().unwrap() > 0);
+    let thread = &file["threads"][0];
+    let ints = |v: &serde_json::Value| -> Vec<Option<u64>> {
+        v.as_array().unwrap().iter().map(|x| x.as_u64()).collect()
+    };
+    let strings: Vec<&str> = thread["stringArray"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s.as_str().unwrap())
+        .collect();
+    let (prefix, frame) = (
+        ints(&thread["stackTable"]["prefix"]),
+        ints(&thread["stackTable"]["frame"]),
+    );
+    let func = ints(&thread["frameTable"]["func"]);
+    let name = ints(&thread["funcTable"]["name"]);
+    let path = |mut stack: usize| -> Vec<&str> {
+        let mut names = Vec::new();
+        loop {
+            let f = func[frame[stack].unwrap() as usize].unwrap() as usize;
+            names.push(strings[name[f].unwrap() as usize]);
+            match prefix[stack] {
+                Some(up) => stack = up as usize,
+                None => break,
+            }
+        }
+        names.reverse();
+        names
+    };
+    let samples = &thread["samples"];
+    let (stacks, weights) = (ints(&samples["stack"]), ints(&samples["weight"]));
+    let total: u64 = p
+        .functions
+        .iter()
+        .map(|f| f.cost.self_instructions.unwrap())
+        .sum();
+    assert_eq!(weights.iter().map(|w| w.unwrap()).sum::<u64>(), total);
+    // Self instructions per function, summed from the samples' leaves.
+    let mut by_leaf: std::collections::HashMap<&str, u64> = Default::default();
+    for (stack, weight) in stacks.iter().zip(&weights) {
+        let names = path(stack.unwrap() as usize);
+        assert_eq!(names[0], "_start", "{names:?}");
+        *by_leaf.entry(names.last().unwrap()).or_default() += weight.unwrap();
+    }
+    for f in &p.functions {
+        assert_eq!(
+            by_leaf.get(f.name.as_str()).copied().unwrap_or(0),
+            f.cost.self_instructions.unwrap(),
+            "{}",
+            f.name
+        );
+    }
 }

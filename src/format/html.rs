@@ -8,12 +8,100 @@ use serde_json::json;
 
 use super::tree::{Tree, LOST_PATHS};
 use super::EmitOptions;
-use crate::profile::{Profile, HOST};
+use crate::profile::{crate_of, Filter, Grouping, Profile, HOST};
 
 /// The page, with [`DATA_MARK`] where the data goes.
 const TEMPLATE: &str = include_str!("../../templates/report.html");
 /// What the template has where the data goes (a JS expression).
 const DATA_MARK: &str = "/*__WASMPROF_DATA__*/null";
+
+/// Flame-graph frames under 1/PRUNE_BELOW of the whole are not drawn: at 2,000 pixels they
+/// would stay under a pixel wide zoomed in 50 times.
+const PRUNE_BELOW: u64 = 100_000;
+
+/// How many functions' annotated source the page carries (the costliest by self).
+const ANNOTATED: usize = 300;
+
+/// Lines of source around each line with a cost.
+const CONTEXT: u32 = 2;
+
+/// The per-line costs of each function (by index: `[file, line, instructions, inlined or
+/// null]`), and the source text around the costed lines of the costliest functions'
+/// files: `{file: [[first line, [text...]], ...]}`.
+fn annotated(
+    profile: &Profile,
+    index: &std::collections::HashMap<&str, usize>,
+) -> (serde_json::Value, serde_json::Value) {
+    use std::collections::{BTreeMap, BTreeSet};
+    let mut lines: BTreeMap<usize, Vec<serde_json::Value>> = BTreeMap::new();
+    let mut wanted: BTreeMap<&str, BTreeSet<u32>> = BTreeMap::new();
+    let mut costliest: Vec<&crate::profile::Function> = profile.functions.iter().collect();
+    costliest.sort_by_key(|f| std::cmp::Reverse(f.cost.self_instructions.unwrap_or(0)));
+    let annotated: BTreeSet<&str> = costliest
+        .iter()
+        .take(ANNOTATED)
+        .map(|f| f.name.as_str())
+        .collect();
+    for l in &profile.lines {
+        let Some(&f) = index.get(l.function.as_str()) else {
+            continue;
+        };
+        let file = l.file.as_deref().map(crate::source::short_path);
+        lines.entry(f).or_default().push(json!([
+            file,
+            l.line,
+            l.instructions,
+            l.inlined.first().map(|i| &i.function)
+        ]));
+        if let (Some(file), true) = (l.file.as_deref(), annotated.contains(l.function.as_str())) {
+            wanted.entry(file).or_default().insert(l.line);
+        }
+    }
+    let mut sources = serde_json::Map::new();
+    for (file, wanted) in wanted {
+        let Ok(text) = std::fs::read_to_string(file) else {
+            continue;
+        };
+        let text: Vec<&str> = text.lines().collect();
+        // Runs of wanted lines with their context, merged where they touch.
+        let mut runs: Vec<(u32, u32)> = Vec::new();
+        for &line in &wanted {
+            let (from, to) = (line.saturating_sub(CONTEXT).max(1), line + CONTEXT);
+            match runs.last_mut() {
+                Some(run) if from <= run.1 + 1 => run.1 = run.1.max(to),
+                _ => runs.push((from, to)),
+            }
+        }
+        let runs: Vec<_> = runs
+            .into_iter()
+            .filter(|&(from, _)| (from as usize) <= text.len())
+            .map(|(from, to)| {
+                let to = (to as usize).min(text.len());
+                json!([from, text[from as usize - 1..to]])
+            })
+            .collect();
+        sources.insert(crate::source::short_path(file), json!(runs));
+    }
+    let lines: serde_json::Map<String, serde_json::Value> = lines
+        .into_iter()
+        .map(|(f, v)| (f.to_string(), json!(v)))
+        .collect();
+    (lines.into(), sources.into())
+}
+
+/// The page's title: the first few modules of a merged profile, and how many more.
+fn title(modules: &[String]) -> String {
+    const SHOWN: usize = 4;
+    let mut parts: Vec<String> = modules
+        .iter()
+        .take(SHOWN)
+        .map(|m| crate::source::short_path(m))
+        .collect();
+    if modules.len() > SHOWN {
+        parts.push(format!("and {} more", modules.len() - SHOWN));
+    }
+    parts.join(", ")
+}
 
 /// Writes `profile` as an HTML page.
 pub(super) fn write(
@@ -34,9 +122,39 @@ pub(super) fn write(
         .iter()
         .map(|f| {
             let (own, total) = f.cost.get(metric);
-            json!([f.name, f.file, f.line, f.calls, own, total, f.import])
+            let file = f.file.as_deref().map(crate::source::short_path);
+            json!([
+                f.name,
+                file,
+                f.line,
+                f.calls,
+                own,
+                total,
+                f.import,
+                crate_of(f)
+            ])
         })
         .collect();
+    let (lines, sources) = annotated(profile, &index);
+    // The flat profile grouped by file and by crate, exact (views of the profile).
+    let mut groups = serde_json::Map::new();
+    for (key, by) in [("file", Grouping::File), ("crate", Grouping::Crate)] {
+        let filter = Filter {
+            by,
+            ..Filter::default()
+        };
+        if let Ok(view) = profile.view(&filter) {
+            let rows: Vec<_> = view
+                .functions
+                .iter()
+                .map(|g| {
+                    let (own, total) = g.cost.get(metric);
+                    json!([g.name, g.calls, own, total])
+                })
+                .collect();
+            groups.insert(key.to_string(), json!(rows));
+        }
+    }
     let arcs: Vec<_> = profile
         .arcs
         .iter()
@@ -51,27 +169,40 @@ pub(super) fn write(
             ])
         })
         .collect();
-    // The tree's frames, parents first: [parent, function (-1: lost paths), calls, self, total].
+    // The tree's frames, parents first: [parent, function (-1: lost paths), calls, self,
+    // total]. Frames under a fraction of the whole that no zoom would draw wider than a
+    // pixel are left out (their cost stays in their parents' totals), and counted.
+    let mut pruned = (0u64, 0u64);
     let frames: Vec<_> = match Tree::of(profile) {
-        Ok(tree) => tree
-            .frames
-            .iter()
-            .map(|f| {
-                let function = f.function.map_or(-1, i64::from);
-                json!([
-                    f.parent.map_or(-1, |p| p as i64),
-                    function,
+        Ok(tree) => {
+            let least = tree.frames[0].total / PRUNE_BELOW;
+            let mut kept = vec![-1i64; tree.frames.len()];
+            let mut frames = Vec::new();
+            for (k, f) in tree.frames.iter().enumerate() {
+                let parent = f.parent.map_or(-1, |p| kept[p]);
+                if k > 0 && (parent < 0 || f.total < least.max(1)) {
+                    if parent >= 0 {
+                        pruned.0 += 1;
+                        pruned.1 += f.total;
+                    }
+                    continue;
+                }
+                kept[k] = frames.len() as i64;
+                frames.push(json!([
+                    parent,
+                    f.function.map_or(-1, i64::from),
                     f.calls,
                     f.self_weight,
                     f.total
-                ])
-            })
-            .collect(),
+                ]));
+            }
+            frames
+        }
         Err(_) => Vec::new(),
     };
     let run = profile.runs.first();
     let data = json!({
-        "title": profile.modules.join(", "),
+        "title": title(&profile.modules),
         "metric": metric.name(),
         "complete": profile.complete,
         "exit_code": run.map(|r| r.exit_code),
@@ -82,6 +213,10 @@ pub(super) fn write(
         "functions": functions,
         "arcs": arcs,
         "frames": frames,
+        "pruned": [pruned.0, pruned.1, PRUNE_BELOW],
+        "lines": lines,
+        "sources": sources,
+        "groups": groups,
         "generator": concat!("cargo-wasmprof ", env!("CARGO_PKG_VERSION")),
     });
     // Inside <script>, `<` must not start `</script>` or `<!--`.

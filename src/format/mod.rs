@@ -8,6 +8,7 @@
 
 pub mod annotate;
 mod callgrind;
+mod firefox;
 mod flamegraph;
 mod folded;
 mod html;
@@ -41,6 +42,8 @@ pub enum Format {
     Flamegraph,
     /// speedscope's JSON file format.
     Speedscope,
+    /// The Firefox Profiler's processed format, for profiler.firefox.com.
+    Firefox,
     /// One self-contained HTML page: flat profile, flame graph, call graph, search.
     Html,
 }
@@ -89,7 +92,7 @@ impl Format {
     pub fn extension(self) -> &'static str {
         match self {
             Format::Text => "txt",
-            Format::Json | Format::Speedscope => "json",
+            Format::Json | Format::Speedscope | Format::Firefox => "json",
             Format::Pprof => "pb.gz",
             Format::Callgrind => "callgrind",
             Format::Folded => "folded",
@@ -104,6 +107,7 @@ impl Format {
         match self {
             Format::Callgrind => format!("callgrind.out.{stem}"),
             Format::Speedscope => format!("{stem}.speedscope.json"),
+            Format::Firefox => format!("{stem}.firefox.json"),
             Format::Json => format!("{stem}.profile.json"),
             other => format!("{stem}.{}", other.extension()),
         }
@@ -131,6 +135,7 @@ impl Format {
             Format::Folded => folded::write,
             Format::Flamegraph => flamegraph::write,
             Format::Speedscope => speedscope::write,
+            Format::Firefox => firefox::write,
             Format::Html => html::write,
         }
     }
