@@ -152,7 +152,7 @@ pub fn program_functions(p: &Profile) -> Vec<bool> {
 /// (the start-up, the harness, the standard library and WASI calls only they make) is left
 /// out and a function the program and the harness both call keeps the program's calls
 /// alone. Without a calling-context tree (the calls metric), the profile without the
-/// runtime's functions the program does not reach ([`unreached`]). `None` where there is
+/// runtime's functions the program does not reach. `None` where there is
 /// nothing to leave out or no program to keep: a grouped view, a module without names or
 /// sources.
 pub fn program_view(p: &Profile) -> Option<Profile> {
