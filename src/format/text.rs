@@ -90,10 +90,11 @@ pub(super) fn render(p: &Profile, options: &EmitOptions) -> String {
         true => None,
         false => crate::harness::program_view(p),
     };
+    let folded = program.is_some();
     let q = program.as_ref().unwrap_or(p);
     let with_inlined = (options.inlined && !q.lines.is_empty()).then(|| inlined_rows(q));
     let q = with_inlined.as_ref().unwrap_or(q);
-    let shown = Shown::of(p, q, options, units);
+    let shown = Shown::of(p, q, folded, options, units);
     header(&mut out, p, units);
     // Tests and harness loops are found by their callers, which a view of the program's
     // stacks leaves out.
@@ -159,8 +160,15 @@ struct Shown<'a> {
 }
 
 impl<'a> Shown<'a> {
-    /// The rows of `q`, the view of `p` the sections show.
-    fn of(p: &Profile, q: &'a Profile, options: &EmitOptions, units: Units) -> Shown<'a> {
+    /// The rows of `q`, the view of `p` the sections show (`folded`: without the
+    /// runtime's scaffolding).
+    fn of(
+        p: &Profile,
+        q: &'a Profile,
+        folded: bool,
+        options: &EmitOptions,
+        units: Units,
+    ) -> Shown<'a> {
         let mut rows = by_cost(q, |f| units.get(&f.cost).0);
         let rest = rows.split_off(rows.len().min(options.top.unwrap_or(usize::MAX)));
         let sum = |p: &Profile| -> (u64, u64) {
@@ -168,7 +176,7 @@ impl<'a> Shown<'a> {
                 .iter()
                 .fold((0, 0), |(c, s), f| (c + f.calls, s + units.get(&f.cost).0))
         };
-        let scaffolding = (!std::ptr::eq(p, q)).then(|| {
+        let scaffolding = folded.then(|| {
             let ((calls, self_), (q_calls, q_self)) = (sum(p), sum(q));
             let kept: std::collections::HashSet<&str> =
                 q.functions.iter().map(|f| f.name.as_str()).collect();

@@ -124,13 +124,15 @@ impl Profile {
             let (functions, arcs) = self.group_counts(&groups, &group_of);
             (functions, arcs, self.contexts.clone())
         };
-        // A segment's runs are not told apart by calling context or kept per group, so
-        // per-line costs belong to the whole profile alone.
+        let lines = match filter.by {
+            Grouping::Function => self.lines_of_whole(&functions),
+            _ => Vec::new(),
+        };
         Ok(Profile {
             functions,
             arcs,
             contexts,
-            lines: Vec::new(),
+            lines,
             view: Some(view),
             ..self.clone()
         })
@@ -148,7 +150,20 @@ impl Profile {
         let none = vec![false; self.functions.len()];
         let (functions, arcs, contexts) =
             self.view_tree(Some(chosen), &none, Grouping::Function, &groups, &group_of);
-        // A function's lines stay where the view keeps all of its calls.
+        let lines = self.lines_of_whole(&functions);
+        Profile {
+            functions,
+            arcs,
+            contexts,
+            lines,
+            ..self.clone()
+        }
+    }
+
+    /// The per-line costs of the view's `functions` that kept all their calls: a
+    /// segment's runs are not told apart by calling context, so a function some of whose
+    /// calls the view left out has no lines in it.
+    fn lines_of_whole(&self, functions: &[Function]) -> Vec<super::LineCost> {
         let whole: HashMap<&str, u64> = self
             .functions
             .iter()
@@ -159,19 +174,11 @@ impl Profile {
             .filter(|f| whole.get(f.name.as_str()) == Some(&f.calls))
             .map(|f| f.name.as_str())
             .collect();
-        let lines = self
-            .lines
+        self.lines
             .iter()
             .filter(|l| all_calls.contains(l.function.as_str()))
             .cloned()
-            .collect();
-        Profile {
-            functions,
-            arcs,
-            contexts,
-            lines,
-            ..self.clone()
-        }
+            .collect()
     }
 
     /// The view of a profile with a calling-context tree: the tree filtered (`focused`
