@@ -181,8 +181,9 @@ pub(super) fn write(
             for (k, f) in tree.frames.iter().enumerate() {
                 let parent = f.parent.map_or(-1, |p| kept[p]);
                 if k > 0 && (parent < 0 || f.total < least.max(1)) {
+                    // Every context left out is counted, the cost once per subtree.
+                    pruned.0 += 1;
                     if parent >= 0 {
-                        pruned.0 += 1;
                         pruned.1 += f.total;
                     }
                     continue;

@@ -380,6 +380,9 @@ fn flat_profile(out: &mut String, p: &Profile, units: Units, shown: &Shown) {
 }
 
 fn call_graph(out: &mut String, p: &Profile, units: Units, options: &EmitOptions, shown: &Shown) {
+    if options.call_graph == CallGraph::Top(0) {
+        return;
+    }
     let mut order = by_cost(p, |f| units.get(&f.cost).1);
     // Inlined functions' rows have no calls, so no arcs.
     order.retain(|f| f.calls > 0);

@@ -422,7 +422,8 @@ fn groups(p: &Profile, by: Grouping) -> (Vec<Function>, Vec<usize>) {
 
 /// The crate (or C library, or import module) a function is of: an import's module; the
 /// library its file is in; else the first segment of its path (`calls::fib`, and
-/// `<calls::Shape as core::fmt::Debug>::fmt`, are of `calls`); else its file's directory.
+/// `<calls::Shape as core::fmt::Debug>::fmt`, are of `calls`; `<u8 as calls::Bound>::f`,
+/// a primitive's impl, is of its trait's); else its file's directory.
 pub fn crate_of(f: &Function) -> String {
     if f.import {
         return f.name.split('.').next().unwrap_or(&f.name).to_string();
@@ -438,6 +439,12 @@ pub fn crate_of(f: &Function) -> String {
         }
         if name == before {
             break;
+        }
+    }
+    // `<u8 as regex_syntax::hir::Bound>::f`: a primitive's impl is its trait's crate's.
+    if let Some((self_type, trait_path)) = name.split_once(" as ") {
+        if !self_type.contains("::") {
+            name = trait_path;
         }
     }
     if let Some((first, _)) = name.split_once("::") {
@@ -487,5 +494,51 @@ fn set_total(costs: &mut Costs, metric: Metric, total: u64) {
         Metric::Calls => {}
         Metric::Time | Metric::ExactTime => costs.total_ns = total,
         Metric::Instructions => costs.total_instructions = Some(total),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::crate_of;
+    use crate::profile::{Costs, Function};
+
+    fn function(name: &str, file: Option<&str>) -> Function {
+        Function {
+            id: 0,
+            name: name.into(),
+            file: file.map(str::to_string),
+            line: None,
+            import: false,
+            calls: 1,
+            cost: Costs::default(),
+        }
+    }
+
+    #[test]
+    fn crates_come_from_paths_then_names() {
+        let local = Some("/work/x/src/hir/interval.rs");
+        for (name, file, expected) in [
+            ("calls::fib", local, "calls"),
+            ("<calls::Shape as core::fmt::Debug>::fmt", local, "calls"),
+            (
+                "<u8 as regex_syntax::hir::interval::Bound>::as_u32",
+                local,
+                "regex_syntax",
+            ),
+            (
+                "<&mut W as core::fmt::Write>::write_str",
+                Some("/rustc/abc/library/core/src/fmt/mod.rs"),
+                "core",
+            ),
+            ("main", local, "hir"),
+            ("__main_void", None, "[no source]"),
+        ] {
+            assert_eq!(crate_of(&function(name, file)), expected, "{name}");
+        }
+        let import = Function {
+            import: true,
+            ..function("wasi_snapshot_preview1.fd_write", None)
+        };
+        assert_eq!(crate_of(&import), "wasi_snapshot_preview1");
     }
 }
