@@ -35,21 +35,23 @@ impl CallsRun {
 fn calls_run() -> &'static CallsRun {
     static RUN: OnceLock<CallsRun> = OnceLock::new();
     RUN.get_or_init(|| {
-        let dir = copy_fixture("calls");
-        let out = output(
-            wasmprof()
-                .args([
-                    "wasmprof",
-                    "test",
-                    "-o",
-                    "merged.json",
-                    "--format",
-                    "text,html,callgrind",
-                ])
-                .current_dir(dir.path()),
-        );
-        CallsRun { dir, out }
+        test_run(
+            "calls",
+            &["-o", "merged.json", "--format", "text,html,callgrind"],
+        )
     })
+}
+
+/// `cargo wasmprof test ARGS` in a fresh copy of `fixture`.
+fn test_run(fixture: &str, args: &[&str]) -> CallsRun {
+    let dir = copy_fixture(fixture);
+    let out = output(
+        wasmprof()
+            .args(["wasmprof", "test"])
+            .args(args)
+            .current_dir(dir.path()),
+    );
+    CallsRun { dir, out }
 }
 
 fn stdout(out: &Output) -> String {
@@ -767,22 +769,16 @@ fn focus_ignore_and_grouping_views_keep_exact_counts() {
 fn instructions_run() -> &'static CallsRun {
     static RUN: OnceLock<CallsRun> = OnceLock::new();
     RUN.get_or_init(|| {
-        let dir = copy_fixture("calls");
-        let out = output(
-            wasmprof()
-                .args([
-                    "wasmprof",
-                    "test",
-                    "--metric",
-                    "instructions",
-                    "-o",
-                    "merged.json",
-                    "--no-report",
-                ])
-                .current_dir(dir.path()),
-        );
-        assert!(out.status.success(), "{}", stderr(&out));
-        CallsRun { dir, out }
+        let args = [
+            "--metric",
+            "instructions",
+            "-o",
+            "merged.json",
+            "--no-report",
+        ];
+        let run = test_run("calls", &args);
+        assert!(run.out.status.success(), "{}", stderr(&run.out));
+        run
     })
 }
 
@@ -866,23 +862,17 @@ fn per_line_instruction_counts_follow_from_the_code() {
 fn lines_run() -> &'static CallsRun {
     static RUN: OnceLock<CallsRun> = OnceLock::new();
     RUN.get_or_init(|| {
-        let dir = copy_fixture("lines");
-        let out = output(
-            wasmprof()
-                .args([
-                    "wasmprof",
-                    "test",
-                    "--metric",
-                    "instructions",
-                    "-o",
-                    "merged.json",
-                    "--format",
-                    "callgrind,pprof",
-                ])
-                .current_dir(dir.path()),
-        );
-        assert!(out.status.success(), "{}", stderr(&out));
-        CallsRun { dir, out }
+        let args = [
+            "--metric",
+            "instructions",
+            "-o",
+            "merged.json",
+            "--format",
+            "callgrind,pprof",
+        ];
+        let run = test_run("lines", &args);
+        assert!(run.out.status.success(), "{}", stderr(&run.out));
+        run
     })
 }
 

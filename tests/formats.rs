@@ -383,6 +383,19 @@ fn callgrind_opens_in_callgrind_annotate() {
     assert_eq!(shown, fib.to_string(), "{row}");
 }
 
+/// Chromium without a window, a sandbox or the network.
+fn headless_chromium() -> Command {
+    let mut chromium = Command::new("chromium");
+    chromium.args([
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--no-first-run",
+        "--disable-background-networking",
+    ]);
+    chromium
+}
+
 /// The HTML page renders in headless Chromium without console messages and shows the
 /// hottest function selected; the screenshot is kept in the test artifacts.
 #[test]
@@ -403,13 +416,8 @@ fn html_report_renders_in_chromium() {
     let profile_dir = tempfile::tempdir().unwrap();
     let chromium = |extra: &[&str]| {
         output(
-            Command::new("chromium")
+            headless_chromium()
                 .args([
-                    "--headless",
-                    "--no-sandbox",
-                    "--disable-gpu",
-                    "--no-first-run",
-                    "--disable-background-networking",
                     "--disable-component-update",
                     "--disable-sync",
                     "--enable-logging=stderr",
@@ -634,16 +642,8 @@ fn speedscope_page_loads_the_file() {
     let loader = save(&dir, "load.js", script.as_bytes());
     let user_data = tempfile::tempdir().unwrap();
     let dom = output(
-        Command::new("chromium")
-            .args([
-                "--headless",
-                "--no-sandbox",
-                "--disable-gpu",
-                "--no-first-run",
-                "--disable-background-networking",
-                "--virtual-time-budget=10000",
-                "--dump-dom",
-            ])
+        headless_chromium()
+            .args(["--virtual-time-budget=10000", "--dump-dom"])
             .arg(format!("--user-data-dir={}", user_data.path().display()))
             .arg(format!(
                 "file://{}#localProfilePath={}",
