@@ -182,12 +182,7 @@ pub fn program_view(p: &Profile) -> Option<Profile> {
 /// other runtime functions (but not through a harness's: what criterion does when the
 /// program calls it is criterion's), indexed by function id.
 fn unreached(p: &Profile, program: &[bool]) -> Vec<bool> {
-    let by_name: HashMap<&str, usize> = p
-        .functions
-        .iter()
-        .enumerate()
-        .map(|(i, f)| (f.name.as_str(), i))
-        .collect();
+    let by_name: HashMap<&str, usize> = p.index_by_name();
     let mut callees: Vec<Vec<usize>> = vec![Vec::new(); p.functions.len()];
     for a in &p.arcs {
         if let (Some(&caller), Some(&callee)) = (

@@ -727,19 +727,29 @@ fn focus_ignore_and_grouping_views_keep_exact_counts() {
     ] {
         assert!(crates.function_named(name).is_some(), "no crate {name}");
     }
-    // Every format draws the view: the folded stacks of a focus start there.
+    // Every format draws the view: the folded stacks of a focus start there (counted
+    // instructions, so that every stack has a weight), and weigh fib's whole self cost.
+    let counted = instructions_run().dir.path().join("merged.json");
     let folded = stdout(&output(
-        wasmprof().args(["wasmprof", "report"]).arg(&merged).args([
+        wasmprof().args(["wasmprof", "report"]).arg(&counted).args([
             "--format",
             "folded",
             "--focus",
             "calls::fib$",
         ]),
     ));
+    assert!(!folded.is_empty());
     assert!(
         folded.lines().all(|l| l.starts_with("calls::fib")),
         "{folded}"
     );
+    let weight: u64 = folded
+        .lines()
+        .map(|l| l.rsplit(' ').next().unwrap().parse::<u64>().unwrap())
+        .sum();
+    let fib = Profile::read(&counted).unwrap();
+    let fib = fib.function_named("calls::fib").unwrap();
+    assert_eq!(Some(weight), fib.cost.self_instructions);
     let text = stdout(&output(
         wasmprof().args(["wasmprof", "report"]).arg(&merged).args([
             "--focus",

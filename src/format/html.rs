@@ -110,12 +110,7 @@ pub(super) fn write(
     out: &mut dyn Write,
 ) -> anyhow::Result<()> {
     let metric = profile.metric;
-    let index: std::collections::HashMap<&str, usize> = profile
-        .functions
-        .iter()
-        .enumerate()
-        .map(|(i, f)| (f.name.as_str(), i))
-        .collect();
+    let index: std::collections::HashMap<&str, usize> = profile.index_by_name();
     let function_of = |name: &str| index.get(name).map_or(-1, |&i| i as i64);
     let functions: Vec<_> = profile
         .functions

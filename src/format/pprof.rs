@@ -141,12 +141,7 @@ impl<'a> Builder<'a> {
                     Some(((a.caller.as_str(), a.callee.as_str()), line))
                 })
                 .collect(),
-            by_name: profile
-                .functions
-                .iter()
-                .enumerate()
-                .map(|(i, f)| (f.name.as_str(), i))
-                .collect(),
+            by_name: profile.index_by_name(),
         };
         b.string(""); // string_table[0] must be ""
         b

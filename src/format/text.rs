@@ -110,12 +110,7 @@ pub(super) fn render(p: &Profile, options: &EmitOptions) -> String {
 /// without calls: the instructions of its lines, taken out of its hosts' self cost.
 fn inlined_rows(p: &Profile) -> Profile {
     let mut q = p.clone();
-    let index: HashMap<&str, usize> = p
-        .functions
-        .iter()
-        .enumerate()
-        .map(|(i, f)| (f.name.as_str(), i))
-        .collect();
+    let index: HashMap<&str, usize> = p.index_by_name();
     let mut rows: std::collections::BTreeMap<&str, u64> = Default::default();
     for l in &p.lines {
         let Some(inlined) = l.inlined.first() else {

@@ -307,6 +307,15 @@ impl Profile {
         self.functions.iter().find(|f| f.name == name)
     }
 
+    /// Each function's index in `functions`, by name (names are unique in a profile).
+    pub fn index_by_name(&self) -> std::collections::HashMap<&str, usize> {
+        self.functions
+            .iter()
+            .enumerate()
+            .map(|(i, f)| (f.name.as_str(), i))
+            .collect()
+    }
+
     /// The arc from `caller` to `callee`, by name.
     pub fn arc(&self, caller: &str, callee: &str) -> Option<&Arc> {
         self.arcs

@@ -1,0 +1,206 @@
+//! The two tables read once from a module's DWARF for lookups by code address: every row
+//! of the line program (a call site's or an instruction's file:line), and every inlined
+//! subroutine's ranges (the functions inlined at an instruction).
+
+use std::collections::HashMap;
+
+use addr2line::gimli;
+use gimli::AttributeValue;
+use serde::{Deserialize, Serialize};
+
+use super::{describe, SourcePos, R};
+
+/// A function inlined where an instruction is: its name, and the line of the code it was
+/// inlined into (`DW_AT_call_line`, in the caller's file).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Inlined {
+    /// The inlined function's name, demangled.
+    pub function: String,
+    /// The line it was inlined at, in the code around it.
+    pub call_line: u32,
+}
+
+/// Every `DW_TAG_inlined_subroutine`'s address ranges, for finding the functions inlined
+/// at an instruction: each range with the nearest range that encloses it (inlined
+/// subroutines nest in the code as in the DWARF tree).
+#[derive(Default)]
+pub(super) struct InlineTable {
+    /// (start, end, the inlined function, the enclosing range's index or `usize::MAX`),
+    /// sorted by start, the enclosing before the enclosed.
+    ranges: Vec<(u64, u64, Inlined, usize)>,
+}
+
+impl InlineTable {
+    pub(super) fn read(dwarf: &gimli::Dwarf<R<'_>>) -> gimli::Result<InlineTable> {
+        let mut raw: Vec<(u64, u64, Inlined)> = Vec::new();
+        let mut headers = dwarf.units();
+        while let Some(header) = headers.next()? {
+            let unit = dwarf.unit(header)?;
+            // A function inlined in many places has one abstract origin: named once.
+            let mut names: HashMap<gimli::UnitOffset, Option<String>> = HashMap::new();
+            let mut entries = unit.entries();
+            while let Some(entry) = entries.next_dfs()? {
+                if entry.tag() != gimli::DW_TAG_inlined_subroutine {
+                    continue;
+                }
+                let origin = match entry.attr_value(gimli::DW_AT_abstract_origin) {
+                    Some(AttributeValue::UnitRef(offset)) => offset,
+                    _ => entry.offset(),
+                };
+                let name = match names.get(&origin) {
+                    Some(name) => name.clone(),
+                    None => {
+                        let name = describe(dwarf, &unit, entry)?.map(|s| s.name);
+                        names.insert(origin, name.clone());
+                        name
+                    }
+                };
+                let Some(name) = name else {
+                    continue;
+                };
+                let call_line = entry
+                    .attr_value(gimli::DW_AT_call_line)
+                    .and_then(|v| v.udata_value())
+                    .unwrap_or(0) as u32;
+                let mut ranges = dwarf.die_ranges(&unit, entry)?;
+                while let Some(range) = ranges.next()? {
+                    // Code the linker discarded starts at 0 (or a tombstone).
+                    if range.begin < range.end && range.begin > 0 {
+                        let inlined = Inlined {
+                            function: name.clone(),
+                            call_line,
+                        };
+                        raw.push((range.begin, range.end, inlined));
+                    }
+                }
+            }
+        }
+        // Enclosing ranges first: by start, then the longest.
+        raw.sort_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(&a.1)));
+        let mut ranges = Vec::with_capacity(raw.len());
+        let mut open: Vec<usize> = Vec::new();
+        for (start, end, inlined) in raw {
+            while open.last().is_some_and(|&i| {
+                let (_, open_end, _, _) = &ranges[i];
+                *open_end <= start
+            }) {
+                open.pop();
+            }
+            let parent = open.last().copied().unwrap_or(usize::MAX);
+            ranges.push((start, end, inlined, parent));
+            open.push(ranges.len() - 1);
+        }
+        Ok(InlineTable { ranges })
+    }
+
+    /// The innermost range of an inlined function at `address`, by index.
+    pub(super) fn innermost(&self, address: u64) -> Option<usize> {
+        let after = self.ranges.partition_point(|r| r.0 <= address);
+        let mut at = after.checked_sub(1);
+        while let Some(i) = at.filter(|&i| i != usize::MAX) {
+            let (start, end, _, parent) = &self.ranges[i];
+            if *start <= address && address < *end {
+                return Some(i);
+            }
+            at = Some(*parent);
+        }
+        None
+    }
+
+    /// The functions inlined at `address`, innermost first.
+    pub(super) fn at(&self, address: u64) -> Vec<Inlined> {
+        let mut chain = Vec::new();
+        let after = self.ranges.partition_point(|r| r.0 <= address);
+        let mut at = after.checked_sub(1);
+        while let Some(i) = at.filter(|&i| i != usize::MAX) {
+            let (start, end, inlined, parent) = &self.ranges[i];
+            if *start <= address && address < *end {
+                chain.push(inlined.clone());
+            }
+            at = Some(*parent);
+        }
+        chain
+    }
+}
+
+/// Every row of the line program, read once: address ranges, sorted by start, with their
+/// file (an index into `files`) and line. Looking up thousands of call sites one by one
+/// through addr2line costs far more than one sweep.
+#[derive(Default)]
+pub(super) struct LineTable {
+    rows: Vec<(u64, u64, u32, u32)>,
+    files: Vec<String>,
+}
+
+impl LineTable {
+    pub(super) fn read(dwarf: gimli::Dwarf<R<'_>>) -> LineTable {
+        let mut table = LineTable::default();
+        let Ok(context) = addr2line::Context::from_dwarf(dwarf) else {
+            return table;
+        };
+        let Ok(ranges) = context.find_location_range(0, u64::MAX) else {
+            return table;
+        };
+        let mut file_ids: HashMap<String, u32> = HashMap::new();
+        for (start, len, location) in ranges {
+            let (Some(file), Some(line)) = (location.file, location.line) else {
+                continue;
+            };
+            let file = uri_tail(file);
+            let id = match file_ids.get(file) {
+                Some(&id) => id,
+                None => {
+                    let id = table.files.len() as u32;
+                    table.files.push(file.to_string());
+                    file_ids.insert(file.to_string(), id);
+                    id
+                }
+            };
+            table.rows.push((start, start + len, id, line));
+        }
+        table.rows.sort_unstable();
+        table
+    }
+
+    /// The row that covers `address`.
+    pub(super) fn row(&self, address: u64) -> Option<usize> {
+        let after = self.rows.partition_point(|row| row.0 <= address);
+        let at = after.checked_sub(1)?;
+        (address < self.rows[at].1).then_some(at)
+    }
+
+    pub(super) fn find(&self, address: u64) -> Option<SourcePos> {
+        let after = self.rows.partition_point(|row| row.0 <= address);
+        let &(_, end, file, line) = self.rows.get(after.checked_sub(1)?)?;
+        (address < end).then(|| SourcePos {
+            file: self.files[file as usize].clone(),
+            line,
+        })
+    }
+}
+
+/// A path from addr2line as `join_path` (in the parent module) makes it: addr2line joins a URI-like name
+/// (wasi-sdk's `wasisdk://v30.0/src/...`) to its directory as if it were relative, so the
+/// last URI in the path is the file.
+fn uri_tail(path: &str) -> &str {
+    match path.rfind("://") {
+        Some(at) => &path[path[..at].rfind('/').map_or(0, |i| i + 1)..],
+        None => path,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_joined_uri_is_the_file() {
+        assert_eq!(
+            super::uri_tail("wasisdk://v30.0/build/x-build/wasisdk://v30.0/src/a/malloc.c"),
+            "wasisdk://v30.0/src/a/malloc.c"
+        );
+        assert_eq!(
+            super::uri_tail("wasisdk://v30.0/src/a.c"),
+            "wasisdk://v30.0/src/a.c"
+        );
+        assert_eq!(super::uri_tail("/work/src/lib.rs"), "/work/src/lib.rs");
+    }
+}
