@@ -19,6 +19,10 @@ pub enum Target {
     #[default]
     #[value(name = "wasm32-wasip1")]
     Wasip1,
+    /// WASI preview 1 with wasi-threads (std::thread, rayon): runs in the embedded
+    /// wasmtime, each thread in an instance of its own.
+    #[value(name = "wasm32-wasip1-threads")]
+    Wasip1Threads,
     /// Emscripten: linked through wasmprof-emcc, run under node.
     #[value(name = "wasm32-unknown-emscripten")]
     Emscripten,
@@ -29,8 +33,14 @@ impl Target {
     pub fn triple(self) -> &'static str {
         match self {
             Target::Wasip1 => "wasm32-wasip1",
+            Target::Wasip1Threads => "wasm32-wasip1-threads",
             Target::Emscripten => "wasm32-unknown-emscripten",
         }
+    }
+
+    /// Whether its programs run in the embedded wasmtime (WASI), not under node.
+    pub fn is_wasi(self) -> bool {
+        matches!(self, Target::Wasip1 | Target::Wasip1Threads)
     }
 }
 

@@ -204,8 +204,9 @@ pub struct CargoArgs {
     /// Build with the given profile.
     #[arg(long, value_name = "NAME")]
     pub profile: Option<String>,
-    /// Build for this target: wasm32-wasip1 runs in the embedded wasmtime;
-    /// wasm32-unknown-emscripten links through wasmprof-emcc (wrapping the linker you
+    /// Build for this target: wasm32-wasip1 runs in the embedded wasmtime, and so does
+    /// wasm32-wasip1-threads (wasi-threads: a profile per thread, merged by default, `report
+    /// --threads` for each); wasm32-unknown-emscripten links through wasmprof-emcc (wrapping the linker you
     /// configured for it, else emcc) and runs under node.
     #[arg(long, value_name = "TRIPLE", default_value = "wasm32-wasip1")]
     pub target: crate::build::Target,
@@ -491,6 +492,11 @@ pub struct ViewArgs {
     /// generic arguments otherwise; the other formats always have them whole).
     #[arg(long)]
     pub full_names: bool,
+    /// List each thread of a threaded program (wasm32-wasip1-threads) in the text report:
+    /// its total, how it ended and its costliest functions (the other sections show their
+    /// sum; speedscope, Firefox and pprof files have a track or label per thread).
+    #[arg(long)]
+    pub threads: bool,
     /// Which stacks to show and how to group them.
     #[command(flatten)]
     pub filter: FilterArgs,
@@ -506,6 +512,7 @@ impl ViewArgs {
             inlined: self.inlined,
             icicle: self.icicle,
             full_names: self.full_names,
+            threads: self.threads,
         }
     }
 }

@@ -49,6 +49,20 @@ pub const HDR_IDLE_SAMPLES: u32 = 56;
 /// waited for a CPU), so the sample fell where the program let it run, often a host call
 /// that blocked, and the time it stands for is skewed toward there.
 pub const HDR_LATE_SAMPLES: u32 = 64;
+/// Header, in a threaded module (each thread's instance has a profiler memory of its own,
+/// shared so that the host may read it from another thread): a u32 that the wait probe
+/// adds one to (atomically stored) before each `memory.atomic.wait` and after it: odd
+/// while the thread is blocked in one. The host, ending
+/// the program, reads a blocked thread's state from the memory and the fields below (the
+/// thread can change none of it while it waits), then wakes it.
+pub const HDR_WAITING: u32 = 72;
+/// Header: the current context node when the thread began to wait, a u32.
+pub const HDR_WAIT_CUR: u32 = 76;
+/// Header: the address the thread waits on in the program's shared memory, a u64.
+pub const HDR_WAIT_ADDR: u32 = 80;
+/// Header: with the instructions metric, the instruction counter when the thread began to
+/// wait, a u64.
+pub const HDR_WAIT_INSTRUCTIONS: u32 = 88;
 /// The sample word's value while the probes' own work runs.
 pub const IN_PROBES: u32 = u32::MAX;
 /// The magic number at [`HDR_MAGIC`] (`WPRF` in little-endian bytes).

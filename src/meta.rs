@@ -26,6 +26,12 @@ pub const INSTRUCTIONS_EXPORT: &str = "__wasmprof_instructions";
 pub const CLOCK_MODULE: &str = STATE_MODULE;
 /// Import name of the clock: `() -> i64`, monotonic nanoseconds.
 pub const CLOCK_NAME: &str = "now";
+/// wasi-threads' import: `thread-spawn(start_arg: i32) -> i32` (the new thread's id, or
+/// a negative error), under the module `wasi`.
+pub const THREAD_SPAWN: (&str, &str) = ("wasi", "thread-spawn");
+/// wasi-threads' entry point of every new thread: `wasi_thread_start(tid: i32, arg: i32)`.
+pub const THREAD_START: &str = "wasi_thread_start";
+
 /// Name of the custom section that maps each function index of the instrumented module
 /// back to its function id: one little-endian u32 per index, [`NO_FUNCTION`] for the
 /// profiler's own functions. A host's backtrace (a trap's) names instrumented indices.

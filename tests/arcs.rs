@@ -215,6 +215,7 @@ fn run_with_callbacks(wasm: &[u8], options: &Options) -> Profile {
         open_stack: Vec::new(),
         wall_ns: 0,
         clock: String::new(),
+        threads_lost: Vec::new(),
     };
     Profile::decode(&done.meta, &dump, run).unwrap()
 }

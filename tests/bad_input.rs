@@ -161,17 +161,65 @@ fn a_module_that_needs_the_gc_proposal() {
     instrument_fails(&wasm, "uses the garbage collection (GC) proposal");
 }
 
-/// wasm32-wasip1-threads modules import a shared memory and wasi-threads' thread-spawn.
+/// A wasi-threads module that cannot run as one: each gets one line that says why.
 #[test]
-fn a_threaded_module() {
+fn threaded_modules_that_wasi_threads_cannot_run() {
+    let module = |memory: &str, spawn: &str, start: &str| {
+        wat::parse_str(format!(
+            r#"(module
+                 (import "wasi" "thread-spawn" (func {spawn}))
+                 {memory}
+                 (func (export "wasi_thread_start") {start})
+                 (func (export "_start")))"#
+        ))
+        .unwrap()
+    };
+    let shared = r#"(import "env" "memory" (memory 1 16 shared))"#;
+    let spawn = "(param i32) (result i32)";
+    let start = "(param i32 i32)";
+    instrument_fails(
+        &module(shared, "(param i64) (result i32)", start),
+        "the import's type is (i64) -> (i32), not wasi-threads' (i32) -> (i32)",
+    );
+    instrument_fails(
+        &module(r#"(import "env" "memory" (memory 1 16))"#, spawn, start),
+        "it imports no shared memory",
+    );
+    instrument_fails(
+        &module("(memory 1 16 shared)", spawn, start),
+        "it imports no shared memory",
+    );
+    instrument_fails(
+        &module(shared, spawn, "(param i32)"),
+        "it exports no `wasi_thread_start(i32, i32)`",
+    );
+}
+
+/// Emscripten's -pthread programs import a shared memory; a JS host keeps the profiler's
+/// state in a state module, which has no per-thread state yet.
+#[test]
+fn a_shared_memory_program_for_a_js_host() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("input.wasm");
     let wasm = wat::parse_str(
-        r#"(module
-             (import "env" "memory" (memory 1 16 shared))
-             (import "wasi" "thread-spawn" (func (param i32) (result i32)))
-             (func (export "_start")))"#,
+        r#"(module (import "env" "memory" (memory 1 16 shared)) (func (export "_start")))"#,
     )
     .unwrap();
-    instrument_fails(&wasm, "a threaded module");
+    std::fs::write(&input, wasm).unwrap();
+    let out_file = dir.path().join("out.wasm");
+    let out = output(
+        wasmprof()
+            .args(["instrument", "--state", "state-module"])
+            .arg(&input)
+            .arg("-o")
+            .arg(&out_file),
+    );
+    assert_clean_failure(
+        &out,
+        &input,
+        "Emscripten's -pthread): threads in JS hosts are not supported yet",
+    );
+    assert!(!out_file.exists());
 }
 
 #[test]

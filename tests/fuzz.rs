@@ -378,6 +378,7 @@ fn compare(engine: &Engine, seed: u64, original: &[u8]) -> Verdict {
             open_stack: Vec::new(),
             wall_ns: 0,
             clock: String::new(),
+            threads_lost: Vec::new(),
         };
         let dump = dump.expect("profiler state");
         let profile = Profile::decode(&meta, &dump, run)

@@ -582,3 +582,72 @@ fn the_context_tree_grows_its_memory_instead_of_folding() {
     assert!(p.folded_entries > 0);
     assert_eq!(calls(&p, "f"), (1 << (N + 1)) - 1);
 }
+
+/// A wasi-threads program: `_start` spawns a thread and waits forever; the thread calls
+/// `$f` three times and traps.
+const THREADED: &str = r#"
+(module
+  (import "wasi" "thread-spawn" (func $spawn (param i32) (result i32)))
+  (import "env" "memory" (memory 1 1 shared))
+  (func $f (param i32) (result i32) (i32.add (local.get 0) (i32.const 1)))
+  (func (export "wasi_thread_start") (param $tid i32) (param $arg i32)
+    (drop (call $f (call $f (call $f (local.get $arg)))))
+    unreachable)
+  (func (export "_start")
+    (drop (call $spawn (i32.const 7)))
+    ;; address 0 stays 0: this waits until the host ends the program
+    (drop (memory.atomic.wait32 (i32.const 0) (i32.const 0) (i64.const -1)))))
+"#;
+
+#[test]
+fn a_trapping_thread_ends_the_program_and_every_thread_keeps_its_profile() {
+    let wasm = wat::parse_str(THREADED).unwrap();
+    for metric in [
+        Metric::Calls,
+        Metric::Instructions,
+        Metric::ExactTime,
+        Metric::Time,
+    ] {
+        let (p, outcome) = profile_module_with(&wasm, &with_metric(metric));
+        assert_eq!(outcome.exit_code, 134, "{metric:?}: a trap's exit code");
+        let trap = outcome.trap.as_deref().unwrap_or_default();
+        assert!(trap.starts_with("thread 1: "), "{metric:?}: {trap}");
+        assert_eq!(
+            p.threads.len(),
+            2,
+            "{metric:?}: the main thread and the spawned one"
+        );
+        let (main, spawned) = (&p.threads[0], &p.threads[1]);
+        assert_eq!((main.id, spawned.id), (0, 1));
+        assert_eq!(main.how, "waiting when the program ended", "{metric:?}");
+        assert!(
+            spawned.how.starts_with("trapped: "),
+            "{metric:?}: {}",
+            spawned.how
+        );
+        assert_eq!(calls(&spawned.profile, "f"), 3, "{metric:?}");
+        assert_eq!(calls(&main.profile, "_start"), 1, "{metric:?}");
+        assert_eq!(calls(&main.profile, "wasi.thread-spawn"), 1, "{metric:?}");
+        assert!(main.profile.function_named("f").is_none(), "{metric:?}");
+        // The merged profile is their sum.
+        assert_eq!(calls(&p, "f"), 3, "{metric:?}");
+        assert_eq!(calls(&p, "_start"), 1, "{metric:?}");
+        assert_eq!(calls(&p, "wasi_thread_start"), 1, "{metric:?}");
+        if metric == Metric::Instructions {
+            // `_start` ran `i32.const 7; call` and `drop; i32.const 0; i32.const 0;
+            // i64.const -1; memory.atomic.wait32` before it blocked: 7 instructions.
+            let start = main.profile.function_named("_start").unwrap();
+            assert_eq!(start.cost.self_instructions, Some(7));
+            // `$f`: local.get, i32.const, i32.add, three times.
+            let f = spawned.profile.function_named("f").unwrap();
+            assert_eq!(f.cost.self_instructions, Some(9));
+            let sum = |q: &cargo_wasmprof::profile::Profile| -> u64 {
+                q.functions
+                    .iter()
+                    .map(|f| f.cost.self_instructions.unwrap_or(0))
+                    .sum()
+            };
+            assert_eq!(sum(&p), sum(&main.profile) + sum(&spawned.profile));
+        }
+    }
+}

@@ -88,7 +88,7 @@ pub(super) fn test(args: TestArgs, mode: Mode, status: Status) -> Result<(), Err
         }
     }
     if wants_doc && (failed.is_empty() || args.no_fail_fast) {
-        if target == Target::Wasip1 {
+        if target.is_wasi() {
             let (doc, passed) = doc_tests(
                 &args,
                 &request,

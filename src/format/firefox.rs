@@ -1,5 +1,6 @@
 //! The Firefox Profiler's processed profile format (for profiler.firefox.com), written
-//! with samply's `fxprof-processed-profile`: one thread whose samples are the
+//! with samply's `fxprof-processed-profile`: one thread (one per thread of a threaded
+//! program) whose samples are the
 //! calling-context tree laid out on a line, as the speedscope view lays it: each context a
 //! sample with its stack (function names, outermost first) weighted by its self cost
 //! (nanoseconds or instructions), at the point of the line where its inclusive cost
@@ -17,13 +18,13 @@ use super::tree::Tree;
 use super::EmitOptions;
 use crate::profile::Profile;
 
-/// Writes `profile` in the Firefox Profiler's processed format.
+/// Writes `profile` in the Firefox Profiler's processed format: one thread, or, for a
+/// threaded program, one Firefox thread per thread of the program.
 pub(super) fn write(
     profile: &Profile,
     _options: &EmitOptions,
     out: &mut dyn Write,
 ) -> anyhow::Result<()> {
-    let tree = Tree::of(profile)?;
     let name = profile.modules.join(", ");
     let mut ff = Firefox::new(
         &format!("cargo-wasmprof: {name}"),
@@ -31,11 +32,34 @@ pub(super) fn write(
         SamplingInterval::from_nanos(1),
     );
     let process = ff.add_process(&name, 1, Timestamp::from_nanos_since_reference(0));
-    let thread = ff.add_thread(process, 1, Timestamp::from_nanos_since_reference(0), true);
-    ff.set_thread_name(
-        thread,
-        &format!("{} ({})", profile.metric.name(), tree.unit.name()),
+    let tracks: Vec<(String, &Profile)> = match profile.threads.as_slice() {
+        [] => vec![(profile.metric.name().to_string(), profile)],
+        threads => threads.iter().map(|t| (t.label(), &t.profile)).collect(),
+    };
+    for (i, (label, p)) in tracks.into_iter().enumerate() {
+        add_thread(&mut ff, process, i as u32 + 1, &label, p)?;
+    }
+    serde_json::to_writer(&mut *out, &ff)?;
+    out.write_all(b"\n")?;
+    Ok(())
+}
+
+/// One Firefox thread (`tid`, named `label`) whose samples lay out `profile`'s tree.
+fn add_thread(
+    ff: &mut Firefox,
+    process: fxprof_processed_profile::ProcessHandle,
+    tid: u32,
+    label: &str,
+    profile: &Profile,
+) -> anyhow::Result<()> {
+    let tree = Tree::of(profile)?;
+    let thread = ff.add_thread(
+        process,
+        tid,
+        Timestamp::from_nanos_since_reference(0),
+        tid == 1,
     );
+    ff.set_thread_name(thread, &format!("{label} ({})", tree.unit.name()));
     ff.set_thread_samples_weight_type(thread, WeightType::Samples);
     // Each frame's stack, parents first: frame k's stack is its parent's plus itself.
     let mut stacks: Vec<Option<StackHandle>> = vec![None; tree.frames.len()];
@@ -71,7 +95,5 @@ pub(super) fn write(
         }
         at += frame.self_weight.max(1);
     }
-    serde_json::to_writer(&mut *out, &ff)?;
-    out.write_all(b"\n")?;
     Ok(())
 }

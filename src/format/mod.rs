@@ -66,6 +66,9 @@ pub struct EmitOptions {
     /// Print names whole in the text report (else long ones are elided in their generic
     /// arguments; every other format has them whole).
     pub full_names: bool,
+    /// List each thread of a threaded program in the text report: its total and its
+    /// costliest functions.
+    pub threads: bool,
 }
 
 /// Which functions the text report's call graph has entries for.

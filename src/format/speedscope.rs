@@ -3,6 +3,7 @@
 //! for its inclusive weight, children in name order, so speedscope's flame chart, left
 //! heavy and sandwich views all show the tree.
 
+use std::collections::HashMap;
 use std::io::Write;
 
 use serde_json::json;
@@ -11,36 +12,69 @@ use super::tree::{Tree, Unit};
 use super::EmitOptions;
 use crate::profile::Profile;
 
-/// Writes `profile` as a speedscope file.
+/// Writes `profile` as a speedscope file: one profile of the whole run, and for a threaded
+/// program one more per thread (speedscope's profile menu switches between them).
 pub(super) fn write(
     profile: &Profile,
     _options: &EmitOptions,
     out: &mut dyn Write,
 ) -> anyhow::Result<()> {
+    let name = profile.modules.join(", ");
+    let mut frames = Frames::default();
+    let mut profiles = vec![evented(profile, &name, &mut frames)?];
+    for t in &profile.threads {
+        profiles.push(evented(
+            &t.profile,
+            &format!("{name}: {}", t.label()),
+            &mut frames,
+        )?);
+    }
+    let file = json!({
+        "$schema": "https://www.speedscope.app/file-format-schema.json",
+        "name": name,
+        "exporter": concat!("cargo-wasmprof ", env!("CARGO_PKG_VERSION")),
+        "activeProfileIndex": 0,
+        "shared": { "frames": frames.list },
+        "profiles": profiles,
+    });
+    serde_json::to_writer(&mut *out, &file)?;
+    out.write_all(b"\n")?;
+    Ok(())
+}
+
+/// speedscope's shared frames: one per function name (and one for lost paths).
+#[derive(Default)]
+struct Frames {
+    list: Vec<serde_json::Value>,
+    by_name: HashMap<String, usize>,
+}
+
+/// One evented profile of `profile`'s calling-context tree, named `name`.
+fn evented(
+    profile: &Profile,
+    name: &str,
+    frames: &mut Frames,
+) -> anyhow::Result<serde_json::Value> {
     let tree = Tree::of(profile)?;
-    // One speedscope frame per function (and one for lost paths).
-    let mut frames = Vec::new();
-    let mut frame_of_function = vec![None; profile.functions.len()];
-    let mut lost_frame = None;
-    let mut frame_index = |id: usize, frames: &mut Vec<serde_json::Value>| -> usize {
+    let mut frame_index = |id: usize| -> usize {
         let frame = &tree.frames[id];
-        let slot = match frame.function {
-            Some(f) => &mut frame_of_function[f as usize],
-            None => &mut lost_frame,
-        };
-        *slot.get_or_insert_with(|| {
-            let mut value = json!({ "name": frame.name });
-            if let Some(f) = frame.function.map(|f| &profile.functions[f as usize]) {
-                if let Some(file) = &f.file {
-                    value["file"] = json!(file);
-                }
-                if let Some(line) = f.line {
-                    value["line"] = json!(line);
-                }
+        if let Some(&i) = frames.by_name.get(frame.name) {
+            return i;
+        }
+        let mut value = json!({ "name": frame.name });
+        if let Some(f) = frame.function.map(|f| &profile.functions[f as usize]) {
+            if let Some(file) = &f.file {
+                value["file"] = json!(file);
             }
-            frames.push(value);
-            frames.len() - 1
-        })
+            if let Some(line) = f.line {
+                value["line"] = json!(line);
+            }
+        }
+        frames.list.push(value);
+        frames
+            .by_name
+            .insert(frame.name.to_string(), frames.list.len() - 1);
+        frames.list.len() - 1
     };
     // Open and close events, depth first.
     let mut events = Vec::new();
@@ -53,7 +87,7 @@ pub(super) fn write(
     let mut at = 0u64;
     let mut starts = vec![0u64; tree.frames.len()];
     while let Some((id, opening)) = stack.pop() {
-        let frame = frame_index(id, &mut frames);
+        let frame = frame_index(id);
         if opening {
             starts[id] = at;
             events.push(json!({ "type": "O", "frame": frame, "at": at }));
@@ -68,23 +102,12 @@ pub(super) fn write(
         Unit::Nanoseconds => "nanoseconds",
         Unit::Instructions => "none",
     };
-    let name = profile.modules.join(", ");
-    let file = json!({
-        "$schema": "https://www.speedscope.app/file-format-schema.json",
-        "name": name,
-        "exporter": concat!("cargo-wasmprof ", env!("CARGO_PKG_VERSION")),
-        "activeProfileIndex": 0,
-        "shared": { "frames": frames },
-        "profiles": [{
-            "type": "evented",
-            "name": format!("{name} ({})", tree.unit.name()),
-            "unit": unit,
-            "startValue": 0,
-            "endValue": tree.frames[0].total,
-            "events": events,
-        }],
-    });
-    serde_json::to_writer(&mut *out, &file)?;
-    out.write_all(b"\n")?;
-    Ok(())
+    Ok(json!({
+        "type": "evented",
+        "name": format!("{name} ({})", tree.unit.name()),
+        "unit": unit,
+        "startValue": 0,
+        "endValue": tree.frames[0].total,
+        "events": events,
+    }))
 }

@@ -100,6 +100,9 @@ pub(super) fn render(p: &Profile, options: &EmitOptions) -> String {
     // stacks leaves out.
     tests(&mut out, p, units, top);
     iterations(&mut out, p, units, top);
+    if options.threads {
+        threads(&mut out, p, units, options);
+    }
     flat_profile(&mut out, q, units, &shown);
     call_graph(&mut out, q, units, options, &shown);
     notes(&mut out, p, units);
@@ -227,6 +230,20 @@ fn header(out: &mut String, p: &Profile, units: Units) {
             " (partial: the run ended inside some functions)"
         }
     );
+    if !p.threads.is_empty() {
+        let lost: Vec<u32> = p.runs.iter().flat_map(|r| r.threads_lost.clone()).collect();
+        let _ = writeln!(
+            out,
+            "threads: {}; every figure is their sum, exact per thread{}",
+            p.threads.len(),
+            match lost.as_slice() {
+                [] => ", --threads shows each".to_string(),
+                lost => format!(
+                    "; threads {lost:?} were in a host call when the program ended: their counts are missing"
+                ),
+            }
+        );
+    }
     if let Some(view) = &p.view {
         let part = match p.metric {
             Metric::Calls => format!(
@@ -256,6 +273,68 @@ fn header(out: &mut String, p: &Profile, units: Units) {
             s.samples,
             super::units::time(s.interval_ns().round() as u64),
         );
+    }
+}
+
+/// How many of each thread's costliest functions `--threads` lists.
+const THREAD_TOP: usize = 5;
+
+/// Each thread's total (its share of the run), how it ended, and its costliest functions
+/// of the program's own code (calls, with the calls metric).
+fn threads(out: &mut String, p: &Profile, units: Units, options: &EmitOptions) {
+    if p.threads.is_empty() {
+        return;
+    }
+    let weight = |q: &Profile| -> u64 { q.functions.iter().map(|f| f.own_weight(q.metric)).sum() };
+    let whole: u64 = p.threads.iter().map(|t| weight(&t.profile)).sum();
+    let modules = p.threads.iter().any(|t| t.module != p.threads[0].module);
+    let _ = writeln!(
+        out,
+        "\n{BOLD}Threads{BOLD:#} (each thread's {} and its costliest functions)\n",
+        if units.has_cost() { "cost" } else { "calls" }
+    );
+    for t in &p.threads {
+        let q = &t.profile;
+        let calls: u64 = q.functions.iter().map(|f| f.calls).sum();
+        let own = weight(q);
+        let cost = match units.has_cost() {
+            true => format!("{}, ", units.show(own)),
+            false => String::new(),
+        };
+        let _ = writeln!(
+            out,
+            "{:>6.2}  {}{}: {cost}{calls} calls, {}",
+            percent(own, whole),
+            t.label(),
+            if modules {
+                format!(" of {}", short_path(&t.module))
+            } else {
+                String::new()
+            },
+            t.how
+        );
+        let program = crate::harness::program_view(q);
+        let q = program.as_ref().unwrap_or(q);
+        let top = options.top.unwrap_or(THREAD_TOP).min(THREAD_TOP);
+        for f in by_cost(q, |f| f.own_weight(q.metric)).into_iter().take(top) {
+            let w = f.own_weight(q.metric);
+            if w == 0 {
+                break;
+            }
+            let _ = writeln!(
+                out,
+                "        {:>6.2} {:>11} {:>10}  {}{}",
+                percent(w, own),
+                if units.has_cost() {
+                    units.show(w)
+                } else {
+                    String::new()
+                },
+                f.calls,
+                units.name(&f.name),
+                location(f)
+            );
+        }
     }
 }
 

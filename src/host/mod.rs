@@ -11,6 +11,7 @@
 mod embedded;
 mod node;
 mod sampler;
+mod threads;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -24,7 +25,7 @@ use crate::clock::ClockChoice;
 use crate::error::{Error, HostError};
 use crate::instrument::Options;
 use crate::meta::Meta;
-use crate::profile::{Dump, Profile, RunInfo};
+use crate::profile::{Dump, Profile, RunInfo, Thread};
 use crate::status::Status;
 
 /// Something that runs programs and collects their profilers' state.
@@ -122,17 +123,69 @@ pub struct Outcome {
     pub state: Option<Dump>,
     /// Wall time of the program's run (compilation excluded).
     pub wall_ns: u64,
+    /// A threaded program's threads (wasi-threads), by thread id, the main thread (0)
+    /// first: what each one's profiler left (`state` is the main thread's too).
+    pub threads: Vec<ThreadState>,
+    /// Threads whose state the host could not collect: they neither stopped nor waited
+    /// when the program ended (blocked in a host call).
+    pub lost_threads: Vec<u32>,
+}
+
+/// What one thread of a threaded program left.
+#[derive(Debug, Clone)]
+pub struct ThreadState {
+    /// Its wasi-threads id (0: the main thread).
+    pub tid: u32,
+    /// Its profiler's state, for an instrumented module.
+    pub dump: Option<Dump>,
+    /// How it ended, in words (`returned`, `waiting when the program ended`, ...).
+    pub how: String,
 }
 
 impl Outcome {
     /// The profile of an instrumented `module` (its meta `meta`) from what this run
     /// left.
+    /// A threaded program's profile is its threads' merged, each thread's kept.
     pub fn profile(&self, meta: &Meta, module: impl Into<String>) -> anyhow::Result<Profile> {
+        let module = module.into();
         let dump = self
             .state
             .as_ref()
             .context("the module carries no profiler state")?;
-        Profile::decode(meta, dump, self.run_info(module)).context("cannot decode the profile")
+        let main = Profile::decode(meta, dump, self.run_info(module.clone()))
+            .context("cannot decode the profile")?;
+        if self.threads.is_empty() && self.lost_threads.is_empty() {
+            return Ok(main);
+        }
+        let how = |tid: u32| {
+            self.threads
+                .iter()
+                .find(|t| t.tid == tid)
+                .map(|t| t.how.clone())
+        };
+        let mut threads = vec![Thread {
+            module: module.clone(),
+            id: 0,
+            how: how(0).unwrap_or_default(),
+            profile: main,
+        }];
+        for t in self.threads.iter().filter(|t| t.tid != 0) {
+            let Some(dump) = &t.dump else { continue };
+            let run = RunInfo {
+                module: format!("{module} (thread {})", t.tid),
+                trap: t.how.strip_prefix("trapped: ").map(str::to_string),
+                ..self.run_info(module.clone())
+            };
+            let profile = Profile::decode(meta, dump, run)
+                .with_context(|| format!("cannot decode thread {}'s profile", t.tid))?;
+            threads.push(Thread {
+                module: module.clone(),
+                id: t.tid,
+                how: t.how.clone(),
+                profile,
+            });
+        }
+        Ok(Profile::of_threads(threads, self.lost_threads.clone()))
     }
 
     /// How the run ended, for the profile of `module`.
@@ -148,6 +201,7 @@ impl Outcome {
                 .as_ref()
                 .map(|d| d.clock.clone())
                 .unwrap_or_default(),
+            threads_lost: Vec::new(),
         }
     }
 }

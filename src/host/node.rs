@@ -125,6 +125,8 @@ impl Host for Node {
             trap: run.trap,
             state: Some(state),
             wall_ns: run.wall_ns,
+            threads: Vec::new(),
+            lost_threads: Vec::new(),
         })
     }
 

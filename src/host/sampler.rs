@@ -16,7 +16,7 @@
 
 use std::cell::UnsafeCell;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -113,6 +113,33 @@ fn late_after(wait: Duration) -> Duration {
 /// How long a run is sampled densely at first.
 const DENSE_PHASE: Duration = Duration::from_millis(20);
 
+/// The profilers' memories a sampler samples: one per live thread of the program, by
+/// thread id.
+#[derive(Clone, Default)]
+pub(super) struct Targets(Arc<Mutex<Vec<(u32, SampleTarget)>>>);
+
+impl Targets {
+    /// Samples thread `tid`'s `target` from now on.
+    pub(super) fn add(&self, tid: u32, target: SampleTarget) {
+        self.0.lock().expect("not poisoned").push((tid, target));
+    }
+
+    /// Stops sampling thread `tid`.
+    pub(super) fn remove(&self, tid: u32) {
+        self.0
+            .lock()
+            .expect("not poisoned")
+            .retain(|(t, _)| *t != tid);
+    }
+
+    /// Takes a sample of every thread.
+    fn take(&self, ns: u64, late: bool) {
+        for (_, target) in self.0.lock().expect("not poisoned").iter() {
+            target.take(ns, late);
+        }
+    }
+}
+
 /// A running sampler thread.
 pub(super) struct Sampler {
     stop: Arc<AtomicBool>,
@@ -120,7 +147,7 @@ pub(super) struct Sampler {
 }
 
 impl Sampler {
-    /// Starts sampling `target` every `interval`, each sample credited with the time that
+    /// Starts sampling `targets` (each thread's) every `interval`, each sample credited with the time that
     /// actually passed since the previous one. For the first [`DENSE_PHASE`] it samples ten
     /// times as often, waiting by spinning, so that a run of a millisecond or two still gets
     /// a usable estimate; then it sleeps between samples, with the timer slack at its least
@@ -130,7 +157,7 @@ impl Sampler {
     /// measurably; but a spin that never yields kept wasmtime-wasi's blocking helper threads
     /// (file system calls) off the CPU, so a `stat` took 1 ms instead of 0.15: the spin
     /// yields.
-    pub(super) fn start(target: SampleTarget, interval: Duration) -> Sampler {
+    pub(super) fn start(target: Targets, interval: Duration) -> Sampler {
         let stop = Arc::new(AtomicBool::new(false));
         let stopped = Arc::clone(&stop);
         let (up, is_up) = std::sync::mpsc::channel();

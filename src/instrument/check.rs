@@ -3,7 +3,7 @@
 //! validation of what it writes.
 
 use crate::error::InstrumentError;
-use crate::meta;
+use crate::meta::{self, StateLocation};
 
 /// Refuses what is not a core module, one we already instrumented, and one whose names are
 /// the profiler's own. ([`check_proposals`] runs beside walrus's parse.)
@@ -64,9 +64,7 @@ pub(super) fn check_proposals(bytes: &[u8]) -> Result<(), InstrumentError> {
     Err(InstrumentError::Invalid(error.to_string()))
 }
 
-/// Refuses modules whose import or export names are the profiler's own, and modules built
-/// for threads (wasi-threads' `thread-spawn`), whose other threads are instances the host
-/// would not collect.
+/// Refuses modules whose import or export names are the profiler's own.
 fn check_names(bytes: &[u8]) -> Result<(), InstrumentError> {
     use wasmparser::Payload;
     let invalid = |e: wasmparser::BinaryReaderError| InstrumentError::Invalid(e.to_string());
@@ -82,13 +80,6 @@ fn check_names(bytes: &[u8]) -> Result<(), InstrumentError> {
                             import.module,
                             import.name,
                             meta::STATE_MODULE
-                        )));
-                    }
-                    if import.name == "thread-spawn" {
-                        return Err(InstrumentError::Unsupported(format!(
-                            "a threaded module (it imports `{}.thread-spawn`, as \
-                             wasm32-wasip1-threads builds do): threads are not supported yet",
-                            import.module
                         )));
                     }
                 }
@@ -109,6 +100,90 @@ fn check_names(bytes: &[u8]) -> Result<(), InstrumentError> {
         }
     }
     Ok(())
+}
+
+/// Whether `module` starts threads as wasi-threads does (it imports `wasi.thread-spawn`),
+/// after checking that it can: the import's type, an imported shared memory that every
+/// thread's instance shares, the `wasi_thread_start` export, and a profiler state that is
+/// each instance's own (a memory of its own, not the state module of the JS hosts).
+pub(super) fn threads(
+    module: &walrus::Module,
+    state: StateLocation,
+) -> Result<bool, InstrumentError> {
+    use walrus::{ExportItem, ImportKind, ValType};
+    let spawn = module.imports.iter().find_map(|import| match import.kind {
+        ImportKind::Function(f)
+            if (import.module.as_str(), import.name.as_str()) == meta::THREAD_SPAWN =>
+        {
+            Some(f)
+        }
+        _ => None,
+    });
+    let shared_import = module.imports.iter().any(|import| match import.kind {
+        ImportKind::Memory(m) => module.memories.get(m).shared,
+        _ => false,
+    });
+    let Some(spawn) = spawn else {
+        // Emscripten's -pthread: workers, each an instance of the module on the shared
+        // memory, whose profiler state the JS runtime does not collect yet.
+        if shared_import && state == StateLocation::StateModule {
+            return Err(InstrumentError::Unsupported(
+                "a module that imports a shared memory (Emscripten's -pthread): threads in \
+                 JS hosts are not supported yet; build without -pthread, or profile a \
+                 wasm32-wasip1-threads build"
+                    .to_string(),
+            ));
+        }
+        return Ok(false);
+    };
+    let refuse = |why: String| {
+        Err(InstrumentError::Unsupported(format!(
+            "a threaded module (it imports `{}.{}`): {why}",
+            meta::THREAD_SPAWN.0,
+            meta::THREAD_SPAWN.1
+        )))
+    };
+    let ty = module.types.get(module.funcs.get(spawn).ty());
+    if ty.params() != [ValType::I32] || ty.results() != [ValType::I32] {
+        let list = |types: &[ValType]| {
+            let names: Vec<String> = types.iter().map(|t| t.to_string()).collect();
+            format!("({})", names.join(", "))
+        };
+        return refuse(format!(
+            "the import's type is {} -> {}, not wasi-threads' (i32) -> (i32)",
+            list(ty.params()),
+            list(ty.results())
+        ));
+    }
+    if !shared_import {
+        return refuse(
+            "it imports no shared memory, so its threads would share no memory (wasi-threads \
+             instantiates the module once per thread with the imported shared memory)"
+                .to_string(),
+        );
+    }
+    let start = module.exports.iter().find_map(|e| match e.item {
+        ExportItem::Function(f) if e.name == meta::THREAD_START => Some(f),
+        _ => None,
+    });
+    let start_ok = start.is_some_and(|f| {
+        let ty = module.types.get(module.funcs.get(f).ty());
+        ty.params() == [ValType::I32, ValType::I32] && ty.results().is_empty()
+    });
+    if !start_ok {
+        return refuse(format!(
+            "it exports no `{}(i32, i32)`, where wasi-threads starts each thread",
+            meta::THREAD_START
+        ));
+    }
+    if state != StateLocation::OwnMemory {
+        return refuse(
+            "threads need the profiler's state in each instance's own memory, and this host \
+             keeps it in a state module (JS hosts: Emscripten's -pthread is not supported yet)"
+                .to_string(),
+        );
+    }
+    Ok(true)
 }
 
 /// Validates a module with every feature wasmparser knows.

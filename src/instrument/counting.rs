@@ -217,5 +217,7 @@ pub(super) fn ends_segment(instr: &Instr) -> bool {
             | Instr::Throw(_)
             | Instr::ThrowRef(_)
             | Instr::Rethrow(_)
+            // A thread's count is read while it waits (threaded modules).
+            | Instr::AtomicWait(_)
     )
 }

@@ -265,6 +265,7 @@ fn rewrite(mut module: Module, options: &Options) -> Result<Rewritten, Instrumen
         .enumerate()
         .all(|(i, id)| id.index() == i));
     let function_count = original_funcs.len() as u32;
+    let threaded = check::threads(&module, options.state)?;
     let mut imported = vec![false; original_funcs.len()];
 
     let thunks = add_import_thunks(&mut module, &original_funcs);
@@ -285,12 +286,19 @@ fn rewrite(mut module: Module, options: &Options) -> Result<Rewritten, Instrumen
             let f = id.index() as u32;
             let seqs = sequences(func);
             let site_ids = sites.number(func, &seqs, f, &thunk_for);
+            let waits = seqs.iter().any(|&seq| {
+                func.block(seq)
+                    .instrs
+                    .iter()
+                    .any(|(instr, _)| runtime::is_wait(instr))
+            });
             plans.push(Plan {
                 id,
                 f,
                 site_ids,
                 seqs,
                 thunk: false,
+                waits,
             });
         }
     }
@@ -304,6 +312,7 @@ fn rewrite(mut module: Module, options: &Options) -> Result<Rewritten, Instrumen
             site_ids: Vec::new(),
             seqs: sequences(func),
             thunk: true,
+            waits: false,
         });
     }
 
@@ -332,7 +341,9 @@ fn rewrite(mut module: Module, options: &Options) -> Result<Rewritten, Instrumen
     // Imports come first among the function ids.
     let imports = thunks.len() as u32;
     let rt = match options.state {
-        StateLocation::OwnMemory => runtime::add(&mut module, &layout, options.metric, imports),
+        StateLocation::OwnMemory => {
+            runtime::add(&mut module, &layout, options.metric, imports, threaded)
+        }
         StateLocation::StateModule => {
             let (rt, state) =
                 runtime::import_state_module(&mut module, &layout, options.metric, imports);
@@ -365,6 +376,8 @@ fn rewrite(mut module: Module, options: &Options) -> Result<Rewritten, Instrumen
             },
             pending: (options.metric == Metric::Instructions)
                 .then(|| module.locals.add(ValType::I64)),
+            wait: (rt.wait.is_some() && plan.waits)
+                .then(|| runtime::WaitLocals::add(&mut module.locals)),
         };
         let results = module.types.results(module.funcs.get(id).ty()).to_vec();
         let body_ty = match results.as_slice() {
@@ -450,12 +463,13 @@ impl walrus::CustomSection for FrameTable {
 }
 
 /// One function to rewrite: its walrus id, its function id, the ids of its call sites, its
-/// instruction sequences (found once, for the numbering and the rewrite), and whether it is
-/// an import's thunk.
+/// instruction sequences (found once, for the numbering and the rewrite), whether it is
+/// an import's thunk, and whether it waits (`memory.atomic.wait`).
 struct Plan {
     id: FunctionId,
     f: u32,
     site_ids: Vec<u32>,
     seqs: Vec<InstrSeqId>,
     thunk: bool,
+    waits: bool,
 }

@@ -64,7 +64,11 @@ pub(super) fn rewrite_function(
     body_ty: InstrSeqType,
     rt: &runtime::Runtime,
     unwind: Option<Unwind>,
-    ProbeLocals { timed, pending }: ProbeLocals,
+    ProbeLocals {
+        timed,
+        pending,
+        wait,
+    }: ProbeLocals,
     segments: &mut Option<SegmentCounters>,
 ) {
     let entry = func.entry_block();
@@ -133,6 +137,14 @@ pub(super) fn rewrite_function(
                 Instr::ReturnCall(_) | Instr::ReturnCallIndirect(_) | Instr::ReturnCallRef(_) => {
                     segment.instrs.extend(exit_probe(func, loc));
                     segment.instrs.push((instr, loc));
+                }
+                Instr::AtomicWait(_) if rt.wait.is_some() => {
+                    let (Some(probe), Some(locals)) = (&rt.wait, wait) else {
+                        unreachable!("a function with waits has the wait probe's locals");
+                    };
+                    // The host may read the counter while the thread waits.
+                    segment.instrs.extend(flush(loc));
+                    segment.instrs.extend(probe.around(instr, loc, locals));
                 }
                 other => segment.instrs.push((other, loc)),
             }
@@ -293,6 +305,8 @@ pub(super) struct ProbeLocals {
     /// function counts in this local and adds it to the shared counter only where someone
     /// reads that, before calls and exits.
     pub(super) pending: Option<walrus::LocalId>,
+    /// In a threaded module's functions that wait, the wait probe's locals.
+    pub(super) wait: Option<runtime::WaitLocals>,
 }
 
 fn i32_const(value: u32) -> Instr {

@@ -21,6 +21,9 @@ impl Profile {
         if self.compensation.is_some() {
             return Err("the probes' cost was subtracted already".into());
         }
+        if !self.threads.is_empty() {
+            return self.compensate_threads(cost);
+        }
         if self.folded_entries > 0 {
             return Err(format!(
                 "the calling-context tree was full ({} entries folded), so the calls each context made are unknown; raise --max-contexts",
@@ -188,6 +191,7 @@ mod tests {
             sampling: None,
             lines: Vec::new(),
             view: None,
+            threads: Vec::new(),
         }
     }
 

@@ -98,6 +98,7 @@ impl Profile {
             sampling: (meta.metric == Metric::Time).then(|| decoder.sampling()),
             lines,
             view: None,
+            threads: Vec::new(),
         })
     }
 }

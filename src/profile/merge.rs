@@ -40,6 +40,7 @@ impl Profile {
             sampling: None,
             lines: Vec::new(),
             view: None,
+            threads: Vec::new(),
         };
         let names = MergedNames::of(profiles);
         let mut function_ids: HashMap<FnKey, u32> = HashMap::new();
@@ -49,6 +50,7 @@ impl Profile {
         let mut line_ids: HashMap<LineKey, usize> = HashMap::new();
         for p in profiles {
             out.modules.extend(p.modules.iter().cloned());
+            out.threads.extend(p.threads.iter().cloned());
             out.complete &= p.complete;
             out.folded_entries += p.folded_entries;
             out.arcs_dropped += p.arcs_dropped;
@@ -271,6 +273,7 @@ mod tests {
                 open_stack: vec![grow.clone()],
                 wall_ns: 0,
                 clock: String::new(),
+                threads_lost: Vec::new(),
             }],
             metric: Metric::Calls,
             functions: vec![
@@ -290,6 +293,7 @@ mod tests {
             sampling: None,
             lines: Vec::new(),
             view: None,
+            threads: Vec::new(),
         }
     }
 

@@ -10,6 +10,7 @@
 //! - `compensate`: the probes' measured cost subtracted from a timed profile;
 //! - `io`: profile files, and the [`DumpFile`] a JS host saves;
 //! - `outermost`: inclusive costs counted once per outermost activation;
+//! - `threads`: a threaded run's profile, the merge of its threads', each thread kept;
 //! - `view`: the profile's stacks through some functions, or grouped by file or crate.
 
 mod compensate;
@@ -18,10 +19,12 @@ mod io;
 mod merge;
 mod model;
 mod outermost;
+mod threads;
 mod view;
 
 pub use decode::Dump;
 pub use io::{DumpFile, DUMP_FORMAT};
 pub use merge::MergedNames;
 pub use model::*;
+pub use threads::Thread;
 pub use view::{crate_of, Filter, Grouping, View};

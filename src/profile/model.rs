@@ -58,6 +58,10 @@ pub struct Profile {
     /// When this is a view of a profile (`--focus`, `--ignore`, `--by`): what it kept.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub view: Option<super::View>,
+    /// A threaded program's threads, each with its own profile, of which this one is the
+    /// merge (empty for a program of one thread).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub threads: Vec<super::Thread>,
 }
 
 /// How the sampled time metric's times were taken: each sample found one context running
@@ -132,6 +136,10 @@ pub struct RunInfo {
     /// The clock the module read (`tsc`, `instant`).
     #[serde(default)]
     pub clock: String,
+    /// A threaded program's threads whose state the host could not collect (they were
+    /// blocked in a host call when the program ended): their counts are missing.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub threads_lost: Vec<u32>,
 }
 
 /// One function.

@@ -18,6 +18,7 @@ mod functions;
 mod mem;
 mod probes;
 mod tables;
+mod wait;
 
 use walrus::{ExportItem, GlobalId, MemoryId, Module, ValType};
 
@@ -32,6 +33,7 @@ use functions::{
 use mem::Mem;
 use probes::SampleWord;
 pub use probes::{ArcCounter, CallCounter, Reading, TimedLocals, TimedOps, TimedProbes, Timing};
+pub use wait::{is_wait, WaitLocals, WaitProbe};
 
 /// The state module's export (and the instrumented module's import) of the call-site global.
 const SITE_EXPORT: &str = "site";
@@ -57,6 +59,8 @@ pub struct Runtime {
     pub memory: Option<walrus::MemoryId>,
     /// What the entry and exit probes call.
     pub probes: Probes,
+    /// In a threaded module, the probe around each `memory.atomic.wait`.
+    pub wait: Option<WaitProbe>,
 }
 
 /// The probes of a metric.
@@ -70,9 +74,34 @@ pub enum Probes {
 }
 
 /// Adds the profiler's memory, globals, clock and runtime functions for `metric` to
-/// `module`, and exports the memory and the current-node global for the host.
-pub fn add(module: &mut Module, layout: &Layout, metric: Metric, imports: u32) -> Runtime {
-    let parts = Parts::build(module, layout, metric, imports);
+/// `module`, and exports the memory and the current-node global for the host. A
+/// `threaded` module (wasi-threads) gets a shared profiler memory, which the host may read
+/// from another thread, and the probe around its waits.
+pub fn add(
+    module: &mut Module,
+    layout: &Layout,
+    metric: Metric,
+    imports: u32,
+    threaded: bool,
+) -> Runtime {
+    let parts = Parts::build(module, layout, metric, imports, threaded);
+    let wait = threaded.then(|| WaitProbe {
+        memory: parts.memory,
+        cur: parts.cur,
+        instructions: match parts.timing {
+            Some(Timed {
+                clock: Some(Reading::Instructions(counter)),
+                ..
+            }) => Some(counter),
+            _ => None,
+        },
+        memory64: module
+            .memories
+            .iter()
+            .filter(|m| m.memory64)
+            .map(|m| m.id())
+            .collect(),
+    });
     let exports = &mut module.exports;
     exports.add(meta::MEMORY_EXPORT, ExportItem::Memory(parts.memory));
     exports.add(meta::CUR_EXPORT, ExportItem::Global(parts.cur));
@@ -97,6 +126,7 @@ pub fn add(module: &mut Module, layout: &Layout, metric: Metric, imports: u32) -
         site: parts.site,
         memory: Some(parts.memory),
         probes,
+        wait,
     }
 }
 
@@ -110,7 +140,7 @@ pub fn import_state_module(
     imports: u32,
 ) -> (Runtime, Vec<u8>) {
     let mut state = Module::default();
-    let parts = Parts::build(&mut state, layout, metric, imports);
+    let parts = Parts::build(&mut state, layout, metric, imports, false);
     let exports = &mut state.exports;
     exports.add(meta::MEMORY_EXPORT, ExportItem::Memory(parts.memory));
     exports.add(meta::CUR_EXPORT, ExportItem::Global(parts.cur));
@@ -183,6 +213,7 @@ pub fn import_state_module(
         site,
         memory: None,
         probes,
+        wait: None,
     };
     (runtime, state.emit_wasm())
 }
@@ -210,11 +241,18 @@ struct Timed {
 
 impl Parts {
     /// The pieces for `metric` in `module`, whose first `imports` function ids are imports.
-    fn build(module: &mut Module, layout: &Layout, metric: Metric, imports: u32) -> Parts {
-        // The sampled metric's sampler reads the memory from another thread: shared.
+    fn build(
+        module: &mut Module,
+        layout: &Layout,
+        metric: Metric,
+        imports: u32,
+        threaded: bool,
+    ) -> Parts {
+        // The sampled metric's sampler reads the memory from another thread, and so does
+        // the host that ends a threaded program: shared.
         let sampled = metric == Metric::Time;
         let memory = module.memories.add_local(
-            sampled,
+            sampled || threaded,
             false,
             u64::from(layout.initial_pages),
             Some(u64::from(layout.pages)),

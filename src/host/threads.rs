@@ -1,0 +1,448 @@
+//! wasi-threads in the embedded host: a module that imports `wasi.thread-spawn` (what
+//! `wasm32-wasip1-threads` builds) runs each thread in an instance of its own, on an OS
+//! thread of its own, all sharing the program's imported shared memory, as the wasi-threads
+//! proposal specifies. Each instance has its own profiler memory and globals, so each
+//! thread records its own profile, and the program's shared memory is never touched.
+//!
+//! Why here and not `wasmtime-wasi-threads`: that crate is published up to 46.0.3, for
+//! wasmtime 46, and cargo-wasmprof pins wasmtime 48 (the newest that builds on our rustc);
+//! moving back two releases would cost the fixes and the WASI preview-1 implementation we
+//! use. What it does is small, and doing it ourselves lets the host end a program the
+//! way a profiler must: collect every thread's state, also of threads that never end.
+//!
+//! How a program ends: when `_start` returns or exits, or any thread traps or calls
+//! `proc_exit`, the whole program ends (wasi-threads' rule). The host then raises
+//! wasmtime's epoch, so every thread that runs wasm traps at its next function entry or
+//! loop header and collects its own state. A thread blocked in `memory.atomic.wait` (an
+//! idle pool worker, a `join`) would never get there: its wait probe (see
+//! `instrument::runtime::wait`) noted where it stands before it blocked, so the host reads
+//! its state from its profiler memory while it waits (exact: a waiting thread changes
+//! nothing), then wakes it with `memory.atomic.notify` so that it traps and its OS thread
+//! ends. A thread blocked in a host call (reading stdin) that does not return within
+//! [`STOP_GRACE`] is reported as lost.
+//!
+//! WASI state: each thread gets a WASI context built as the main thread's (the same
+//! arguments, environment, stdio and preopened directory), so printing and reading files
+//! work on every thread; a file descriptor opened on one thread is not open on another
+//! (wasmtime-wasi's preview-1 context cannot be shared between stores).
+
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::{mpsc, Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
+use wasmtime::{Engine, Linker, Module, SharedMemory, Store};
+use wasmtime_wasi::p1::WasiP1Ctx;
+use wasmtime_wasi::I32Exit;
+
+use super::embedded::{collect, link_host, trap_message, wasi_context, HostLinks};
+use super::sampler::{SampleTarget, Sampler, Targets};
+use super::{Outcome, RunConfig, ThreadState, TRAP_EXIT_CODE};
+use crate::clock::Clock;
+use crate::layout::{self, Layout};
+use crate::meta::{self, Meta};
+use crate::profile::Dump;
+
+/// How long the host waits, once the program has ended, for its threads to stop.
+pub const STOP_GRACE: Duration = Duration::from_secs(2);
+
+/// wasi-threads' largest thread id (ids are positive and below 2^29).
+const MAX_TID: u32 = 0x1FFF_FFFF;
+
+/// What every thread's instance is made from, and the threads' states.
+struct Program {
+    engine: Engine,
+    module: Module,
+    /// The program's imported memories (shared): `(module, name, memory)`.
+    memories: Vec<(String, String, SharedMemory)>,
+    config: RunConfig,
+    links: HostLinks,
+    layout: Layout,
+    meta: Option<Meta>,
+    clock: Clock,
+    next_tid: AtomicU32,
+    /// Every thread's slot, in the order they started (the main thread's first).
+    threads: Mutex<Vec<Arc<Slot>>>,
+    /// Set once the program has ended: epoch traps after it are the host's doing.
+    ending: AtomicBool,
+    /// The first end: the main thread's return or exit, or any thread's trap or exit.
+    ended: Mutex<Option<mpsc::Sender<End>>>,
+    /// The sampled metric's targets: one per live thread.
+    targets: Targets,
+}
+
+/// How the program ended.
+struct End {
+    exit_code: i32,
+    trap: Option<String>,
+}
+
+/// One thread: its id, its profiler memory, and its state once collected.
+struct Slot {
+    tid: u32,
+    profiler: SharedMemory,
+    /// What the thread left: collected by itself when it stopped, or by the host from its
+    /// profiler memory while it waited.
+    state: Mutex<Option<ThreadState>>,
+    /// The thread's wasm code has stopped running (returned or trapped).
+    stopped: AtomicBool,
+}
+
+/// Runs a threaded instrumented module (or, with `meta` `None`, a plain one) to its end.
+pub(super) fn run(
+    engine: Engine,
+    module: Module,
+    meta: Option<&Meta>,
+    config: &RunConfig,
+    links: HostLinks,
+) -> anyhow::Result<Outcome> {
+    let memories = module
+        .imports()
+        .filter_map(|import| match import.ty() {
+            wasmtime::ExternType::Memory(ty) if ty.is_shared() => Some(
+                SharedMemory::new(&engine, ty)
+                    .map(|m| (import.module().to_string(), import.name().to_string(), m)),
+            ),
+            _ => None,
+        })
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(anyhow::Error::from)?;
+    let layout = meta.map_or(Layout::new(0, 0, 0, 0, 0), |m| m.layout);
+    let (ended, ends) = mpsc::channel();
+    let program = Arc::new(Program {
+        engine,
+        module,
+        memories,
+        config: config.clone(),
+        links,
+        layout,
+        meta: meta.cloned(),
+        clock: Clock::start(config.clock),
+        next_tid: AtomicU32::new(1),
+        threads: Mutex::new(Vec::new()),
+        ending: AtomicBool::new(false),
+        ended: Mutex::new(Some(ended)),
+        targets: Targets::default(),
+    });
+    let sampler = (links.sampled && !config.sample_interval.is_zero())
+        .then(|| Sampler::start(program.targets.clone(), config.sample_interval));
+    let started = Instant::now();
+    // The main thread: `_start` on a thread of its own, so that the host can end the
+    // program whatever it blocks in.
+    let (ready, is_ready) = mpsc::channel();
+    {
+        let program = Arc::clone(&program);
+        std::thread::spawn(move || program.thread(0, None, ready));
+    }
+    // The main thread's instance is ready, or it failed to instantiate.
+    is_ready
+        .recv()
+        .context("the program's main thread ended early")??;
+    let end = ends
+        .recv()
+        .context("the program's threads ended without a word")?;
+    let wall_ns = started.elapsed().as_nanos() as u64;
+    program.ending.store(true, Ordering::SeqCst);
+    program.engine.increment_epoch();
+    let lost = program.stop_all();
+    if let Some(sampler) = sampler {
+        sampler.stop();
+    }
+    let slots = program.threads.lock().expect("not poisoned").clone();
+    let mut states: Vec<ThreadState> = slots
+        .iter()
+        .filter_map(|slot| slot.state.lock().expect("not poisoned").take())
+        .collect();
+    states.sort_by_key(|s| s.tid);
+    let main = states
+        .iter()
+        .find(|s| s.tid == 0)
+        .and_then(|s| s.dump.clone());
+    Ok(Outcome {
+        exit_code: end.exit_code,
+        trap: end.trap,
+        state: main,
+        wall_ns,
+        threads: states,
+        lost_threads: lost,
+    })
+}
+
+impl Program {
+    /// Runs one thread: the main thread (`tid` 0: `_start`) or a spawned one
+    /// (`wasi_thread_start(tid, arg)`), then collects its state and, if it ended the
+    /// program, says so. `ready` hears once the instance exists (or why it does not).
+    fn thread(
+        self: Arc<Self>,
+        tid: u32,
+        arg: Option<i32>,
+        ready: mpsc::Sender<anyhow::Result<()>>,
+    ) {
+        let (mut store, instance, slot) = match self.instantiate(tid) {
+            Ok(made) => {
+                let _ = ready.send(Ok(()));
+                made
+            }
+            Err(e) => {
+                let _ = ready.send(Err(e));
+                return;
+            }
+        };
+        let result = match arg {
+            None => instance
+                .get_typed_func::<(), ()>(&mut store, "_start")
+                .and_then(|start| start.call(&mut store, ())),
+            Some(arg) => instance
+                .get_typed_func::<(i32, i32), ()>(&mut store, meta::THREAD_START)
+                .and_then(|start| start.call(&mut store, (tid as i32, arg))),
+        };
+        slot.stopped.store(true, Ordering::SeqCst);
+        let ended_by_host = self.ending.load(Ordering::SeqCst);
+        // How this thread's end ends the program, if it does.
+        let end = match &result {
+            Ok(()) if tid == 0 => Some(End {
+                exit_code: 0,
+                trap: None,
+            }),
+            Ok(()) => None,
+            Err(error) => match error.downcast_ref::<I32Exit>() {
+                Some(exit) => Some(End {
+                    exit_code: exit.0,
+                    trap: None,
+                }),
+                None if ended_by_host => None,
+                None => Some(End {
+                    exit_code: TRAP_EXIT_CODE,
+                    trap: Some(match tid {
+                        0 => trap_message(error),
+                        tid => format!("thread {tid}: {}", trap_message(error)),
+                    }),
+                }),
+            },
+        };
+        let backtrace: Vec<u32> = match &result {
+            Err(error) => error
+                .downcast_ref::<wasmtime::WasmBacktrace>()
+                .map(|bt| bt.frames().iter().map(|f| f.func_index()).collect())
+                .unwrap_or_default(),
+            Ok(()) => Vec::new(),
+        };
+        let frames = self.meta.as_ref().map_or_else(Vec::new, |meta| {
+            meta.frame_functions(backtrace.into_iter().rev())
+        });
+        {
+            let mut state = slot.state.lock().expect("not poisoned");
+            // A state the host read while the thread waited stands: it is the state at
+            // the program's end, before the host woke the thread.
+            if state.is_none() {
+                let end_reading = self.clock.reader()() as u64;
+                let dump = collect(
+                    &mut store,
+                    &instance,
+                    &self.links,
+                    self.clock,
+                    end_reading,
+                    frames,
+                );
+                *state = Some(ThreadState {
+                    tid,
+                    dump: dump.ok().flatten(),
+                    how: match (&result, ended_by_host) {
+                        (Ok(()), _) => "returned".to_string(),
+                        (Err(_), true) => "stopped at the program's end".to_string(),
+                        (Err(error), false) => match error.downcast_ref::<I32Exit>() {
+                            Some(exit) => format!("exited with {}", exit.0),
+                            None => format!("trapped: {}", trap_message(error)),
+                        },
+                    },
+                });
+            }
+        }
+        self.targets.remove(tid);
+        if let Some(end) = end {
+            if let Some(ended) = self.ended.lock().expect("not poisoned").take() {
+                let _ = ended.send(end);
+            }
+        }
+    }
+
+    /// A store and an instance for thread `tid`, its slot registered.
+    fn instantiate(
+        self: &Arc<Self>,
+        tid: u32,
+    ) -> anyhow::Result<(Store<WasiP1Ctx>, wasmtime::Instance, Arc<Slot>)> {
+        let mut store = Store::new(&self.engine, wasi_context(&self.config)?);
+        // Raised when the program ends: every thread then traps at its next check.
+        store.set_epoch_deadline(1);
+        store.epoch_deadline_trap();
+        let mut linker: Linker<WasiP1Ctx> = Linker::new(&self.engine);
+        // The test hook samples this thread.
+        let target: Arc<OnceLock<SampleTarget>> = Arc::default();
+        link_host(&mut linker, &self.links, self.clock, &target)?;
+        let program = Arc::clone(self);
+        linker.func_wrap(
+            meta::THREAD_SPAWN.0,
+            meta::THREAD_SPAWN.1,
+            move |arg: i32| -> i32 { program.spawn(arg) },
+        )?;
+        for (module, name, memory) in &self.memories {
+            linker.define(&store, module, name, memory.clone())?;
+        }
+        let instance = linker
+            .instantiate(&mut store, &self.module)
+            .map_err(anyhow::Error::from)
+            .context("cannot instantiate the module")?;
+        let profiler = match instance.get_export(&mut store, meta::MEMORY_EXPORT) {
+            Some(wasmtime::Extern::SharedMemory(m)) => m,
+            _ => SharedMemory::new(&self.engine, wasmtime::MemoryType::shared(1, 1))
+                .map_err(anyhow::Error::from)?,
+        };
+        if self.links.sampled {
+            let sample = SampleTarget::new(profiler.clone(), self.layout);
+            let _ = target.set(sample.clone());
+            self.targets.add(tid, sample);
+        }
+        let slot = Arc::new(Slot {
+            tid,
+            profiler,
+            state: Mutex::new(None),
+            stopped: AtomicBool::new(false),
+        });
+        self.threads
+            .lock()
+            .expect("not poisoned")
+            .push(Arc::clone(&slot));
+        Ok((store, instance, slot))
+    }
+
+    /// `wasi.thread-spawn(arg)`: a new thread running `wasi_thread_start(tid, arg)`; its id,
+    /// or -1 when none can start (the program is ending, the ids are used up, the instance
+    /// fails).
+    fn spawn(self: &Arc<Self>, arg: i32) -> i32 {
+        if self.ending.load(Ordering::SeqCst) {
+            return -1;
+        }
+        let tid = self.next_tid.fetch_add(1, Ordering::SeqCst);
+        if tid > MAX_TID {
+            return -1;
+        }
+        let (ready, is_ready) = mpsc::channel();
+        let program = Arc::clone(self);
+        let spawned = std::thread::Builder::new()
+            .name(format!("wasm thread {tid}"))
+            .spawn(move || program.thread(tid, Some(arg), ready));
+        match spawned.ok().and_then(|_| is_ready.recv().ok()) {
+            Some(Ok(())) => tid as i32,
+            _ => -1,
+        }
+    }
+
+    /// Once the program has ended: reads the state of every thread that waits, wakes it,
+    /// and waits up to [`STOP_GRACE`] for every thread to stop. Returns the ids of the
+    /// threads whose state it could not get (blocked in a host call).
+    fn stop_all(&self) -> Vec<u32> {
+        let deadline = Instant::now() + STOP_GRACE;
+        loop {
+            let slots = self.threads.lock().expect("not poisoned").clone();
+            let mut pending = Vec::new();
+            for slot in &slots {
+                if slot.stopped.load(Ordering::SeqCst) {
+                    continue;
+                }
+                let mut state = slot.state.lock().expect("not poisoned");
+                if state.is_none() {
+                    *state = self.read_waiting(slot);
+                }
+                let waiting_on = state
+                    .is_some()
+                    .then(|| waiting_address(&slot.profiler))
+                    .flatten();
+                drop(state);
+                // Wake it, so that it traps and its OS thread ends.
+                if let Some(addr) = waiting_on {
+                    for (_, _, memory) in &self.memories {
+                        let _ = memory.atomic_notify(addr, u32::MAX);
+                    }
+                }
+                pending.push(slot.tid);
+            }
+            if pending.is_empty() {
+                return Vec::new();
+            }
+            if Instant::now() >= deadline {
+                // Threads never stopped: those the host read while they waited are whole.
+                return slots
+                    .iter()
+                    .filter(|s| pending.contains(&s.tid))
+                    .filter(|s| s.state.lock().expect("not poisoned").is_none())
+                    .map(|s| s.tid)
+                    .collect();
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+
+    /// The state of a thread that is blocked in a wait, read from its profiler memory;
+    /// `None` when it is not waiting (or woke while it was read).
+    fn read_waiting(&self, slot: &Slot) -> Option<ThreadState> {
+        let before = waiting_word(&slot.profiler)?;
+        if before % 2 == 0 {
+            return None;
+        }
+        let memory = super::embedded::shared_bytes(&slot.profiler);
+        // The word changes the moment the thread wakes: unchanged, the copy is whole.
+        if waiting_word(&slot.profiler)? != before {
+            return None;
+        }
+        let word = |at: u32, n: usize| {
+            let at = at as usize;
+            memory.get(at..at + n).map(|b| {
+                let mut buf = [0u8; 8];
+                buf[..n].copy_from_slice(b);
+                u64::from_le_bytes(buf)
+            })
+        };
+        let cur = word(layout::HDR_WAIT_CUR, 4)? as u32;
+        let end = match self.links.instructions {
+            true => word(layout::HDR_WAIT_INSTRUCTIONS, 8)?,
+            false => self.clock.reader()() as u64,
+        };
+        Some(ThreadState {
+            tid: slot.tid,
+            how: "waiting when the program ended".to_string(),
+            dump: Some(Dump {
+                memory,
+                cur,
+                ticks_per_ns: self.clock.ticks_per_ns(),
+                clock: if self.links.timed {
+                    self.clock.name()
+                } else {
+                    "none"
+                }
+                .to_string(),
+                end: (self.links.timed || self.links.instructions).then_some(end),
+                frames: Vec::new(),
+            }),
+        })
+    }
+}
+
+/// The wait probe's word: odd while the thread waits, changed by each wait and wake.
+fn waiting_word(memory: &SharedMemory) -> Option<u32> {
+    let cell = memory
+        .data()
+        .get(layout::HDR_WAITING as usize..layout::HDR_WAITING as usize + 4)?;
+    let ptr = cell.as_ptr() as *const AtomicU32;
+    // SAFETY: four aligned bytes of a shared memory that outlives the borrow, which the
+    // thread stores atomically.
+    (ptr.align_offset(4) == 0).then(|| unsafe { &*ptr }.load(Ordering::SeqCst))
+}
+
+/// The address a waiting thread waits on.
+fn waiting_address(memory: &SharedMemory) -> Option<u64> {
+    let at = layout::HDR_WAIT_ADDR as usize;
+    let cell = memory.data().get(at..at + 8)?;
+    let ptr = cell.as_ptr() as *const std::sync::atomic::AtomicU64;
+    // SAFETY: as in `waiting_word`; written before the word, which was read before.
+    (ptr.align_offset(8) == 0).then(|| unsafe { &*ptr }.load(Ordering::SeqCst))
+}

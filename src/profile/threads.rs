@@ -1,0 +1,66 @@
+//! Threads: the profile of a threaded program's run is the merge of its threads' profiles
+//! (the default view), and carries each thread's profile too ([`Thread`]), so that counts
+//! are exact per thread and sum exactly.
+
+use serde::{Deserialize, Serialize};
+
+use super::{ProbeCost, Profile};
+
+/// One thread of a run: its own profile, as decoded from its profiler's state.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Thread {
+    /// The module whose run it is.
+    pub module: String,
+    /// Its wasi-threads id: 0 for the main thread, then in the order they were spawned.
+    pub id: u32,
+    /// How it ended (`returned`, `waiting when the program ended`, ...).
+    pub how: String,
+    /// Its profile (which has no threads of its own).
+    pub profile: Profile,
+}
+
+impl Thread {
+    /// `main`, or `thread N`.
+    pub fn label(&self) -> String {
+        match self.id {
+            0 => "main".to_string(),
+            id => format!("thread {id}"),
+        }
+    }
+}
+
+impl Profile {
+    /// The profile of one run of a threaded program: its threads' profiles merged, the
+    /// main thread's (id 0) run and module its own, every thread kept in `threads`.
+    /// `lost` are the threads whose state could not be collected: the profile is then
+    /// incomplete, and its run says which.
+    pub fn of_threads(threads: Vec<Thread>, lost: Vec<u32>) -> Profile {
+        let parts: Vec<Profile> = threads.iter().map(|t| t.profile.clone()).collect();
+        let mut merged = Profile::merge(&parts);
+        if let Some(main) = threads.iter().find(|t| t.id == 0) {
+            merged.modules = main.profile.modules.clone();
+            merged.runs = main.profile.runs.clone();
+        }
+        if let Some(run) = merged.runs.first_mut() {
+            run.threads_lost = lost;
+            merged.complete &= run.threads_lost.is_empty();
+        }
+        merged.threads = threads;
+        merged
+    }
+
+    /// Subtracts the probes' cost thread by thread (a threaded profile) and merges again.
+    pub(super) fn compensate_threads(&mut self, cost: ProbeCost) -> Result<(), String> {
+        let mut threads = std::mem::take(&mut self.threads);
+        for t in &mut threads {
+            t.profile.compensate(cost)?;
+        }
+        let lost = self
+            .runs
+            .first()
+            .map(|r| r.threads_lost.clone())
+            .unwrap_or_default();
+        *self = Profile::of_threads(threads, lost);
+        Ok(())
+    }
+}
