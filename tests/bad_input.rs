@@ -195,14 +195,15 @@ fn threaded_modules_that_wasi_threads_cannot_run() {
     );
 }
 
-/// Emscripten's -pthread programs import a shared memory; a JS host keeps the profiler's
-/// state in a state module, which has no per-thread state yet.
+/// Emscripten's -pthread programs (they export `_emscripten_thread_init` for their
+/// workers): the JS runtime has no per-worker state yet.
 #[test]
 fn a_shared_memory_program_for_a_js_host() {
     let dir = tempfile::tempdir().unwrap();
     let input = dir.path().join("input.wasm");
     let wasm = wat::parse_str(
-        r#"(module (import "env" "memory" (memory 1 16 shared)) (func (export "_start")))"#,
+        r#"(module (import "env" "memory" (memory 1 16 shared))
+             (func (export "_emscripten_thread_init")) (func (export "_start")))"#,
     )
     .unwrap();
     std::fs::write(&input, wasm).unwrap();
@@ -217,7 +218,7 @@ fn a_shared_memory_program_for_a_js_host() {
     assert_clean_failure(
         &out,
         &input,
-        "Emscripten's -pthread): threads in JS hosts are not supported yet",
+        "an Emscripten -pthread module (it exports `_emscripten_thread_init`): threads in JS hosts are not supported yet",
     );
     assert!(!out_file.exists());
 }

@@ -216,18 +216,7 @@ fn run_module(wasm: &[u8], meta: Option<&Meta>, config: &RunConfig) -> anyhow::R
             None => (TRAP_EXIT_CODE, Some(trap_message(error))),
         },
     };
-    // Where a trap or an exit left the program, from wasmtime's backtrace: the profile's
-    // open stack where the metric keeps no context tree.
-    let backtrace: Vec<u32> = match &result {
-        Err(error) => error
-            .downcast_ref::<wasmtime::WasmBacktrace>()
-            .map(|bt| bt.frames().iter().map(|f| f.func_index()).collect())
-            .unwrap_or_default(),
-        Ok(()) => Vec::new(),
-    };
-    let frames = meta.map_or_else(Vec::new, |meta| {
-        meta.frame_functions(backtrace.into_iter().rev())
-    });
+    let frames = frames_of(&result, meta);
     let state = collect(&mut store, &state_instance, &links, clock, ended, frames)?;
     Ok(Outcome {
         exit_code,
@@ -236,6 +225,21 @@ fn run_module(wasm: &[u8], meta: Option<&Meta>, config: &RunConfig) -> anyhow::R
         wall_ns,
         threads: Vec::new(),
         lost_threads: Vec::new(),
+    })
+}
+
+/// Where a trap or an exit left the program, from wasmtime's backtrace, as function ids
+/// outermost first: the profile's open stack where the metric keeps no context tree.
+pub(super) fn frames_of(result: &wasmtime::Result<()>, meta: Option<&Meta>) -> Vec<u32> {
+    let backtrace: Vec<u32> = match result {
+        Err(error) => error
+            .downcast_ref::<wasmtime::WasmBacktrace>()
+            .map(|bt| bt.frames().iter().map(|f| f.func_index()).collect())
+            .unwrap_or_default(),
+        Ok(()) => Vec::new(),
+    };
+    meta.map_or_else(Vec::new, |meta| {
+        meta.frame_functions(backtrace.into_iter().rev())
     })
 }
 

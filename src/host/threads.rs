@@ -35,7 +35,7 @@ use wasmtime::{Engine, Linker, Module, SharedMemory, Store};
 use wasmtime_wasi::p1::WasiP1Ctx;
 use wasmtime_wasi::I32Exit;
 
-use super::embedded::{collect, link_host, trap_message, wasi_context, HostLinks};
+use super::embedded::{collect, frames_of, link_host, trap_message, wasi_context, HostLinks};
 use super::sampler::{SampleTarget, Sampler, Targets};
 use super::{Outcome, RunConfig, ThreadState, TRAP_EXIT_CODE};
 use crate::clock::Clock;
@@ -220,16 +220,7 @@ impl Program {
                 }),
             },
         };
-        let backtrace: Vec<u32> = match &result {
-            Err(error) => error
-                .downcast_ref::<wasmtime::WasmBacktrace>()
-                .map(|bt| bt.frames().iter().map(|f| f.func_index()).collect())
-                .unwrap_or_default(),
-            Ok(()) => Vec::new(),
-        };
-        let frames = self.meta.as_ref().map_or_else(Vec::new, |meta| {
-            meta.frame_functions(backtrace.into_iter().rev())
-        });
+        let frames = frames_of(&result, self.meta.as_ref());
         {
             let mut state = slot.state.lock().expect("not poisoned");
             // A state the host read while the thread waited stands: it is the state at

@@ -102,6 +102,9 @@ fn check_names(bytes: &[u8]) -> Result<(), InstrumentError> {
     Ok(())
 }
 
+/// What Emscripten's `-pthread` modules export for their workers' start.
+const EMSCRIPTEN_THREAD_INIT: &str = "_emscripten_thread_init";
+
 /// Whether `module` starts threads as wasi-threads does (it imports `wasi.thread-spawn`),
 /// after checking that it can: the import's type, an imported shared memory that every
 /// thread's instance shares, the `wasi_thread_start` export, and a profiler state that is
@@ -125,14 +128,18 @@ pub(super) fn threads(
     });
     let Some(spawn) = spawn else {
         // Emscripten's -pthread: workers, each an instance of the module on the shared
-        // memory, whose profiler state the JS runtime does not collect yet.
-        if shared_import && state == StateLocation::StateModule {
-            return Err(InstrumentError::Unsupported(
-                "a module that imports a shared memory (Emscripten's -pthread): threads in \
-                 JS hosts are not supported yet; build without -pthread, or profile a \
+        // memory (the module exports the glue's `_emscripten_thread_init`), whose profiler
+        // state the JS runtime does not collect yet.
+        if module
+            .exports
+            .iter()
+            .any(|e| e.name == EMSCRIPTEN_THREAD_INIT)
+        {
+            return Err(InstrumentError::Unsupported(format!(
+                "an Emscripten -pthread module (it exports `{EMSCRIPTEN_THREAD_INIT}`): threads \
+                 in JS hosts are not supported yet; build without -pthread, or profile a \
                  wasm32-wasip1-threads build"
-                    .to_string(),
-            ));
+            )));
         }
         return Ok(false);
     };
