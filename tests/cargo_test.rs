@@ -1063,7 +1063,7 @@ fn threads_have_exact_counts_each_and_together() {
                 "--metric",
                 "instructions",
                 "--format",
-                "text,speedscope,firefox",
+                "text,speedscope,firefox,pprof",
                 "--threads",
             ],
         ]
@@ -1143,6 +1143,16 @@ fn threads_have_exact_counts_each_and_together() {
     );
     let firefox = json("report.firefox.json");
     assert_eq!(firefox["threads"].as_array().unwrap().len(), threads);
+    // pprof: each thread's samples labelled with it.
+    let tags = output(
+        Command::new("go")
+            .args(["tool", "pprof", "-tags", "-sample_index=calls"])
+            .arg(reports.join("report.pb.gz")),
+    );
+    let tags = stdout(&tags);
+    for t in &lib.threads {
+        assert!(tags.contains(&format!(": {}\n", t.label())), "{tags}");
+    }
 
     // `run` of the binary: the program's output and exit code as without the profiler.
     let wasm = run

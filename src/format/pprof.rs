@@ -61,6 +61,17 @@ struct Sample {
     location_id: Vec<u64>,
     #[prost(int64, repeated, tag = "2")]
     value: Vec<i64>,
+    #[prost(message, repeated, tag = "3")]
+    label: Vec<Label>,
+}
+
+/// A sample's label: `thread` names the thread of a threaded program.
+#[derive(Clone, PartialEq, Message)]
+struct Label {
+    #[prost(int64, tag = "1")]
+    key: i64,
+    #[prost(int64, tag = "2")]
+    str: i64,
 }
 
 #[derive(Clone, PartialEq, Message)]
@@ -114,8 +125,8 @@ struct Builder<'a> {
     profile: &'a Profile,
     out: PprofProfile,
     strings: HashMap<String, i64>,
-    /// pprof function id by profile function index (and the host at `functions.len()`).
-    functions: HashMap<usize, u64>,
+    /// pprof function id by a function's name, file and line (the host's: [`HOST`]).
+    functions: HashMap<(&'a str, Option<&'a str>, Option<u32>), u64>,
     locations: HashMap<(u64, i64), u64>,
     /// pprof function id of each inlined function, by name.
     inlined: HashMap<String, u64>,
@@ -133,18 +144,27 @@ impl<'a> Builder<'a> {
             functions: HashMap::new(),
             inlined: HashMap::new(),
             locations: HashMap::new(),
-            sites: profile
-                .arcs
-                .iter()
-                .filter_map(|a| {
-                    let line = a.sites.first()?.pos.line;
-                    Some(((a.caller.as_str(), a.callee.as_str()), line))
-                })
-                .collect(),
-            by_name: profile.index_by_name(),
+            sites: HashMap::new(),
+            by_name: HashMap::new(),
         };
+        b.read(profile);
         b.string(""); // string_table[0] must be ""
         b
+    }
+
+    /// Makes `profile` (the whole one, or one thread's) the one whose functions, arcs and
+    /// contexts the next samples refer to; the tables go on.
+    fn read(&mut self, profile: &'a Profile) {
+        self.profile = profile;
+        self.sites = profile
+            .arcs
+            .iter()
+            .filter_map(|a| {
+                let line = a.sites.first()?.pos.line;
+                Some(((a.caller.as_str(), a.callee.as_str()), line))
+            })
+            .collect();
+        self.by_name = profile.index_by_name();
     }
 
     fn string(&mut self, s: &str) -> i64 {
@@ -159,13 +179,15 @@ impl<'a> Builder<'a> {
 
     /// The pprof function for profile function `index` (`functions.len()` is the host).
     fn function(&mut self, index: usize) -> u64 {
-        if let Some(&id) = self.functions.get(&index) {
-            return id;
-        }
-        let (name, file, line) = match self.profile.functions.get(index) {
+        let profile: &'a Profile = self.profile;
+        let key = match profile.functions.get(index) {
             Some(f) => (f.name.as_str(), f.file.as_deref(), f.line),
             None => (HOST, None, None),
         };
+        if let Some(&id) = self.functions.get(&key) {
+            return id;
+        }
+        let (name, file, line) = key;
         let id = self.out.function.len() as u64 + 1;
         let name = self.string(name);
         let filename = self.string(file.unwrap_or(""));
@@ -180,7 +202,7 @@ impl<'a> Builder<'a> {
             filename,
             start_line: line.map_or(0, i64::from),
         });
-        self.functions.insert(index, id);
+        self.functions.insert(key, id);
         id
     }
 
@@ -313,9 +335,49 @@ pub(super) fn write(
     b.out.comment.push(comment);
     b.out.duration_nanos = profile.runs.iter().map(|r| r.wall_ns as i64).sum();
 
+    // A threaded program's samples are each thread's, labelled with it (pprof's
+    // `-tagfocus thread=...`, `-tags`); their sums are the whole profile's.
+    let parts: Vec<(&Profile, Vec<Label>)> = match profile.threads.as_slice() {
+        [] => vec![(profile, Vec::new())],
+        threads => threads
+            .iter()
+            .map(|t| {
+                let label = Label {
+                    key: b.string("thread"),
+                    str: b.string(&t.label()),
+                };
+                (&t.profile, vec![label])
+            })
+            .collect(),
+    };
+    for (part, label) in parts {
+        b.read(part);
+        stack_samples(&mut b, part, by_line, label);
+    }
+    b.read(profile);
+    for l in profile.lines.iter().filter(|_| by_line) {
+        if let Some(location) = b.line_location(l) {
+            b.out.sample.push(Sample {
+                location_id: vec![location],
+                value: vec![0, 0, l.instructions as i64],
+                label: Vec::new(),
+            });
+        }
+    }
+    let bytes = b.out.encode_to_vec();
+    let mut gz = flate2::write::GzEncoder::new(out, flate2::Compression::default());
+    gz.write_all(&bytes)?;
+    gz.finish()?;
+    Ok(())
+}
+
+/// The samples of `profile`'s stacks, each labelled `label`: one per calling context (the
+/// stack from it up to the root, its calls and self cost), or, for the calls metric, one
+/// per arc (the callee under its caller).
+fn stack_samples(b: &mut Builder<'_>, profile: &Profile, by_line: bool, label: Vec<Label>) {
+    let metric = profile.metric;
     let host = profile.functions.len();
     if metric.has_cost() {
-        // One sample per calling context: the stack from the context up to the root.
         for c in profile.contexts.iter().skip(1) {
             let Some(leaf) = c.function.map(|f| f as usize) else {
                 continue;
@@ -338,18 +400,10 @@ pub(super) fn write(
             b.out.sample.push(Sample {
                 location_id: stack,
                 value,
+                label: label.clone(),
             });
         }
-        for l in profile.lines.iter().filter(|_| by_line) {
-            if let Some(location) = b.line_location(l) {
-                b.out.sample.push(Sample {
-                    location_id: vec![location],
-                    value: vec![0, 0, l.instructions as i64],
-                });
-            }
-        }
     } else {
-        // Calls only: one sample per arc, the callee under its caller.
         for arc in &profile.arcs {
             let Some(&callee) = b.by_name.get(arc.callee.as_str()) else {
                 continue;
@@ -362,12 +416,8 @@ pub(super) fn write(
             b.out.sample.push(Sample {
                 location_id: stack,
                 value: vec![arc.count as i64],
+                label: label.clone(),
             });
         }
     }
-    let bytes = b.out.encode_to_vec();
-    let mut gz = flate2::write::GzEncoder::new(out, flate2::Compression::default());
-    gz.write_all(&bytes)?;
-    gz.finish()?;
-    Ok(())
 }
