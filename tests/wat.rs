@@ -629,6 +629,12 @@ fn a_trapping_thread_ends_the_program_and_every_thread_keeps_its_profile() {
         assert_eq!(calls(&main.profile, "_start"), 1, "{metric:?}");
         assert_eq!(calls(&main.profile, "wasi.thread-spawn"), 1, "{metric:?}");
         assert!(main.profile.function_named("f").is_none(), "{metric:?}");
+        // The run ended where the thread trapped.
+        assert_eq!(
+            p.runs[0].open_stack.last().map(String::as_str),
+            Some("wasi_thread_start"),
+            "{metric:?}"
+        );
         // The merged profile is their sum.
         assert_eq!(calls(&p, "f"), 3, "{metric:?}");
         assert_eq!(calls(&p, "_start"), 1, "{metric:?}");

@@ -31,7 +31,7 @@ use std::sync::{mpsc, Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
-use wasmtime::{Engine, Linker, Module, SharedMemory, Store};
+use wasmtime::{Engine, InstancePre, Linker, Module, SharedMemory, Store};
 use wasmtime_wasi::p1::WasiP1Ctx;
 use wasmtime_wasi::I32Exit;
 
@@ -69,6 +69,9 @@ struct Program {
     ended: Mutex<Option<mpsc::Sender<End>>>,
     /// The sampled metric's targets: one per live thread.
     targets: Targets,
+    /// The module linked to WASI, the clock, `thread-spawn` and the shared memories: every
+    /// thread's instance is made from it.
+    pre: OnceLock<InstancePre<WasiP1Ctx>>,
 }
 
 /// How the program ended.
@@ -123,7 +126,10 @@ pub(super) fn run(
         ending: AtomicBool::new(false),
         ended: Mutex::new(Some(ended)),
         targets: Targets::default(),
+        pre: OnceLock::new(),
     });
+    let pre = program.link()?;
+    let _ = program.pre.set(pre);
     let sampler = (links.sampled && !config.sample_interval.is_zero())
         .then(|| Sampler::start(program.targets.clone(), config.sample_interval));
     let started = Instant::now();
@@ -257,6 +263,52 @@ impl Program {
         }
     }
 
+    /// The module linked once for every thread. `thread-spawn` reaches the program through
+    /// a weak reference (the program holds the linked module); the sampler's test hook
+    /// samples the thread that calls it, through its caller's profiler memory.
+    fn link(self: &Arc<Self>) -> anyhow::Result<InstancePre<WasiP1Ctx>> {
+        let mut linker: Linker<WasiP1Ctx> = Linker::new(&self.engine);
+        let links = HostLinks {
+            hooked: false,
+            ..self.links
+        };
+        link_host(&mut linker, &links, self.clock, &Arc::default())?;
+        if self.links.hooked {
+            let layout = self.layout;
+            linker.func_wrap(
+                super::sampler::HOOK.0,
+                super::sampler::HOOK.1,
+                move |mut caller: wasmtime::Caller<'_, WasiP1Ctx>| {
+                    if let Some(wasmtime::Extern::SharedMemory(memory)) =
+                        caller.get_export(meta::MEMORY_EXPORT)
+                    {
+                        SampleTarget::new(memory, layout)
+                            .take(super::sampler::HOOK_SAMPLE_NS, false);
+                    }
+                },
+            )?;
+        }
+        let program = Arc::downgrade(self);
+        linker.func_wrap(
+            meta::THREAD_SPAWN.0,
+            meta::THREAD_SPAWN.1,
+            move |arg: i32| -> i32 { program.upgrade().map_or(-1, |p| p.spawn(arg)) },
+        )?;
+        // A shared memory belongs to the engine, not to a store: the one this defines it
+        // with only checks its type.
+        let scratch = Store::new(
+            &self.engine,
+            wasmtime_wasi::WasiCtxBuilder::new().build_p1(),
+        );
+        for (module, name, memory) in &self.memories {
+            linker.define(&scratch, module, name, memory.clone())?;
+        }
+        linker
+            .instantiate_pre(&self.module)
+            .map_err(anyhow::Error::from)
+            .context("cannot link the module")
+    }
+
     /// A store and an instance for thread `tid`, its slot registered.
     fn instantiate(
         self: &Arc<Self>,
@@ -266,21 +318,11 @@ impl Program {
         // Raised when the program ends: every thread then traps at its next check.
         store.set_epoch_deadline(1);
         store.epoch_deadline_trap();
-        let mut linker: Linker<WasiP1Ctx> = Linker::new(&self.engine);
-        // The test hook samples this thread.
-        let target: Arc<OnceLock<SampleTarget>> = Arc::default();
-        link_host(&mut linker, &self.links, self.clock, &target)?;
-        let program = Arc::clone(self);
-        linker.func_wrap(
-            meta::THREAD_SPAWN.0,
-            meta::THREAD_SPAWN.1,
-            move |arg: i32| -> i32 { program.spawn(arg) },
-        )?;
-        for (module, name, memory) in &self.memories {
-            linker.define(&store, module, name, memory.clone())?;
-        }
-        let instance = linker
-            .instantiate(&mut store, &self.module)
+        let instance = self
+            .pre
+            .get()
+            .context("the program is not linked")?
+            .instantiate(&mut store)
             .map_err(anyhow::Error::from)
             .context("cannot instantiate the module")?;
         let profiler = match instance.get_export(&mut store, meta::MEMORY_EXPORT) {
@@ -289,9 +331,8 @@ impl Program {
                 .map_err(anyhow::Error::from)?,
         };
         if self.links.sampled {
-            let sample = SampleTarget::new(profiler.clone(), self.layout);
-            let _ = target.set(sample.clone());
-            self.targets.add(tid, sample);
+            self.targets
+                .add(tid, SampleTarget::new(profiler.clone(), self.layout));
         }
         let slot = Arc::new(Slot {
             tid,

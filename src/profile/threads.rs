@@ -41,6 +41,19 @@ impl Profile {
             merged.modules = main.profile.modules.clone();
             merged.runs = main.profile.runs.clone();
         }
+        // Where the program ended: in the thread that trapped, if one did (the run's trap
+        // names it), else in the main thread.
+        let ender = threads
+            .iter()
+            .find(|t| t.id != 0 && t.how.starts_with("trapped"));
+        if let (Some(ender), Some(run)) = (ender, merged.runs.first_mut()) {
+            run.open_stack = ender
+                .profile
+                .runs
+                .first()
+                .map(|r| r.open_stack.clone())
+                .unwrap_or_default();
+        }
         if let Some(run) = merged.runs.first_mut() {
             run.threads_lost = lost;
             merged.complete &= run.threads_lost.is_empty();
