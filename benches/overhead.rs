@@ -29,7 +29,7 @@ use cargo_wasmprof::profile::Profile;
 const RUNS: usize = 7;
 
 /// The groups whose ratios are summarized (geometric means), as the targets are stated.
-const GROUPS: [&str; 3] = ["kernels", "fib", "test suites"];
+const GROUPS: [&str; 4] = ["kernels", "fib", "test suites", "threads"];
 
 struct Workload {
     name: String,
@@ -83,6 +83,30 @@ fn fixture(name: &str, mode: Mode) -> Vec<TestBinary> {
         .binaries
 }
 
+/// fixtures/threads' binary for wasm32-wasip1-threads (release, names and DWARF kept):
+/// three std threads and rayon's pool, each thread an instance of its own.
+fn threaded_binary(root: &Path) -> Vec<u8> {
+    let target_dir = root.join("target/bench-fixtures");
+    let status = std::process::Command::new("cargo")
+        .args([
+            "build",
+            "--release",
+            "--quiet",
+            "--target",
+            "wasm32-wasip1-threads",
+        ])
+        .arg("--manifest-path")
+        .arg(root.join("fixtures/threads/Cargo.toml"))
+        .arg("--target-dir")
+        .arg(&target_dir)
+        .env("CARGO_PROFILE_RELEASE_DEBUG", "true")
+        .status()
+        .expect("cargo runs");
+    assert!(status.success(), "building fixtures/threads");
+    std::fs::read(target_dir.join("wasm32-wasip1-threads/release/threads.wasm"))
+        .expect("the threads binary")
+}
+
 fn main() {
     // `cargo bench` passes --bench; there are no filters to honour.
     let calls = fixture("calls", Mode::Test);
@@ -120,6 +144,13 @@ fn main() {
             &["--exact", "tests::fib_of_20"],
         ),
         Workload::binary("calls: integration test", "test suites", integration, &[]),
+        Workload {
+            name: "threads: 3 workers + rayon".into(),
+            group: "threads",
+            wasm: threaded_binary(root),
+            args: vec!["200000".into()],
+            dir: root.join("fixtures/threads"),
+        },
     ]);
 
     // The instrumenter's speed, against a plain walrus round trip of the same module.

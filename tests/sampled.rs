@@ -201,3 +201,40 @@ fn the_sampler_thread_finds_the_loop_that_runs() {
         spin.cost.self_ns
     );
 }
+
+/// A wasi-threads program: each thread's samples land in its own profile. The spawned
+/// thread takes three samples and stores 1 at address 0 for the main thread, which took
+/// one and waits for that (its wait sees 1 at once, or is woken).
+#[test]
+fn each_thread_is_sampled_in_its_own_profile() {
+    let wat = format!(
+        r#"(module
+             (import "wasi" "thread-spawn" (func $spawn (param i32) (result i32)))
+             {hook}
+             (import "env" "memory" (memory 1 1 shared))
+             (func (export "wasi_thread_start") (param i32 i32)
+               (call $sample) (call $sample) (call $sample)
+               (i32.atomic.store (i32.const 0) (i32.const 1))
+               (drop (memory.atomic.notify (i32.const 0) (i32.const 1))))
+             (func (export "_start")
+               (call $sample)
+               (drop (call $spawn (i32.const 0)))
+               (block $done
+                 (loop $again
+                   (br_if $done (i32.atomic.load (i32.const 0)))
+                   (drop (memory.atomic.wait32 (i32.const 0) (i32.const 0) (i64.const -1)))
+                   (br $again)))))"#,
+        hook = hook()
+    );
+    let (p, outcome) = sampled(&wat, StateLocation::OwnMemory, std::time::Duration::ZERO);
+    assert_eq!(outcome.exit_code, 0);
+    assert_eq!(p.threads.len(), 2);
+    let samples = |q: &Profile| {
+        let f = q.function_named(&hook_name()).expect("the hook ran");
+        (f.calls, f.cost.self_samples.unwrap_or(0), f.cost.self_ns)
+    };
+    assert_eq!(samples(&p.threads[0].profile), (1, 1, NS));
+    assert_eq!(samples(&p.threads[1].profile), (3, 3, 3 * NS));
+    assert_eq!(samples(&p), (4, 4, 4 * NS));
+    assert_eq!(p.sampling.unwrap().samples, 4);
+}

@@ -373,6 +373,12 @@ impl Program {
     /// and waits up to [`STOP_GRACE`] for every thread to stop. Returns the ids of the
     /// threads whose state it could not get (blocked in a host call).
     fn stop_all(&self) -> Vec<u32> {
+        // A module without the profiler leaves nothing to collect, and its waits have no
+        // probe that says where they wait: its blocked threads stay blocked, as they would
+        // in a process that exits.
+        if !self.links.profiled {
+            return Vec::new();
+        }
         let deadline = Instant::now() + STOP_GRACE;
         loop {
             let slots = self.threads.lock().expect("not poisoned").clone();
