@@ -87,7 +87,8 @@ struct Slot {
     /// What the thread left: collected by itself when it stopped, or by the host from its
     /// profiler memory while it waited.
     state: Mutex<Option<ThreadState>>,
-    /// The thread's wasm code has stopped running (returned or trapped).
+    /// The thread's wasm code has stopped running (returned or trapped) and its state is
+    /// in `state`.
     stopped: AtomicBool,
 }
 
@@ -202,7 +203,6 @@ impl Program {
                 .get_typed_func::<(i32, i32), ()>(&mut store, meta::THREAD_START)
                 .and_then(|start| start.call(&mut store, (tid as i32, arg))),
         };
-        slot.stopped.store(true, Ordering::SeqCst);
         let ended_by_host = self.ending.load(Ordering::SeqCst);
         // How this thread's end ends the program, if it does.
         let end = match &result {
@@ -255,6 +255,8 @@ impl Program {
                 });
             }
         }
+        // Only now: the host, ending the program, waits for every thread's state.
+        slot.stopped.store(true, Ordering::SeqCst);
         self.targets.remove(tid);
         if let Some(end) = end {
             if let Some(ended) = self.ended.lock().expect("not poisoned").take() {
