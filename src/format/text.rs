@@ -297,9 +297,10 @@ fn threads(out: &mut String, p: &Profile, units: Units, options: &EmitOptions) {
         let q = &t.profile;
         let calls: u64 = q.functions.iter().map(|f| f.calls).sum();
         let own = weight(q);
-        let cost = match units.has_cost() {
-            true => format!("{}, ", units.show(own)),
-            false => String::new(),
+        let cost = match q.metric {
+            Metric::Calls => String::new(),
+            Metric::Instructions => format!("{} instructions, ", units.show(own)),
+            _ => format!("{}, ", units.show(own)),
         };
         let _ = writeln!(
             out,
