@@ -198,7 +198,7 @@ fn threaded_modules_that_wasi_threads_cannot_run() {
 /// Emscripten's -pthread programs (they export `_emscripten_thread_init` for their
 /// workers): the JS runtime has no per-worker state yet.
 #[test]
-fn a_shared_memory_program_for_a_js_host() {
+fn an_emscripten_pthread_module() {
     let dir = tempfile::tempdir().unwrap();
     let input = dir.path().join("input.wasm");
     let wasm = wat::parse_str(
