@@ -145,7 +145,9 @@ pub struct ThreadState {
 impl Outcome {
     /// The profile of an instrumented `module` (its meta `meta`) from what this run
     /// left.
-    /// A threaded program's profile is its threads' merged, each thread's kept.
+    ///
+    /// A threaded program's profile is its threads' merged, each thread's kept; a thread
+    /// whose state could not be read counts as lost, as one the host could not stop.
     pub fn profile(&self, meta: &Meta, module: impl Into<String>) -> anyhow::Result<Profile> {
         let module = module.into();
         let dump = self
@@ -169,8 +171,12 @@ impl Outcome {
             how: how(0).unwrap_or_default(),
             profile: main,
         }];
+        let mut lost = self.lost_threads.clone();
         for t in self.threads.iter().filter(|t| t.tid != 0) {
-            let Some(dump) = &t.dump else { continue };
+            let Some(dump) = &t.dump else {
+                lost.push(t.tid);
+                continue;
+            };
             let run = RunInfo {
                 module: format!("{module} (thread {})", t.tid),
                 trap: t.how.strip_prefix("trapped: ").map(str::to_string),
@@ -185,7 +191,8 @@ impl Outcome {
                 profile,
             });
         }
-        Ok(Profile::of_threads(threads, self.lost_threads.clone()))
+        lost.sort_unstable();
+        Ok(Profile::of_threads(threads, lost))
     }
 
     /// How the run ended, for the profile of `module`.
