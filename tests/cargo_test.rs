@@ -778,15 +778,19 @@ fn focus_ignore_and_grouping_views_keep_exact_counts() {
 /// One `cargo wasmprof test --metric instructions` of the `calls` fixture.
 fn instructions_run() -> &'static CallsRun {
     static RUN: OnceLock<CallsRun> = OnceLock::new();
-    RUN.get_or_init(|| {
-        let args = [
-            "--metric",
-            "instructions",
-            "-o",
-            "merged.json",
-            "--no-report",
-        ];
-        let run = test_run("calls", &args);
+    shared_run(&RUN, "calls", &["--no-report"])
+}
+
+/// `cargo wasmprof test --metric instructions -o merged.json ARGS` of `fixture`, run once
+/// for the tests that share `cell`, which must succeed.
+fn shared_run(
+    cell: &'static OnceLock<CallsRun>,
+    fixture: &str,
+    args: &[&str],
+) -> &'static CallsRun {
+    cell.get_or_init(|| {
+        let args = [&["--metric", "instructions", "-o", "merged.json"], args].concat();
+        let run = test_run(fixture, &args);
         assert!(run.out.status.success(), "{}", stderr(&run.out));
         run
     })
@@ -871,19 +875,7 @@ fn per_line_instruction_counts_follow_from_the_code() {
 /// the library's tests, `sum(10)` in tests/ten.rs.
 fn lines_run() -> &'static CallsRun {
     static RUN: OnceLock<CallsRun> = OnceLock::new();
-    RUN.get_or_init(|| {
-        let args = [
-            "--metric",
-            "instructions",
-            "-o",
-            "merged.json",
-            "--format",
-            "callgrind,pprof",
-        ];
-        let run = test_run("lines", &args);
-        assert!(run.out.status.success(), "{}", stderr(&run.out));
-        run
-    })
+    shared_run(&RUN, "lines", &["--format", "callgrind,pprof"])
 }
 
 /// A loop's lines cost their runs (n + 1 for its test, n for its body) times a constant of

@@ -140,6 +140,8 @@ pub struct ThreadState {
     pub dump: Option<Dump>,
     /// How it ended, in words (`returned`, `waiting when the program ended`, ...).
     pub how: String,
+    /// Its trap's message, when it trapped.
+    pub trap: Option<String>,
 }
 
 impl Outcome {
@@ -179,7 +181,7 @@ impl Outcome {
             };
             let run = RunInfo {
                 module: format!("{module} (thread {})", t.tid),
-                trap: t.how.strip_prefix("trapped: ").map(str::to_string),
+                trap: t.trap.clone(),
                 ..self.run_info(module.clone())
             };
             let profile = Profile::decode(meta, dump, run)

@@ -204,27 +204,34 @@ impl Program {
                 .and_then(|start| start.call(&mut store, (tid as i32, arg))),
         };
         let ended_by_host = self.ending.load(Ordering::SeqCst);
+        // How the thread ended: `proc_exit`, or a trap of its own (not the host's epoch).
+        let exit = result
+            .as_ref()
+            .err()
+            .and_then(|e| e.downcast_ref::<I32Exit>())
+            .map(|exit| exit.0);
+        let trap = match (&result, ended_by_host, exit) {
+            (Err(error), false, None) => Some(trap_message(error)),
+            _ => None,
+        };
         // How this thread's end ends the program, if it does.
-        let end = match &result {
-            Ok(()) if tid == 0 => Some(End {
+        let end = match (&result, exit, &trap) {
+            (Ok(()), ..) if tid == 0 => Some(End {
                 exit_code: 0,
                 trap: None,
             }),
-            Ok(()) => None,
-            Err(error) => match error.downcast_ref::<I32Exit>() {
-                Some(exit) => Some(End {
-                    exit_code: exit.0,
-                    trap: None,
+            (_, Some(code), _) => Some(End {
+                exit_code: code,
+                trap: None,
+            }),
+            (_, _, Some(trap)) => Some(End {
+                exit_code: TRAP_EXIT_CODE,
+                trap: Some(match tid {
+                    0 => trap.clone(),
+                    tid => format!("thread {tid}: {trap}"),
                 }),
-                None if ended_by_host => None,
-                None => Some(End {
-                    exit_code: TRAP_EXIT_CODE,
-                    trap: Some(match tid {
-                        0 => trap_message(error),
-                        tid => format!("thread {tid}: {}", trap_message(error)),
-                    }),
-                }),
-            },
+            }),
+            _ => None,
         };
         let frames = frames_of(&result, self.meta.as_ref());
         {
@@ -244,14 +251,14 @@ impl Program {
                 *state = Some(ThreadState {
                     tid,
                     dump: dump.ok().flatten(),
-                    how: match (&result, ended_by_host) {
-                        (Ok(()), _) => "returned".to_string(),
-                        (Err(_), true) => "stopped at the program's end".to_string(),
-                        (Err(error), false) => match error.downcast_ref::<I32Exit>() {
-                            Some(exit) => format!("exited with {}", exit.0),
-                            None => format!("trapped: {}", trap_message(error)),
-                        },
+                    how: match (&result, ended_by_host, exit, &trap) {
+                        (Ok(()), ..) => "returned".to_string(),
+                        (_, true, ..) => "stopped at the program's end".to_string(),
+                        (_, _, Some(code), _) => format!("exited with {code}"),
+                        (_, _, _, Some(trap)) => format!("trapped: {trap}"),
+                        _ => unreachable!("an error is a trap or an exit"),
                     },
+                    trap: trap.clone(),
                 });
             }
         }
@@ -450,6 +457,7 @@ impl Program {
         Some(ThreadState {
             tid: slot.tid,
             how: "waiting when the program ended".to_string(),
+            trap: None,
             dump: Some(Dump {
                 memory,
                 cur,

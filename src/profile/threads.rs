@@ -45,7 +45,7 @@ impl Profile {
         // names it), else in the main thread.
         let ender = threads
             .iter()
-            .find(|t| t.id != 0 && t.how.starts_with("trapped"));
+            .find(|t| t.id != 0 && t.profile.runs.iter().any(|r| r.trap.is_some()));
         if let (Some(ender), Some(run)) = (ender, merged.runs.first_mut()) {
             run.open_stack = ender
                 .profile

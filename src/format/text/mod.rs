@@ -1,16 +1,25 @@
 //! The text format: the gprof-style report, a flat profile, a call graph and the cost of
 //! each test, all read from a [`Profile`] alone. Costs are shown in the profile's metric: time, executed
 //! instructions, or, for the calls metric, counts alone.
+//!
+//! This module writes the summary, the flat profile and the notes; `call_graph` the call
+//! graph, `runs` the tables of what ran (tests, benchmarks' iterations, threads).
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
 
 use anstyle::Style;
 
+mod call_graph;
+mod runs;
+
+use call_graph::call_graph;
+use runs::{iterations, tests, threads};
+
 use super::units::{elide, percent, short_path, NAME_WIDTH};
-use super::{CallGraph, EmitOptions};
+use super::EmitOptions;
 use crate::meta::Metric;
-use crate::profile::{Arc, Costs, Function, Profile, FEW_SAMPLES};
+use crate::profile::{Costs, Function, Profile, FEW_SAMPLES};
 
 const BOLD: Style = Style::new().bold();
 
@@ -276,69 +285,6 @@ fn header(out: &mut String, p: &Profile, units: Units) {
     }
 }
 
-/// How many of each thread's costliest functions `--threads` lists.
-const THREAD_TOP: usize = 5;
-
-/// Each thread's total (its share of the run), how it ended, and its costliest functions
-/// of the program's own code (calls, with the calls metric).
-fn threads(out: &mut String, p: &Profile, units: Units, options: &EmitOptions) {
-    if p.threads.is_empty() {
-        return;
-    }
-    let weight = |q: &Profile| -> u64 { q.functions.iter().map(|f| f.own_weight(q.metric)).sum() };
-    let whole: u64 = p.threads.iter().map(|t| weight(&t.profile)).sum();
-    let modules = p.threads.iter().any(|t| t.module != p.threads[0].module);
-    let _ = writeln!(
-        out,
-        "\n{BOLD}Threads{BOLD:#} (each thread's {} and its costliest functions)\n",
-        if units.has_cost() { "cost" } else { "calls" }
-    );
-    for t in &p.threads {
-        let q = &t.profile;
-        let calls: u64 = q.functions.iter().map(|f| f.calls).sum();
-        let own = weight(q);
-        let cost = match q.metric {
-            Metric::Calls => String::new(),
-            Metric::Instructions => format!("{} instructions, ", units.show(own)),
-            _ => format!("{}, ", units.show(own)),
-        };
-        let _ = writeln!(
-            out,
-            "{:>6.2}  {}{}: {cost}{calls} calls, {}",
-            percent(own, whole),
-            t.label(),
-            if modules {
-                format!(" of {}", short_path(&t.module))
-            } else {
-                String::new()
-            },
-            t.how
-        );
-        let program = crate::harness::program_view(q);
-        let q = program.as_ref().unwrap_or(q);
-        let top = options.top.unwrap_or(THREAD_TOP).min(THREAD_TOP);
-        for f in by_cost(q, |f| f.own_weight(q.metric)).into_iter().take(top) {
-            let w = f.own_weight(q.metric);
-            if w == 0 {
-                break;
-            }
-            let _ = writeln!(
-                out,
-                "        {:>6.2} {:>11} {:>10}  {}{}",
-                percent(w, own),
-                if units.has_cost() {
-                    units.show(w)
-                } else {
-                    String::new()
-                },
-                f.calls,
-                units.name(&f.name),
-                location(f)
-            );
-        }
-    }
-}
-
 /// A self cost as text, marked `~` when it is sampled from too few samples to rank by.
 fn self_cost(units: Units, cost: &Costs) -> String {
     let shown = units.show(units.get(cost).0);
@@ -451,185 +397,6 @@ fn flat_profile(out: &mut String, p: &Profile, units: Units, shown: &Shown) {
             "[the runtime's scaffolding: the start-up, the harness and what only they call ({unreached} functions the program never calls); --show-runtime lists it]"
         );
         left_out(out, calls, self_, what);
-    }
-}
-
-fn call_graph(out: &mut String, p: &Profile, units: Units, options: &EmitOptions, shown: &Shown) {
-    if options.call_graph == CallGraph::Top(0) {
-        return;
-    }
-    let mut order = by_cost(p, |f| units.get(&f.cost).1);
-    // Inlined functions' rows have no calls, so no arcs.
-    order.retain(|f| f.calls > 0);
-    if let CallGraph::Top(n) = options.call_graph {
-        let listed: std::collections::HashSet<&str> =
-            shown.rows.iter().map(|f| f.name.as_str()).collect();
-        order.retain(|f| listed.contains(f.name.as_str()));
-        order.truncate(n);
-    }
-    let index: HashMap<&str, usize> = order
-        .iter()
-        .enumerate()
-        .map(|(i, f)| (f.name.as_str(), i + 1))
-        .collect();
-    let by_name: HashMap<&str, &Function> =
-        p.functions.iter().map(|f| (f.name.as_str(), f)).collect();
-    let mut callers: HashMap<&str, Vec<&Arc>> = HashMap::new();
-    let mut callees: HashMap<&str, Vec<&Arc>> = HashMap::new();
-    for a in &p.arcs {
-        callers.entry(a.callee.as_str()).or_default().push(a);
-        callees.entry(a.caller.as_str()).or_default().push(a);
-    }
-    let name_of = |name: &str| match index.get(name) {
-        Some(i) => format!("{} [{i}]", units.name(name)),
-        None => units.name(name),
-    };
-    // Self and children columns, or nothing for the calls metric.
-    let costs = |cost: &Costs| -> String {
-        if !units.has_cost() {
-            return String::new();
-        }
-        let (self_, total) = units.get(cost);
-        format!(
-            "{:>11} {:>11} ",
-            self_cost(units, cost),
-            units.show(total.saturating_sub(self_))
-        )
-    };
-    let _ = writeln!(
-        out,
-        "\n{BOLD}Call graph{BOLD:#} ({}callers above each function, callees below{})\n",
-        match options.call_graph {
-            CallGraph::Top(_) => format!(
-                "the {} costliest of the flat profile's functions, --call-graph N or full for more; ",
-                order.len()
-            ),
-            CallGraph::Full => String::new(),
-        },
-        match (units.has_cost(), p.sampling.is_some()) {
-            (true, false) => "; costs are exact, per arc",
-            (true, true) => "; counts are exact, costs sampled, per arc",
-            (false, _) => "",
-        }
-    );
-    let header_costs = if units.has_cost() {
-        format!("{:>11} {:>11} ", "self", "children")
-    } else {
-        String::new()
-    };
-    let _ = writeln!(
-        out,
-        "{:<7} {:>6} {header_costs}{:>15}  name",
-        "index",
-        units.percent_header(),
-        "called"
-    );
-    // A caller's or a callee's row: the arc's costs, its calls, the other function.
-    let arc_row = |out: &mut String, a: &Arc, called: String, other: &str| {
-        let _ = writeln!(
-            out,
-            "{:<7} {:>6} {}{called:>15}      {}",
-            "",
-            "",
-            costs(&a.cost),
-            name_of(other)
-        );
-    };
-    for f in order {
-        let name = f.name.as_str();
-        let incoming = callers.get(name).map_or(&[][..], Vec::as_slice);
-        let outgoing = callees.get(name).map_or(&[][..], Vec::as_slice);
-        let recursive = incoming
-            .iter()
-            .find(|a| a.caller == f.name)
-            .map_or(0, |a| a.count);
-        for a in incoming.iter().filter(|a| a.caller != f.name) {
-            let called = format!("{}/{}", a.count, f.calls - recursive);
-            arc_row(out, a, called, &a.caller);
-        }
-        let called = match recursive {
-            0 => f.calls.to_string(),
-            r => format!("{}+{r}", f.calls - r),
-        };
-        let share = if units.has_cost() {
-            format!("{:.2}", percent(units.get(&f.cost).1, units.total))
-        } else {
-            String::new()
-        };
-        let _ = writeln!(
-            out,
-            "{:<7} {share:>6} {}{called:>15}  {}{}",
-            format!("[{}]", index[name]),
-            costs(&f.cost),
-            name_of(name),
-            location(f)
-        );
-        for a in outgoing.iter().filter(|a| a.callee != f.name) {
-            let callee_calls = by_name.get(a.callee.as_str()).map_or(a.count, |c| c.calls);
-            let called = format!("{}/{callee_calls}", a.count);
-            arc_row(out, a, called, &a.callee);
-        }
-        let _ = writeln!(out, "{}", "-".repeat(60));
-    }
-}
-
-fn tests(out: &mut String, p: &Profile, units: Units, top: usize) {
-    let tests = crate::harness::test_functions(p);
-    if tests.is_empty() || !units.has_cost() {
-        return;
-    }
-    let _ = writeln!(
-        out,
-        "\n{BOLD}Tests by cost{BOLD:#} (each test function with everything it calls)\n"
-    );
-    let _ = writeln!(
-        out,
-        "{:>6} {:>11} {:>10}  test",
-        units.percent_header(),
-        "total",
-        "calls"
-    );
-    for f in tests.into_iter().take(top) {
-        let total = units.get(&f.cost).1;
-        let _ = writeln!(
-            out,
-            "{:>6.2} {:>11} {:>10}  {}{}",
-            percent(total, units.total),
-            units.show(total),
-            f.calls,
-            units.name(&f.name),
-            location(f)
-        );
-    }
-}
-
-fn iterations(out: &mut String, p: &Profile, units: Units, top: usize) {
-    let routines = crate::harness::measured_routines(p);
-    if routines.is_empty() {
-        return;
-    }
-    let _ = writeln!(
-        out,
-        "\n{BOLD}Benchmarks per iteration{BOLD:#} (the routine a harness loop measured: its cost in those calls / its calls)\n"
-    );
-    let _ = writeln!(
-        out,
-        "{:>13} {:>13}  routine  (harness loop)",
-        "per iteration", "iterations"
-    );
-    for routine in routines.into_iter().take(top) {
-        let per_iteration = match routine.per_iteration(units.metric) {
-            Some(cost) => units.show(cost.round() as u64),
-            None => "-".to_string(),
-        };
-        let _ = writeln!(
-            out,
-            "{:>13} {:>13}  {}  ({})",
-            per_iteration,
-            routine.iterations(),
-            units.name(&routine.arc.callee),
-            units.name(&routine.harness.name)
-        );
     }
 }
 
