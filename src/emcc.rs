@@ -261,6 +261,9 @@ fn runtime_layout(metric: Metric) -> String {
         "in_probes": l::IN_PROBES,
         "node_samples": l::NODE_SAMPLES,
         "node_sample_ns": l::NODE_SAMPLE_NS,
+        "waiting": l::HDR_WAITING,
+        "wait_cur": l::HDR_WAIT_CUR,
+        "wait_instructions": l::HDR_WAIT_INSTRUCTIONS,
     })
     .to_string()
 }

@@ -6,7 +6,12 @@
 // saves the profile when the program ends:
 // under node, to $WASMPROF_OUT or <program>.wasmprof.json in the working directory; in a
 // browser, `wasmprof.profile()` returns it and `wasmprof.save()` downloads it.
-// It uses nothing of Emscripten's glue but Module.instantiateWasm and Module.locateFile.
+// It uses nothing of Emscripten's glue but Module.instantiateWasm and Module.locateFile,
+// and, with -pthread, Module.PThread and Module.invokeEntryPoint: the glue's worker.js loads
+// this same script in every worker, so each worker instantiates a state module of its own
+// (a shared memory), sends it to the main thread, and notes in its header where the thread
+// stands whenever it leaves wasm (the module's wait probe does so before each wait); the
+// main thread reads every worker's state when the program ends (see `threadDump`).
 var wasmprof = (function () {
   'use strict';
   var WASM_FILE = '__WASMPROF_WASM_FILE__';
@@ -16,6 +21,8 @@ var wasmprof = (function () {
   var NODE_SIZE = LAYOUT.node_size;
   var PROGRAM = WASM_FILE.replace(/\.wasm$/, '');
   var isNode = typeof process === 'object' && !!(process.versions && process.versions.node);
+  // In a worker of Emscripten's -pthread (worker.js sets this before it loads the script).
+  var isPthread = typeof Module === 'object' && !!Module['ENVIRONMENT_IS_PTHREAD'];
   var scriptUrl = typeof document === 'object' && document.currentScript ? document.currentScript.src
     : typeof self === 'object' && self.location ? self.location.href : '';
   var now = isNode ? process.hrtime.bigint
@@ -43,31 +50,84 @@ var wasmprof = (function () {
     return found[0];
   }
 
-  // Wasm traps leave the program through an export; remember the first one's message and,
-  // under node, save the profile at once: when the glue rethrows the trap from node's
-  // uncaughtException handler (Emscripten 3.1.6), node exits with 7 without an 'exit' event.
-  // The exit code saved then is 1 (a trap's); an 'exit' event, if one comes, saves the real one.
+  // Wasm traps leave the program through an export (or, in a worker, the thread's entry
+  // point); remember the first one's message and, under node, save the profile at once:
+  // when the glue rethrows the trap from node's uncaughtException handler (Emscripten
+  // 3.1.6), node exits with 7 without an 'exit' event. The exit code saved then is 1 (a
+  // trap's); an 'exit' event, if one comes, saves the real one.
   function watchTraps(exports) {
     var wrapped = {};
     Object.keys(exports).forEach(function (name) {
       var value = exports[name];
-      if (typeof value !== 'function') { wrapped[name] = value; return; }
-      wrapped[name] = function () {
-        try {
-          return value.apply(this, arguments);
-        } catch (e) {
-          // A stack overflow is a RangeError in V8; the glue's own handler may overflow
-          // next, so the profile is saved now.
-          if ((e instanceof WebAssembly.RuntimeError || e instanceof RangeError) && !run.trap) {
-            run.trap = e.message;
-            run.frames = trapFrames(e);
-            if (isNode) writeProfile(1);
-          }
-          throw e;
-        }
-      };
+      wrapped[name] = typeof value === 'function' ? watched(value) : value;
     });
     return wrapped;
+  }
+
+  function watched(f) {
+    return function () {
+      enterWasm();
+      var trap = null;
+      try {
+        return f.apply(this, arguments);
+      } catch (e) {
+        // A stack overflow is a RangeError in V8; the glue's own handler may overflow
+        // next, so the profile is saved now.
+        if (e instanceof WebAssembly.RuntimeError || e instanceof RangeError) trap = e;
+        throw e;
+      } finally {
+        leaveWasm(trap);
+      }
+    };
+  }
+
+  // A worker's thread: what the main thread reads of it (`status`: its phase and how many
+  // pthreads it ran), how deep the calls from JS into wasm are, and, once it trapped, its
+  // state at the trap (the glue's calls after it change nothing of it).
+  var PHASE_READY = 0, PHASE_RUNNING = 1, PHASE_RETURNED = 2, PHASE_TRAPPED = 3;
+  var worker = { status: null, depth: 0, frozen: null };
+
+  function enterWasm() {
+    if (!isPthread || !run.state || worker.depth++ > 0 || worker.frozen) return;
+    Atomics.add(new Int32Array(run.state['__wasmprof_memory'].buffer), LAYOUT.waiting / 4, 1);
+  }
+
+  function leaveWasm(trap) {
+    if (!isPthread) {
+      if (trap && !run.trap) {
+        run.trap = trap.message;
+        run.frames = trapFrames(trap);
+        if (isNode) writeProfile(1);
+      }
+      return;
+    }
+    if (!run.state || --worker.depth > 0) return;
+    var memory = run.state['__wasmprof_memory'];
+    if (worker.frozen) { // the glue's call after the trap: the state as the trap left it
+      new Uint8Array(memory.buffer).set(worker.frozen.bytes);
+      run.state['__wasmprof_cur'].value = worker.frozen.cur;
+      return;
+    }
+    publish();
+    if (trap) {
+      Atomics.store(worker.status, 0, PHASE_TRAPPED);
+      worker.frozen = {
+        bytes: new Uint8Array(memory.buffer).slice(0, usedBytes(new Uint8Array(memory.buffer))),
+        cur: run.state['__wasmprof_cur'].value
+      };
+    }
+  }
+
+  // Out of wasm: where the thread stands (its context node, its instruction counter) into
+  // the state's header, then the waiting word odd, as the wait probe does before a wait:
+  // whoever reads the word odd (and the same after copying the memory) has a whole state.
+  function publish() {
+    var memory = run.state['__wasmprof_memory'];
+    var view = new DataView(memory.buffer);
+    view.setUint32(LAYOUT.wait_cur, run.state['__wasmprof_cur'].value, true);
+    var counter = run.state['__wasmprof_instructions'];
+    if (counter) view.setBigUint64(LAYOUT.wait_instructions, BigInt.asUintN(64, counter.value), true);
+    Atomics.add(new Int32Array(memory.buffer), LAYOUT.waiting / 4, 1);
   }
 
   // Where a trap left the program, for a metric without a context tree: the wasm frames
@@ -89,18 +149,80 @@ var wasmprof = (function () {
     return ids.reverse();
   }
 
+  // The profiler's state for `module`: its meta, its frame table, its own state module,
+  // whose exports the module imports (with the clock) as `wasmprof`.
+  function setUp(module, imports) {
+    run.meta = JSON.parse(new TextDecoder().decode(section(module, 'wasmprof')));
+    var frames = WebAssembly.Module.customSections(module, 'wasmprof.frames');
+    run.frameTable = frames.length ? new DataView(frames[0]) : null;
+    var stateModule = new WebAssembly.Module(section(module, 'wasmprof.state'));
+    run.state = new WebAssembly.Instance(stateModule, { wasmprof: { now: now } }).exports;
+    imports['wasmprof'] = Object.assign({ now: now }, run.state);
+    if (run.meta.metric === 'time') startSampler();
+    else if (early) early.terminate();
+  }
+
+  // In a worker the glue instantiates synchronously, from the module the main thread
+  // posted; the worker's state goes to the main thread before the worker says it is loaded.
+  function instantiateInWorker(imports, receive) {
+    var module = Module['wasmModule'];
+    setUp(module, imports);
+    var instance = new WebAssembly.Instance(module, imports);
+    worker.status = new Int32Array(new SharedArrayBuffer(8));
+    var invoke = Module['invokeEntryPoint'];
+    Module['invokeEntryPoint'] = function () {
+      Atomics.store(worker.status, 0, PHASE_RUNNING);
+      Atomics.add(worker.status, 1, 1);
+      var result = watched(invoke).apply(this, arguments);
+      Atomics.store(worker.status, 0, PHASE_RETURNED);
+      return result;
+    };
+    postMessage({ wasmprof: 'thread', memory: run.state['__wasmprof_memory'], status: worker.status });
+    publish(); // out of wasm until the glue calls in
+    var exports = watchTraps(instance.exports);
+    receive({ exports: exports }, module);
+    return exports;
+  }
+
+  // The main thread's side of -pthread: each worker's state, as the worker sends it, and
+  // the error that a worker's trap raises on the main thread (what ends the program).
+  var threads = [];
+  function watchWorkers() {
+    var pthreads = Module['PThread'];
+    if (!pthreads) return;
+    var load = pthreads.loadWasmModuleToWorker;
+    pthreads.loadWasmModuleToWorker = function (w) {
+      var result = load.apply(this, arguments);
+      var onmessage = w.onmessage, onerror = w.onerror;
+      w.onmessage = function (e) {
+        var d = e.data;
+        if (d && d.wasmprof === 'thread') {
+          threads.push({ id: threads.length + 1, memory: d.memory, status: d.status, worker: w, trap: null, frames: [] });
+          return;
+        }
+        return onmessage.apply(this, arguments);
+      };
+      w.onerror = function (e) {
+        var t = threads.filter(function (t) { return t.worker === w; })[0];
+        if (t && !t.trap) {
+          t.trap = String(e && e.message || e);
+          t.frames = trapFrames(e);
+          if (!run.trap) run.trap = 'thread ' + t.id + ': ' + t.trap;
+          if (isNode) writeProfile(1);
+        }
+        return onerror.apply(this, arguments);
+      };
+      return result;
+    };
+  }
+
   Module['instantiateWasm'] = function (imports, receive) {
+    if (isPthread) return instantiateInWorker(imports, receive);
     load().then(function (bytes) {
       return WebAssembly.compile(bytes);
     }).then(function (module) {
-      run.meta = JSON.parse(new TextDecoder().decode(section(module, 'wasmprof')));
-      var frames = WebAssembly.Module.customSections(module, 'wasmprof.frames');
-      run.frameTable = frames.length ? new DataView(frames[0]) : null;
-      var stateModule = new WebAssembly.Module(section(module, 'wasmprof.state'));
-      run.state = new WebAssembly.Instance(stateModule, { wasmprof: { now: now } }).exports;
-      imports['wasmprof'] = Object.assign({ now: now }, run.state);
-      if (run.meta.metric === 'time') startSampler();
-      else if (early) early.terminate();
+      setUp(module, imports);
+      watchWorkers();
       return WebAssembly.instantiate(module, imports).then(function (instance) {
         return { instance: instance, module: module };
       });
@@ -227,13 +349,49 @@ var wasmprof = (function () {
     return run.meta.metric === 'exact-time' ? now().toString() : null;
   }
 
-  // The dump that `cargo wasmprof report` decodes: the used part of the profiler's memory.
+  // How many bytes of a profiler's memory hold its state: up to its last context node.
+  function usedBytes(memory) {
+    var layout = run.meta.layout;
+    var nodes = new DataView(memory.buffer, memory.byteOffset).getUint32(8, true);
+    return Math.min(memory.length, layout.nodes_off + NODE_SIZE * Math.min(nodes, layout.nodes_cap));
+  }
+
+  // A worker's thread as the main thread reads it when the program ends: whole only while
+  // the worker is out of wasm or waits (the waiting word odd, and the same after the
+  // copy); else null, a thread lost (it was running: a JS host cannot stop it).
+  function threadDump(t) {
+    var words = new Int32Array(t.memory.buffer);
+    var before = Atomics.load(words, LAYOUT.waiting / 4);
+    if (before % 2 === 0) return null;
+    var phase = Atomics.load(t.status, 0), pthreads = Atomics.load(t.status, 1);
+    var live = new Uint8Array(t.memory.buffer);
+    var bytes = live.slice(0, usedBytes(live));
+    if (Atomics.load(words, LAYOUT.waiting / 4) !== before) return null;
+    var view = new DataView(bytes.buffer);
+    var metric = run.meta.metric;
+    return {
+      id: t.id,
+      how: t.trap ? 'trapped: ' + t.trap
+        : phase === PHASE_RUNNING ? 'waiting when the program ended'
+        : phase === PHASE_RETURNED ? (pthreads > 1 ? 'returned (its worker ran ' + pthreads + ' threads)' : 'returned')
+        : phase === PHASE_TRAPPED ? 'trapped'
+        : 'ran no thread (an idle worker)',
+      trap: t.trap,
+      cur: view.getUint32(LAYOUT.wait_cur, true),
+      end: metric === 'instructions' ? view.getBigUint64(LAYOUT.wait_instructions, true).toString()
+        : metric === 'exact-time' ? now().toString() : null,
+      frames: t.frames,
+      memory: base64(bytes)
+    };
+  }
+
+  // The dump that `cargo wasmprof report` decodes: the used part of the profiler's memory
+  // (and of each worker's, with -pthread).
   function profile(exitCode) {
     if (!run.state) return null;
-    var layout = run.meta.layout;
     var memory = new Uint8Array(run.state['__wasmprof_memory'].buffer);
-    var nodes = new DataView(memory.buffer).getUint32(8, true);
-    var used = Math.min(memory.length, layout.nodes_off + NODE_SIZE * Math.min(nodes, layout.nodes_cap));
+    var used = usedBytes(memory);
+    var dumps = threads.map(threadDump);
     return {
       format: 'wasmprof-dump',
       version: run.meta.version,
@@ -247,6 +405,8 @@ var wasmprof = (function () {
       end: endReading(),
       frames: run.frames || [],
       memory: base64(memory.subarray(0, used)),
+      threads: dumps.filter(function (d) { return d; }),
+      lost_threads: threads.filter(function (t, i) { return !dumps[i]; }).map(function (t) { return t.id; }),
       meta: run.meta
     };
   }
@@ -268,7 +428,7 @@ var wasmprof = (function () {
     }
   }
 
-  if (isNode) process.on('exit', writeProfile);
+  if (isNode && !isPthread) process.on('exit', writeProfile);
 
   return {
     /** The profile so far, as `cargo wasmprof report` reads it. */

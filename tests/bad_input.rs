@@ -195,32 +195,45 @@ fn threaded_modules_that_wasi_threads_cannot_run() {
     );
 }
 
-/// Emscripten's -pthread programs (they export `_emscripten_thread_init` for their
-/// workers): the JS runtime has no per-worker state yet.
+/// Emscripten's -pthread modules (they export `_emscripten_thread_init` for their
+/// workers) that the JS runtime cannot profile.
 #[test]
-fn an_emscripten_pthread_module() {
-    let dir = tempfile::tempdir().unwrap();
-    let input = dir.path().join("input.wasm");
-    let wasm = wat::parse_str(
-        r#"(module (import "env" "memory" (memory 1 16 shared))
-             (func (export "_emscripten_thread_init")) (func (export "_start")))"#,
-    )
-    .unwrap();
-    std::fs::write(&input, wasm).unwrap();
-    let out_file = dir.path().join("out.wasm");
-    let out = output(
-        wasmprof()
-            .args(["instrument", "--state", "state-module"])
-            .arg(&input)
-            .arg("-o")
-            .arg(&out_file),
-    );
-    assert_clean_failure(
-        &out,
-        &input,
-        "an Emscripten -pthread module (it exports `_emscripten_thread_init`): threads in JS hosts are not supported yet",
-    );
-    assert!(!out_file.exists());
+fn emscripten_pthread_modules_that_the_js_runtime_cannot_run() {
+    // Its threads run in JS workers: the state goes in a state module per worker, so a
+    // module for a host with the state in its own memory is refused, as is one whose
+    // workers would share no memory.
+    let cases = [
+        (
+            r#"(module (import "env" "memory" (memory 1 16 shared))
+                 (func (export "_emscripten_thread_init")) (func (export "_start")))"#,
+            "own-memory",
+            "an Emscripten -pthread module (it exports `_emscripten_thread_init`): its threads \
+             run in JS workers, whose runtime keeps each worker's profiler state in a state \
+             module: instrument it with `--state state-module`",
+        ),
+        (
+            r#"(module (memory (export "memory") 1 16 shared)
+                 (func (export "_emscripten_thread_init")) (func (export "_start")))"#,
+            "state-module",
+            "an Emscripten -pthread module (it exports `_emscripten_thread_init`): it imports \
+             no shared memory",
+        ),
+    ];
+    for (module, state, message) in cases {
+        let dir = tempfile::tempdir().unwrap();
+        let input = dir.path().join("input.wasm");
+        std::fs::write(&input, wat::parse_str(module).unwrap()).unwrap();
+        let out_file = dir.path().join("out.wasm");
+        let out = output(
+            wasmprof()
+                .args(["instrument", "--state", state])
+                .arg(&input)
+                .arg("-o")
+                .arg(&out_file),
+        );
+        assert_clean_failure(&out, &input, message);
+        assert!(!out_file.exists());
+    }
 }
 
 #[test]

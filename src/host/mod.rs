@@ -25,7 +25,7 @@ use crate::clock::ClockChoice;
 use crate::error::{Error, HostError};
 use crate::instrument::Options;
 use crate::meta::Meta;
-use crate::profile::{Dump, Profile, RunInfo, Thread};
+use crate::profile::{Dump, Profile, RunInfo, ThreadDump};
 use crate::status::Status;
 
 /// Something that runs programs and collects their profilers' state.
@@ -123,25 +123,13 @@ pub struct Outcome {
     pub state: Option<Dump>,
     /// Wall time of the program's run (compilation excluded).
     pub wall_ns: u64,
-    /// A threaded program's threads (wasi-threads), by thread id, the main thread (0)
-    /// first: what each one's profiler left (`state` is the main thread's too).
-    pub threads: Vec<ThreadState>,
+    /// A threaded program's threads (wasi-threads, Emscripten's -pthread), by thread id,
+    /// the main thread (0) first: what each one's profiler left (`state` is the main
+    /// thread's).
+    pub threads: Vec<ThreadDump>,
     /// Threads whose state the host could not collect: they neither stopped nor waited
     /// when the program ended (blocked in a host call).
     pub lost_threads: Vec<u32>,
-}
-
-/// What one thread of a threaded program left.
-#[derive(Debug, Clone)]
-pub struct ThreadState {
-    /// Its wasi-threads id (0: the main thread).
-    pub tid: u32,
-    /// Its profiler's state, for an instrumented module.
-    pub dump: Option<Dump>,
-    /// How it ended, in words (`returned`, `waiting when the program ended`, ...).
-    pub how: String,
-    /// Its trap's message, when it trapped.
-    pub trap: Option<String>,
 }
 
 impl Outcome {
@@ -151,50 +139,17 @@ impl Outcome {
     /// A threaded program's profile is its threads' merged, each thread's kept; a thread
     /// whose state could not be read counts as lost, as one the host could not stop.
     pub fn profile(&self, meta: &Meta, module: impl Into<String>) -> anyhow::Result<Profile> {
-        let module = module.into();
         let dump = self
             .state
             .as_ref()
             .context("the module carries no profiler state")?;
-        let main = Profile::decode(meta, dump, self.run_info(module.clone()))
-            .context("cannot decode the profile")?;
-        if self.threads.is_empty() && self.lost_threads.is_empty() {
-            return Ok(main);
-        }
-        let how = |tid: u32| {
-            self.threads
-                .iter()
-                .find(|t| t.tid == tid)
-                .map(|t| t.how.clone())
-        };
-        let mut threads = vec![Thread {
-            module: module.clone(),
-            id: 0,
-            how: how(0).unwrap_or_default(),
-            profile: main,
-        }];
-        let mut lost = self.lost_threads.clone();
-        for t in self.threads.iter().filter(|t| t.tid != 0) {
-            let Some(dump) = &t.dump else {
-                lost.push(t.tid);
-                continue;
-            };
-            let run = RunInfo {
-                module: format!("{module} (thread {})", t.tid),
-                trap: t.trap.clone(),
-                ..self.run_info(module.clone())
-            };
-            let profile = Profile::decode(meta, dump, run)
-                .with_context(|| format!("cannot decode thread {}'s profile", t.tid))?;
-            threads.push(Thread {
-                module: module.clone(),
-                id: t.tid,
-                how: t.how.clone(),
-                profile,
-            });
-        }
-        lost.sort_unstable();
-        Ok(Profile::of_threads(threads, lost))
+        Profile::decode_threads(
+            meta,
+            dump,
+            self.run_info(module),
+            &self.threads,
+            &self.lost_threads,
+        )
     }
 
     /// How the run ended, for the profile of `module`.

@@ -117,16 +117,16 @@ impl Host for Node {
         if std::fs::metadata(dump.path()).map_or(true, |m| m.len() == 0) {
             return Err(HostError::NoProfile { code });
         }
-        let (_, state, run) = DumpFile::read(dump.path())
+        let parts = DumpFile::read(dump.path())
             .and_then(DumpFile::into_parts)
             .map_err(|e| HostError::BadProfile(format!("{e:#}")))?;
         Ok(Outcome {
             exit_code: code,
-            trap: run.trap,
-            state: Some(state),
-            wall_ns: run.wall_ns,
-            threads: Vec::new(),
-            lost_threads: Vec::new(),
+            trap: parts.run.trap,
+            state: Some(parts.dump),
+            wall_ns: parts.run.wall_ns,
+            threads: parts.threads,
+            lost_threads: parts.lost_threads,
         })
     }
 

@@ -37,11 +37,11 @@ use wasmtime_wasi::I32Exit;
 
 use super::embedded::{collect, frames_of, link_host, trap_message, wasi_context, HostLinks};
 use super::sampler::{SampleTarget, Sampler, Targets};
-use super::{Outcome, RunConfig, ThreadState, TRAP_EXIT_CODE};
+use super::{Outcome, RunConfig, TRAP_EXIT_CODE};
 use crate::clock::Clock;
 use crate::layout::{self, Layout};
 use crate::meta::{self, Meta};
-use crate::profile::Dump;
+use crate::profile::{Dump, ThreadDump};
 
 /// How long the host waits, once the program has ended, for its threads to stop.
 pub const STOP_GRACE: Duration = Duration::from_secs(2);
@@ -86,7 +86,7 @@ struct Slot {
     profiler: SharedMemory,
     /// What the thread left: collected by itself when it stopped, or by the host from its
     /// profiler memory while it waited.
-    state: Mutex<Option<ThreadState>>,
+    state: Mutex<Option<ThreadDump>>,
     /// The thread's wasm code has stopped running (returned or trapped) and its state is
     /// in `state`.
     stopped: AtomicBool,
@@ -156,7 +156,7 @@ pub(super) fn run(
         sampler.stop();
     }
     let slots = program.threads.lock().expect("not poisoned").clone();
-    let mut states: Vec<ThreadState> = slots
+    let mut states: Vec<ThreadDump> = slots
         .iter()
         .filter_map(|slot| slot.state.lock().expect("not poisoned").take())
         .collect();
@@ -248,7 +248,7 @@ impl Program {
                     end_reading,
                     frames,
                 );
-                *state = Some(ThreadState {
+                *state = Some(ThreadDump {
                     tid,
                     dump: dump.ok().flatten(),
                     how: match (&result, ended_by_host, exit, &trap) {
@@ -431,7 +431,7 @@ impl Program {
 
     /// The state of a thread that is blocked in a wait, read from its profiler memory;
     /// `None` when it is not waiting (or woke while it was read).
-    fn read_waiting(&self, slot: &Slot) -> Option<ThreadState> {
+    fn read_waiting(&self, slot: &Slot) -> Option<ThreadDump> {
         let before = waiting_word(&slot.profiler)?;
         if before % 2 == 0 {
             return None;
@@ -454,7 +454,7 @@ impl Program {
             true => word(layout::HDR_WAIT_INSTRUCTIONS, 8)?,
             false => self.clock.reader()() as u64,
         };
-        Some(ThreadState {
+        Some(ThreadDump {
             tid: slot.tid,
             how: "waiting when the program ended".to_string(),
             trap: None,

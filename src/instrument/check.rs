@@ -105,14 +105,27 @@ fn check_names(bytes: &[u8]) -> Result<(), InstrumentError> {
 /// What Emscripten's `-pthread` modules export for their workers' start.
 const EMSCRIPTEN_THREAD_INIT: &str = "_emscripten_thread_init";
 
-/// Whether `module` starts threads as wasi-threads does (it imports `wasi.thread-spawn`),
-/// after checking that it can: the import's type, an imported shared memory that every
-/// thread's instance shares, the `wasi_thread_start` export, and a profiler state that is
-/// each instance's own (a memory of its own, not the state module of the JS hosts).
+/// How a module starts threads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Threads {
+    /// It does not.
+    None,
+    /// wasi-threads: it imports `wasi.thread-spawn`; the embedded host runs each thread.
+    Wasi,
+    /// Emscripten's `-pthread`: the glue runs each thread in a worker (node, browsers),
+    /// each an instance of the module on the imported shared memory.
+    Emscripten,
+}
+
+/// How `module` starts threads (wasi-threads' `thread-spawn` import, or Emscripten's
+/// `-pthread` glue), after checking that it can: the import's type, an imported shared
+/// memory that every thread's instance shares, the `wasi_thread_start` export, and a
+/// profiler state that is each instance's own (wasi-threads: a memory of its own; the JS
+/// runtime of Emscripten's threads: a state module per worker).
 pub(super) fn threads(
     module: &walrus::Module,
     state: StateLocation,
-) -> Result<bool, InstrumentError> {
+) -> Result<Threads, InstrumentError> {
     use walrus::{ExportItem, ImportKind, ValType};
     let spawn = module.imports.iter().find_map(|import| match import.kind {
         ImportKind::Function(f)
@@ -127,21 +140,32 @@ pub(super) fn threads(
         _ => false,
     });
     let Some(spawn) = spawn else {
-        // Emscripten's -pthread: workers, each an instance of the module on the shared
-        // memory (the module exports the glue's `_emscripten_thread_init`), whose profiler
-        // state the JS runtime does not collect yet.
-        if module
+        if !module
             .exports
             .iter()
             .any(|e| e.name == EMSCRIPTEN_THREAD_INIT)
         {
-            return Err(InstrumentError::Unsupported(format!(
-                "an Emscripten -pthread module (it exports `{EMSCRIPTEN_THREAD_INIT}`): threads \
-                 in JS hosts are not supported yet; build without -pthread, or profile a \
-                 wasm32-wasip1-threads build"
-            )));
+            return Ok(Threads::None);
         }
-        return Ok(false);
+        let refuse = |why: &str| {
+            Err(InstrumentError::Unsupported(format!(
+                "an Emscripten -pthread module (it exports `{EMSCRIPTEN_THREAD_INIT}`): {why}"
+            )))
+        };
+        if !shared_import {
+            return refuse(
+                "it imports no shared memory, so its workers would share no memory (the glue \
+                 gives every worker's instance the imported shared memory)",
+            );
+        }
+        if state != StateLocation::StateModule {
+            return refuse(
+                "its threads run in JS workers, whose runtime keeps each worker's profiler \
+                 state in a state module: instrument it with `--state state-module` (as \
+                 wasmprof-emcc does)",
+            );
+        }
+        return Ok(Threads::Emscripten);
     };
     let refuse = |why: String| {
         Err(InstrumentError::Unsupported(format!(
@@ -185,12 +209,12 @@ pub(super) fn threads(
     }
     if state != StateLocation::OwnMemory {
         return refuse(
-            "threads need the profiler's state in each instance's own memory, and this host \
-             keeps it in a state module (JS hosts: Emscripten's -pthread is not supported yet)"
+            "the embedded host runs its threads, with the profiler's state in each instance's \
+             own memory, not in a state module (`--state own-memory`)"
                 .to_string(),
         );
     }
-    Ok(true)
+    Ok(Threads::Wasi)
 }
 
 /// Validates a module with every feature wasmparser knows.

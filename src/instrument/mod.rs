@@ -265,7 +265,8 @@ fn rewrite(mut module: Module, options: &Options) -> Result<Rewritten, Instrumen
         .enumerate()
         .all(|(i, id)| id.index() == i));
     let function_count = original_funcs.len() as u32;
-    let threaded = check::threads(&module, options.state)?;
+    let threads = check::threads(&module, options.state)?;
+    let threaded = threads != check::Threads::None;
     let mut imported = vec![false; original_funcs.len()];
 
     let thunks = add_import_thunks(&mut module, &original_funcs);
@@ -345,8 +346,13 @@ fn rewrite(mut module: Module, options: &Options) -> Result<Rewritten, Instrumen
             runtime::add(&mut module, &layout, options.metric, imports, threaded)
         }
         StateLocation::StateModule => {
-            let (rt, state) =
-                runtime::import_state_module(&mut module, &layout, options.metric, imports);
+            let (rt, state) = runtime::import_state_module(
+                &mut module,
+                &layout,
+                options.metric,
+                imports,
+                threaded,
+            );
             validate(&state).map_err(InstrumentError::Produced)?;
             module.customs.add(walrus::RawCustomSection {
                 name: meta::STATE_SECTION.to_string(),

@@ -6,7 +6,7 @@ use std::path::Path;
 use anyhow::Context as _;
 use serde::Deserialize;
 
-use super::{Dump, Profile, RunInfo, FORMAT};
+use super::{Dump, Profile, RunInfo, ThreadDump, FORMAT};
 use crate::fsutil::write_atomic;
 use crate::meta::Meta;
 
@@ -37,6 +37,50 @@ pub struct DumpFile {
     /// [`Dump::frames`]: function ids, outermost first, from the JS error's stack.
     #[serde(default)]
     pub frames: Vec<u32>,
+    /// With Emscripten's `-pthread`, what each worker's thread left (the main thread's is
+    /// the fields above).
+    #[serde(default)]
+    pub threads: Vec<DumpThread>,
+    /// The workers whose state could not be read when the program ended (they ran).
+    #[serde(default)]
+    pub lost_threads: Vec<u32>,
+}
+
+/// What a worker's thread left, in a [`DumpFile`].
+#[derive(Debug, Deserialize)]
+pub struct DumpThread {
+    /// Its id: 1, 2, ... in the order the workers started.
+    pub id: u32,
+    /// How it ended, in words.
+    pub how: String,
+    /// Its trap's message, when it trapped.
+    #[serde(default)]
+    pub trap: Option<String>,
+    /// Its profiler's memory, base64.
+    pub memory: String,
+    /// Its current context node when the program ended.
+    pub cur: u32,
+    /// [`Dump::end`], in decimal.
+    #[serde(default)]
+    pub end: Option<String>,
+    /// [`Dump::frames`].
+    #[serde(default)]
+    pub frames: Vec<u32>,
+}
+
+/// A [`DumpFile`] taken apart: what [`Profile::decode_threads`] decodes.
+#[derive(Debug)]
+pub struct DumpParts {
+    /// The instrumented module's meta.
+    pub meta: Meta,
+    /// The main thread's profiler state.
+    pub dump: Dump,
+    /// How the run ended.
+    pub run: RunInfo,
+    /// Every thread, the main one (id 0) first, when the program started threads.
+    pub threads: Vec<ThreadDump>,
+    /// The threads whose state could not be read.
+    pub lost_threads: Vec<u32>,
 }
 
 impl DumpFile {
@@ -52,39 +96,79 @@ impl DumpFile {
         serde_json::from_value(value).context("not a valid cargo-wasmprof dump")
     }
 
-    /// The meta, the profiler's memory and how the run ended, checked to be of this
-    /// cargo-wasmprof's version.
-    pub fn into_parts(self) -> anyhow::Result<(Meta, Dump, RunInfo)> {
-        use base64::Engine as _;
+    /// The meta, the profiler's memory (every thread's) and how the run ended, checked to
+    /// be of this cargo-wasmprof's version.
+    pub fn into_parts(self) -> anyhow::Result<DumpParts> {
         anyhow::ensure!(
             self.version == crate::meta::VERSION,
             "a dump of version {}, this cargo-wasmprof reads version {}",
             self.version,
             crate::meta::VERSION
         );
-        let memory = base64::engine::general_purpose::STANDARD
-            .decode(self.memory.as_bytes())
-            .context("its memory is not base64")?;
-        let end = self
-            .end
-            .map(|end| end.parse::<u64>())
-            .transpose()
-            .context("its end reading is not a number")?;
-        let dump = Dump {
-            memory,
-            cur: self.cur,
-            ticks_per_ns: self.ticks_per_ns,
-            clock: self.run.clock.clone(),
-            end,
-            frames: self.frames,
+        let dump = |memory: &str, cur: u32, end: Option<String>, frames: Vec<u32>| {
+            use base64::Engine as _;
+            let memory = base64::engine::general_purpose::STANDARD
+                .decode(memory.as_bytes())
+                .context("its memory is not base64")?;
+            let end = end
+                .map(|end| end.parse::<u64>())
+                .transpose()
+                .context("its end reading is not a number")?;
+            anyhow::Ok(Dump {
+                memory,
+                cur,
+                ticks_per_ns: self.ticks_per_ns,
+                clock: self.run.clock.clone(),
+                end,
+                frames,
+            })
         };
-        Ok((self.meta, dump, self.run))
+        let main = dump(
+            &self.memory,
+            self.cur,
+            self.end.clone(),
+            self.frames.clone(),
+        )?;
+        let mut threads = Vec::new();
+        if !self.threads.is_empty() || !self.lost_threads.is_empty() {
+            let worker_trapped = self.threads.iter().find(|t| t.trap.is_some());
+            threads.push(ThreadDump {
+                tid: 0,
+                dump: None,
+                how: match (&self.run.trap, worker_trapped) {
+                    (_, Some(t)) => format!("ended by thread {}'s trap", t.id),
+                    (Some(trap), None) => format!("trapped: {trap}"),
+                    (None, None) if self.run.exit_code != 0 => {
+                        format!("exited with {}", self.run.exit_code)
+                    }
+                    (None, None) => "returned".to_string(),
+                },
+                trap: None,
+            });
+        }
+        for t in &self.threads {
+            let state = dump(&t.memory, t.cur, t.end.clone(), t.frames.clone())
+                .with_context(|| format!("thread {}", t.id))?;
+            threads.push(ThreadDump {
+                tid: t.id,
+                dump: Some(state),
+                how: t.how.clone(),
+                trap: t.trap.clone(),
+            });
+        }
+        Ok(DumpParts {
+            meta: self.meta,
+            dump: main,
+            run: self.run,
+            threads,
+            lost_threads: self.lost_threads,
+        })
     }
 
     /// Decodes the dump into a profile.
     pub fn decode(self) -> anyhow::Result<Profile> {
-        let (meta, dump, run) = self.into_parts()?;
-        Profile::decode(&meta, &dump, run)
+        let p = self.into_parts()?;
+        Profile::decode_threads(&p.meta, &p.dump, p.run, &p.threads, &p.lost_threads)
     }
 }
 

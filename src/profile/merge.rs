@@ -161,6 +161,10 @@ impl Profile {
                 d.cost.add(&c.cost);
             }
         }
+        // Profiles without a context tree (the calls metric) merge into one without.
+        if profiles.iter().all(|p| p.contexts.is_empty()) {
+            out.contexts.clear();
+        }
         out
     }
 }

@@ -23,8 +23,8 @@ mod threads;
 mod view;
 
 pub use decode::Dump;
-pub use io::{DumpFile, DUMP_FORMAT};
+pub use io::{DumpFile, DumpParts, DumpThread, DUMP_FORMAT};
 pub use merge::MergedNames;
 pub use model::*;
-pub use threads::Thread;
+pub use threads::{Thread, ThreadDump};
 pub use view::{crate_of, Filter, Grouping, View};

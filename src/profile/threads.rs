@@ -2,9 +2,11 @@
 //! (the default view), and carries each thread's profile too ([`Thread`]), so that counts
 //! are exact per thread and sum exactly.
 
+use anyhow::Context as _;
 use serde::{Deserialize, Serialize};
 
-use super::{ProbeCost, Profile};
+use super::{Dump, ProbeCost, Profile, RunInfo};
+use crate::meta::Meta;
 
 /// One thread of a run: its own profile, as decoded from its profiler's state.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -29,7 +31,69 @@ impl Thread {
     }
 }
 
+/// What one thread of a threaded program left, before it is decoded.
+#[derive(Debug, Clone)]
+pub struct ThreadDump {
+    /// Its id: 0 for the main thread, then in the order the threads started.
+    pub tid: u32,
+    /// Its profiler's state, for an instrumented module.
+    pub dump: Option<Dump>,
+    /// How it ended, in words (`returned`, `waiting when the program ended`, ...).
+    pub how: String,
+    /// Its trap's message, when it trapped.
+    pub trap: Option<String>,
+}
+
 impl Profile {
+    /// The profile of a run of `meta`'s module from what its main thread left (`main`,
+    /// `run`) and, for a threaded program, every other thread (`threads`; the main
+    /// thread's entry, id 0, says how it ended) and the ids of those whose state could not
+    /// be collected (`lost`): the threads' profiles merged, each one kept. A thread whose
+    /// state could not be read counts as lost.
+    pub fn decode_threads(
+        meta: &Meta,
+        main: &Dump,
+        run: RunInfo,
+        threads: &[ThreadDump],
+        lost: &[u32],
+    ) -> anyhow::Result<Profile> {
+        let module = run.module.clone();
+        let main_profile =
+            Profile::decode(meta, main, run.clone()).context("cannot decode the profile")?;
+        if threads.is_empty() && lost.is_empty() {
+            return Ok(main_profile);
+        }
+        let how = |tid: u32| threads.iter().find(|t| t.tid == tid).map(|t| t.how.clone());
+        let mut decoded = vec![Thread {
+            module: module.clone(),
+            id: 0,
+            how: how(0).unwrap_or_default(),
+            profile: main_profile,
+        }];
+        let mut lost = lost.to_vec();
+        for t in threads.iter().filter(|t| t.tid != 0) {
+            let Some(dump) = &t.dump else {
+                lost.push(t.tid);
+                continue;
+            };
+            let run = RunInfo {
+                module: format!("{module} (thread {})", t.tid),
+                trap: t.trap.clone(),
+                ..run.clone()
+            };
+            let profile = Profile::decode(meta, dump, run)
+                .with_context(|| format!("cannot decode thread {}'s profile", t.tid))?;
+            decoded.push(Thread {
+                module: module.clone(),
+                id: t.tid,
+                how: t.how.clone(),
+                profile,
+            });
+        }
+        lost.sort_unstable();
+        Ok(Profile::of_threads(decoded, lost))
+    }
+
     /// The profile of one run of a threaded program: its threads' profiles merged, the
     /// main thread's (id 0) run and module its own, every thread kept in `threads`.
     /// `lost` are the threads whose state could not be collected: the profile is then

@@ -34,6 +34,7 @@ use mem::Mem;
 use probes::SampleWord;
 pub use probes::{ArcCounter, CallCounter, Reading, TimedLocals, TimedOps, TimedProbes, Timing};
 pub use wait::{is_wait, WaitLocals, WaitProbe};
+use wait::{WaitHow, WaitState};
 
 /// The state module's export (and the instrumented module's import) of the call-site global.
 const SITE_EXPORT: &str = "site";
@@ -49,6 +50,10 @@ const ENTER_EXPORT: &str = "enter";
 const EXIT_EXPORT: &str = "exit";
 /// The state module's export of `count_call`.
 const COUNT_CALL_EXPORT: &str = "count_call";
+/// The state module's export of the wait probe's work before a wait.
+const WAIT_BEGIN_EXPORT: &str = "wait_begin";
+/// The state module's export of the wait probe's work after a wait.
+const WAIT_END_EXPORT: &str = "wait_end";
 
 /// The ids of the runtime pieces that the probes use.
 pub struct Runtime {
@@ -86,21 +91,8 @@ pub fn add(
 ) -> Runtime {
     let parts = Parts::build(module, layout, metric, imports, threaded);
     let wait = threaded.then(|| WaitProbe {
-        memory: parts.memory,
-        cur: parts.cur,
-        instructions: match parts.timing {
-            Some(Timed {
-                clock: Some(Reading::Instructions(counter)),
-                ..
-            }) => Some(counter),
-            _ => None,
-        },
-        memory64: module
-            .memories
-            .iter()
-            .filter(|m| m.memory64)
-            .map(|m| m.id())
-            .collect(),
+        how: WaitHow::Inline(parts.wait_state()),
+        memory64: memory64(module),
     });
     let exports = &mut module.exports;
     exports.add(meta::MEMORY_EXPORT, ExportItem::Memory(parts.memory));
@@ -130,17 +122,52 @@ pub fn add(
     }
 }
 
+/// The ids of `module`'s 64-bit memories.
+fn memory64(module: &Module) -> Vec<MemoryId> {
+    module
+        .memories
+        .iter()
+        .filter(|m| m.memory64)
+        .map(|m| m.id())
+        .collect()
+}
+
 /// Builds the state module for `metric` (the profiler's memory, globals and probes, all
 /// exported) and makes `module` import what its probes use from it. Returns the runtime as
-/// `module` sees it and the state module's bytes.
+/// `module` sees it and the state module's bytes. A `threaded` module (Emscripten's
+/// `-pthread`: each worker instantiates its own state module) gets a shared memory in the
+/// state module, which the main thread reads, and the probe around its waits, whose work
+/// the state module does.
 pub fn import_state_module(
     module: &mut Module,
     layout: &Layout,
     metric: Metric,
     imports: u32,
+    threaded: bool,
 ) -> (Runtime, Vec<u8>) {
     let mut state = Module::default();
-    let parts = Parts::build(&mut state, layout, metric, imports, false);
+    let parts = Parts::build(&mut state, layout, metric, imports, threaded);
+    let wait = threaded.then(|| {
+        let (begin, end) = parts.wait_state().build_calls(&mut state);
+        state
+            .exports
+            .add(WAIT_BEGIN_EXPORT, ExportItem::Function(begin));
+        state
+            .exports
+            .add(WAIT_END_EXPORT, ExportItem::Function(end));
+        let ty = module.types.add(&[ValType::I64], &[]);
+        let begin = module
+            .add_import_func(meta::STATE_MODULE, WAIT_BEGIN_EXPORT, ty)
+            .0;
+        let ty = module.types.add(&[], &[]);
+        let end = module
+            .add_import_func(meta::STATE_MODULE, WAIT_END_EXPORT, ty)
+            .0;
+        WaitProbe {
+            how: WaitHow::Call { begin, end },
+            memory64: memory64(module),
+        }
+    });
     let exports = &mut state.exports;
     exports.add(meta::MEMORY_EXPORT, ExportItem::Memory(parts.memory));
     exports.add(meta::CUR_EXPORT, ExportItem::Global(parts.cur));
@@ -213,7 +240,7 @@ pub fn import_state_module(
         site,
         memory: None,
         probes,
-        wait: None,
+        wait,
     };
     (runtime, state.emit_wasm())
 }
@@ -240,6 +267,21 @@ struct Timed {
 }
 
 impl Parts {
+    /// What the wait probe's work reads and writes.
+    fn wait_state(&self) -> WaitState {
+        WaitState {
+            memory: self.memory,
+            cur: self.cur,
+            instructions: match self.timing {
+                Some(Timed {
+                    clock: Some(Reading::Instructions(counter)),
+                    ..
+                }) => Some(counter),
+                _ => None,
+            },
+        }
+    }
+
     /// The pieces for `metric` in `module`, whose first `imports` function ids are imports.
     fn build(
         module: &mut Module,

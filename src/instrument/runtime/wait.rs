@@ -8,24 +8,44 @@
 //! [`layout::HDR_WAITING`] counts waits and wakes: odd while the thread waits.
 
 use walrus::ir::{
-    BinaryOp, Binop, Const, GlobalGet, Instr, InstrLocId, Load, LoadKind, LocalGet, LocalSet,
+    BinaryOp, Binop, Call, Const, GlobalGet, Instr, InstrLocId, Load, LoadKind, LocalGet, LocalSet,
     MemArg, Store, StoreKind, UnaryOp, Unop, Value,
 };
-use walrus::{GlobalId, LocalId, MemoryId, ValType};
+use walrus::{FunctionBuilder, FunctionId, GlobalId, LocalId, MemoryId, ValType};
 
 use crate::layout;
 
-/// What the wait probe reads and writes.
+/// The probe around a threaded module's waits.
 #[derive(Debug, Clone)]
 pub struct WaitProbe {
+    /// Where the probe's work is done.
+    pub(super) how: WaitHow,
+    /// The program's 64-bit memories (their addresses are i64).
+    pub(super) memory64: Vec<MemoryId>,
+}
+
+/// Where the wait probe's work is done.
+#[derive(Debug, Clone)]
+pub(super) enum WaitHow {
+    /// In the function that waits: the profiler's memory is the module's own.
+    Inline(WaitState),
+    /// In the state module (a JS host's threads): `begin(addr: i64)` before the wait,
+    /// `end()` after it.
+    Call {
+        begin: walrus::FunctionId,
+        end: walrus::FunctionId,
+    },
+}
+
+/// What the probe's work reads and writes, in the module that holds the profiler's state.
+#[derive(Debug, Clone)]
+pub(super) struct WaitState {
     /// The profiler's memory (shared: the host reads it from another thread).
     pub(super) memory: MemoryId,
     /// The current-context global.
     pub(super) cur: GlobalId,
     /// The instructions metric's counter.
     pub(super) instructions: Option<GlobalId>,
-    /// The program's 64-bit memories (their addresses are i64).
-    pub(super) memory64: Vec<MemoryId>,
 }
 
 /// The locals a function with waits needs to hold a wait's operands while the probe runs.
@@ -76,28 +96,57 @@ impl WaitProbe {
             Instr::LocalSet(LocalSet { local: expected }),
             Instr::LocalSet(LocalSet { local: addr }),
         ];
-        // header.wait_cur = cur
-        out.extend([
-            i32_const(0),
-            Instr::GlobalGet(GlobalGet { global: self.cur }),
-            self.store(StoreKind::I32 { atomic: false }, layout::HDR_WAIT_CUR),
-        ]);
-        // header.wait_addr = addr + offset (as a u64)
-        out.extend([i32_const(0), Instr::LocalGet(LocalGet { local: addr })]);
+        // The address waited on, as a u64: addr + offset.
+        let mut address = vec![Instr::LocalGet(LocalGet { local: addr })];
         if !wide_addr {
-            out.push(Instr::Unop(Unop {
+            address.push(Instr::Unop(Unop {
                 op: UnaryOp::I64ExtendUI32,
             }));
         }
-        out.extend([
+        address.extend([
             Instr::Const(Const {
                 value: Value::I64(offset as i64),
             }),
             Instr::Binop(Binop {
                 op: BinaryOp::I64Add,
             }),
-            self.store(StoreKind::I64 { atomic: false }, layout::HDR_WAIT_ADDR),
         ]);
+        match &self.how {
+            WaitHow::Inline(state) => out.extend(state.begin(address)),
+            WaitHow::Call { begin, .. } => {
+                out.extend(address);
+                out.push(Instr::Call(Call { func: *begin }));
+            }
+        }
+        out.extend([
+            Instr::LocalGet(LocalGet { local: addr }),
+            Instr::LocalGet(LocalGet { local: expected }),
+            Instr::LocalGet(LocalGet { local: l.timeout }),
+            wait,
+        ]);
+        match &self.how {
+            WaitHow::Inline(state) => out.extend(state.bump_waiting()),
+            WaitHow::Call { end, .. } => out.push(Instr::Call(Call { func: *end })),
+        }
+        out.into_iter().map(|i| (i, at)).collect()
+    }
+}
+
+impl WaitState {
+    /// Before a wait: notes the current context, the address waited on (`address`: code
+    /// that pushes it, an i64) and the instruction counter in the header, then makes the
+    /// waiting word odd.
+    fn begin(&self, address: Vec<Instr>) -> Vec<Instr> {
+        // header.wait_cur = cur
+        let mut out = vec![
+            i32_const(0),
+            Instr::GlobalGet(GlobalGet { global: self.cur }),
+            self.store(StoreKind::I32 { atomic: false }, layout::HDR_WAIT_CUR),
+            i32_const(0),
+        ];
+        // header.wait_addr = address
+        out.extend(address);
+        out.push(self.store(StoreKind::I64 { atomic: false }, layout::HDR_WAIT_ADDR));
         if let Some(counter) = self.instructions {
             out.extend([
                 i32_const(0),
@@ -110,14 +159,27 @@ impl WaitProbe {
         }
         // The word last, atomically: whoever sees it odd sees the fields above.
         out.extend(self.bump_waiting());
-        out.extend([
-            Instr::LocalGet(LocalGet { local: addr }),
-            Instr::LocalGet(LocalGet { local: expected }),
-            Instr::LocalGet(LocalGet { local: l.timeout }),
-            wait,
-        ]);
-        out.extend(self.bump_waiting());
-        out.into_iter().map(|i| (i, at)).collect()
+        out
+    }
+
+    /// The state module's `begin(addr: i64)` and `end()` of [`WaitHow::Call`].
+    pub(super) fn build_calls(&self, module: &mut walrus::Module) -> (FunctionId, FunctionId) {
+        let addr = module.locals.add(ValType::I64);
+        let mut builder = FunctionBuilder::new(&mut module.types, &[ValType::I64], &[]);
+        builder.name("__wasmprof_wait_begin".into());
+        let mut body = builder.func_body();
+        for instr in self.begin(vec![Instr::LocalGet(LocalGet { local: addr })]) {
+            body.instr(instr);
+        }
+        let begin = builder.finish(vec![addr], &mut module.funcs);
+        let mut builder = FunctionBuilder::new(&mut module.types, &[], &[]);
+        builder.name("__wasmprof_wait_end".into());
+        let mut body = builder.func_body();
+        for instr in self.bump_waiting() {
+            body.instr(instr);
+        }
+        let end = builder.finish(Vec::new(), &mut module.funcs);
+        (begin, end)
     }
 
     /// `waiting += 1` (only this thread writes it; the store is atomic for the host's
