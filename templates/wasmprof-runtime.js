@@ -64,11 +64,14 @@ var wasmprof = (function () {
     return wrapped;
   }
 
-  function watched(f) {
+  // `f` as JS calls it: the worker's state says it is in wasm meanwhile; `starting`, if
+  // given, runs first (in wasm already).
+  function watched(f, starting) {
     return function () {
       enterWasm();
       var trap = null;
       try {
+        if (starting) starting();
         return f.apply(this, arguments);
       } catch (e) {
         // A stack overflow is a RangeError in V8; the glue's own handler may overflow
@@ -81,14 +84,16 @@ var wasmprof = (function () {
     };
   }
 
-  // A worker's thread: what the main thread reads of it (`status`: its phase and how many
-  // pthreads it ran), how deep the calls from JS into wasm are, and, once it trapped, its
-  // state at the trap (the glue's calls after it change nothing of it).
+  // A worker's side: what the main thread reads of its thread (`status`: the phase, and
+  // how many pthreads the worker started), the port that takes each finished pthread's
+  // state to the main thread, the state as the state module starts (`initial`), how deep
+  // the calls from JS into wasm are, and, once it trapped, its state at the trap (the
+  // glue's calls after it change nothing of it).
   var PHASE_READY = 0, PHASE_RUNNING = 1, PHASE_RETURNED = 2, PHASE_TRAPPED = 3;
-  var worker = { status: null, depth: 0, frozen: null };
+  var mine = { status: null, port: null, initial: null, depth: 0, frozen: null };
 
   function enterWasm() {
-    if (!isPthread || !run.state || worker.depth++ > 0 || worker.frozen) return;
+    if (!isPthread || !run.state || mine.depth++ > 0 || mine.frozen) return;
     Atomics.add(new Int32Array(run.state['__wasmprof_memory'].buffer), LAYOUT.waiting / 4, 1);
   }
 
@@ -101,21 +106,37 @@ var wasmprof = (function () {
       }
       return;
     }
-    if (!run.state || --worker.depth > 0) return;
+    if (!run.state || --mine.depth > 0) return;
     var memory = run.state['__wasmprof_memory'];
-    if (worker.frozen) { // the glue's call after the trap: the state as the trap left it
-      new Uint8Array(memory.buffer).set(worker.frozen.bytes);
-      run.state['__wasmprof_cur'].value = worker.frozen.cur;
+    if (mine.frozen) { // the glue's call after the trap: the state as the trap left it
+      new Uint8Array(memory.buffer).set(mine.frozen.bytes);
+      run.state['__wasmprof_cur'].value = mine.frozen.cur;
       return;
     }
     publish();
     if (trap) {
-      Atomics.store(worker.status, 0, PHASE_TRAPPED);
-      worker.frozen = {
+      Atomics.store(mine.status, 0, PHASE_TRAPPED);
+      mine.frozen = {
         bytes: new Uint8Array(memory.buffer).slice(0, usedBytes(new Uint8Array(memory.buffer))),
         cur: run.state['__wasmprof_cur'].value
       };
     }
+  }
+
+  // A pthread's state (and what the worker did after it), sent to the main thread when the
+  // worker starts its next pthread; the state is then as the state module started.
+  function handOver() {
+    var memory = run.state['__wasmprof_memory'];
+    var words = new Int32Array(memory.buffer);
+    var live = new Uint8Array(memory.buffer);
+    var used = usedBytes(live);
+    var bytes = live.slice(0, used);
+    mine.port.postMessage({ memory: bytes.buffer, cur: run.state['__wasmprof_cur'].value, end: endReading() }, [bytes.buffer]);
+    var word = Atomics.load(words, LAYOUT.waiting / 4); // in wasm: even
+    live.fill(0, 0, used); // (the transfer emptied `bytes`)
+    live.set(mine.initial);
+    Atomics.store(words, LAYOUT.waiting / 4, word);
+    run.state['__wasmprof_cur'].value = 0; // the root
   }
 
   // Out of wasm: where the thread stands (its context node, its instruction counter) into
@@ -127,7 +148,9 @@ var wasmprof = (function () {
     view.setUint32(LAYOUT.wait_cur, run.state['__wasmprof_cur'].value, true);
     var counter = run.state['__wasmprof_instructions'];
     if (counter) view.setBigUint64(LAYOUT.wait_instructions, BigInt.asUintN(64, counter.value), true);
-    Atomics.add(new Int32Array(memory.buffer), LAYOUT.waiting / 4, 1);
+    var words = new Int32Array(memory.buffer);
+    Atomics.add(words, LAYOUT.waiting / 4, 1);
+    Atomics.notify(words, LAYOUT.waiting / 4); // a main thread that waits to read the state
   }
 
   // Where a trap left the program, for a metric without a context tree: the wasm frames
@@ -168,28 +191,62 @@ var wasmprof = (function () {
     var module = Module['wasmModule'];
     setUp(module, imports);
     var instance = new WebAssembly.Instance(module, imports);
-    worker.status = new Int32Array(new SharedArrayBuffer(8));
-    var invoke = Module['invokeEntryPoint'];
+    var live = new Uint8Array(run.state['__wasmprof_memory'].buffer);
+    mine.initial = live.slice(0, usedBytes(live));
+    mine.status = new Int32Array(new SharedArrayBuffer(8));
+    var channel = new MessageChannel();
+    mine.port = channel.port1;
+    // A pthread's entry point: the worker's previous pthread (if any) is handed over first.
+    var entry = watched(Module['invokeEntryPoint'], function () {
+      if (Atomics.add(mine.status, 1, 1) > 0) handOver();
+      Atomics.store(mine.status, 0, PHASE_RUNNING);
+    });
     Module['invokeEntryPoint'] = function () {
-      Atomics.store(worker.status, 0, PHASE_RUNNING);
-      Atomics.add(worker.status, 1, 1);
-      var result = watched(invoke).apply(this, arguments);
-      Atomics.store(worker.status, 0, PHASE_RETURNED);
+      var result = entry.apply(this, arguments);
+      Atomics.store(mine.status, 0, PHASE_RETURNED);
       return result;
     };
-    postMessage({ wasmprof: 'thread', memory: run.state['__wasmprof_memory'], status: worker.status });
+    var registration = {
+      wasmprof: 'thread', memory: run.state['__wasmprof_memory'], status: mine.status, port: channel.port2
+    };
+    // worker.js's postMessage drops the transfer list under node.
+    (isNode ? require('worker_threads').parentPort : self).postMessage(registration, [channel.port2]);
     publish(); // out of wasm until the glue calls in
     var exports = watchTraps(instance.exports);
     receive({ exports: exports }, module);
     return exports;
   }
 
-  // The main thread's side of -pthread: each worker's state, as the worker sends it, and
-  // the error that a worker's trap raises on the main thread (what ends the program).
-  var threads = [];
+  // The main thread's side of -pthread: each worker's state, as the worker sends it (its
+  // thread's id: 1, 2, ... as the main thread learns of them), the states of the pthreads
+  // it finished (`ended`), and the error that a worker's trap raises on the main thread
+  // (what ends the program).
+  var threads = [], lastId = 0, collected = null;
+
+  // Takes in the pthreads that worker `t` finished: each keeps the id its worker's thread
+  // had, and the worker's running thread gets the next. Under node the port is read
+  // synchronously (a program's end leaves no turn of the event loop for its messages).
+  function takeEnded(t, message) {
+    var take = function (m) {
+      t.ended.push({ id: t.id, memory: m.memory, cur: m.cur, end: m.end });
+      t.id = ++lastId;
+    };
+    if (message) take(message);
+    if (isNode) {
+      var m;
+      while ((m = require('worker_threads').receiveMessageOnPort(t.port))) take(m.message);
+    }
+  }
   function watchWorkers() {
     var pthreads = Module['PThread'];
     if (!pthreads) return;
+    // The program's end terminates the workers, perhaps in wasm: their threads are read
+    // before.
+    var terminate = pthreads.terminateAllThreads;
+    pthreads.terminateAllThreads = function () {
+      collected = collectThreads();
+      return terminate.apply(this, arguments);
+    };
     var load = pthreads.loadWasmModuleToWorker;
     pthreads.loadWasmModuleToWorker = function (w) {
       var result = load.apply(this, arguments);
@@ -197,7 +254,9 @@ var wasmprof = (function () {
       w.onmessage = function (e) {
         var d = e.data;
         if (d && d.wasmprof === 'thread') {
-          threads.push({ id: threads.length + 1, memory: d.memory, status: d.status, worker: w, trap: null, frames: [] });
+          var t = { id: ++lastId, memory: d.memory, status: d.status, port: d.port, ended: [], worker: w, trap: null, frames: [] };
+          threads.push(t);
+          if (!isNode) d.port.onmessage = function (e) { takeEnded(t, e.data); };
           return;
         }
         return onmessage.apply(this, arguments);
@@ -205,6 +264,7 @@ var wasmprof = (function () {
       w.onerror = function (e) {
         var t = threads.filter(function (t) { return t.worker === w; })[0];
         if (t && !t.trap) {
+          takeEnded(t);
           t.trap = String(e && e.message || e);
           t.frames = trapFrames(e);
           if (!run.trap) run.trap = 'thread ' + t.id + ': ' + t.trap;
@@ -356,14 +416,15 @@ var wasmprof = (function () {
     return Math.min(memory.length, layout.nodes_off + NODE_SIZE * Math.min(nodes, layout.nodes_cap));
   }
 
-  // A worker's thread as the main thread reads it when the program ends: whole only while
-  // the worker is out of wasm or waits (the waiting word odd, and the same after the
-  // copy); else null, a thread lost (it was running: a JS host cannot stop it).
-  function threadDump(t) {
+  // A worker's running (or last) thread as the main thread reads it when the program ends:
+  // whole only while the worker is out of wasm or waits (the waiting word odd, and the
+  // same after the copy); else null, a thread lost (it was running: a JS host cannot stop
+  // it).
+  function threadDump(t, deadline) {
     var words = new Int32Array(t.memory.buffer);
-    var before = Atomics.load(words, LAYOUT.waiting / 4);
+    var before = settled(words, deadline);
     if (before % 2 === 0) return null;
-    var phase = Atomics.load(t.status, 0), pthreads = Atomics.load(t.status, 1);
+    var phase = Atomics.load(t.status, 0);
     var live = new Uint8Array(t.memory.buffer);
     var bytes = live.slice(0, usedBytes(live));
     if (Atomics.load(words, LAYOUT.waiting / 4) !== before) return null;
@@ -373,7 +434,7 @@ var wasmprof = (function () {
       id: t.id,
       how: t.trap ? 'trapped: ' + t.trap
         : phase === PHASE_RUNNING ? 'waiting when the program ended'
-        : phase === PHASE_RETURNED ? (pthreads > 1 ? 'returned (its worker ran ' + pthreads + ' threads)' : 'returned')
+        : phase === PHASE_RETURNED ? 'returned'
         : phase === PHASE_TRAPPED ? 'trapped'
         : 'ran no thread (an idle worker)',
       trap: t.trap,
@@ -385,13 +446,54 @@ var wasmprof = (function () {
     };
   }
 
+  // The waiting word of a worker's state once it is odd, or at `deadline` (a worker ends
+  // a pthread in wasm just after its joiner wakes, so a program that ends then finds it
+  // there for a moment). The main thread may wait under node; a browser's may only spin.
+  function settled(words, deadline) {
+    var at = LAYOUT.waiting / 4;
+    var word = Atomics.load(words, at);
+    while (word % 2 === 0) {
+      var left = deadline - Date.now();
+      if (left <= 0) break;
+      if (isNode) Atomics.wait(words, at, word, left);
+      word = Atomics.load(words, at);
+    }
+    return word;
+  }
+
+  // How long the program's end waits for the workers still in wasm, in all (a thread that
+  // computes on is lost after it).
+  var SETTLE_MS = 1000;
+
+  // Every thread of worker `t`: the pthreads it finished, then its running (or last) one.
+  function workerDumps(t, deadline) {
+    takeEnded(t);
+    var ended = t.ended.map(function (e) {
+      var bytes = new Uint8Array(e.memory);
+      return { id: e.id, how: 'returned', trap: null, cur: e.cur, end: e.end, frames: [], memory: base64(bytes) };
+    });
+    return { ended: ended, live: threadDump(t, deadline) };
+  }
+
+  // Every worker's threads, and the ids of those lost.
+  function collectThreads() {
+    var deadline = Date.now() + SETTLE_MS;
+    var all = [], lost = [];
+    threads.forEach(function (t) {
+      var d = workerDumps(t, deadline);
+      all = all.concat(d.ended, d.live ? [d.live] : []);
+      if (!d.live) lost.push(t.id);
+    });
+    return { threads: all, lost: lost };
+  }
+
   // The dump that `cargo wasmprof report` decodes: the used part of the profiler's memory
   // (and of each worker's, with -pthread).
   function profile(exitCode) {
     if (!run.state) return null;
     var memory = new Uint8Array(run.state['__wasmprof_memory'].buffer);
     var used = usedBytes(memory);
-    var dumps = threads.map(threadDump);
+    var workers = collected || collectThreads();
     return {
       format: 'wasmprof-dump',
       version: run.meta.version,
@@ -405,8 +507,8 @@ var wasmprof = (function () {
       end: endReading(),
       frames: run.frames || [],
       memory: base64(memory.subarray(0, used)),
-      threads: dumps.filter(function (d) { return d; }),
-      lost_threads: threads.filter(function (t, i) { return !dumps[i]; }).map(function (t) { return t.id; }),
+      threads: workers.threads,
+      lost_threads: workers.lost,
       meta: run.meta
     };
   }

@@ -931,8 +931,9 @@ fn steps_per_thread(p: &Profile) -> (u64, Vec<u64>) {
     )
 }
 
-/// fixtures/emcc/threads.c, three pthreads of 100, 200 and 300 steps, then 7 on the main
-/// thread: under every metric each worker's profile has its thread's exact counts, the
+/// fixtures/emcc/threads.c, three pthreads of 100, 200 and 300 steps, then one of 50 in a
+/// worker that ran one of them, then 7 steps on the main thread: under every metric each
+/// thread's profile has its exact counts (the reused worker's two pthreads apart), the
 /// merged profile their sum, and the output and exit code are the plain build's.
 #[test]
 fn pthreads_have_exact_counts_per_thread_under_node() {
@@ -940,25 +941,28 @@ fn pthreads_have_exact_counts_per_thread_under_node() {
         return;
     }
     let (plain_code, plain_stdout, _) = node_output(&plain_threads(), &[]);
-    let sum: u64 = [100u64, 200, 300, 7].iter().map(|n| n * (n - 1) / 2).sum();
+    let sum: u64 = [100u64, 200, 300, 50, 7]
+        .iter()
+        .map(|n| n * (n - 1) / 2)
+        .sum();
     assert_eq!(plain_stdout, format!("sum {sum}\n"));
     for metric in ["calls", "instructions", "exact-time", "time"] {
         let (code, stdout, p) = threads_run(metric, &[]);
         assert_eq!((code, &stdout), (plain_code, &plain_stdout), "{metric}");
-        assert_eq!(p.threads.len(), 4, "{metric}: main and three workers");
+        assert_eq!(p.threads.len(), 5, "{metric}: main and four pthreads");
         assert!(p.complete, "{metric}");
         assert!(p.runs[0].threads_lost.is_empty());
         let (main, mut workers) = steps_per_thread(&p);
         workers.sort_unstable();
-        assert_eq!((main, workers), (7, vec![100, 200, 300]), "{metric}");
-        assert_eq!(calls(&p, "step"), 607, "{metric}");
-        assert_eq!(calls(&p, "work"), 4, "{metric}");
+        assert_eq!((main, workers), (7, vec![50, 100, 200, 300]), "{metric}");
+        assert_eq!(calls(&p, "step"), 657, "{metric}");
+        assert_eq!(calls(&p, "work"), 5, "{metric}");
         for t in &p.threads {
             assert_eq!(t.how, "returned", "{metric}: thread {}", t.id);
         }
         if metric == "instructions" {
             // step's body is straight-line code: the same instructions every call.
-            let per_call = self_instructions(&p, "step") / 607;
+            let per_call = self_instructions(&p, "step") / 657;
             for t in &p.threads {
                 let q = &t.profile;
                 let step = q.function_named("step").unwrap();
