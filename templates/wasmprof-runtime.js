@@ -84,13 +84,16 @@ var wasmprof = (function () {
     };
   }
 
-  // A worker's side: what the main thread reads of its thread (`status`: the phase, and
-  // how many pthreads the worker started), the port that takes each finished pthread's
-  // state to the main thread, the state as the state module starts (`initial`), how deep
+  // A worker's side: what the main thread reads of its thread (`status`: the phase, how
+  // many pthreads the worker started, how many finished ones its `archive` holds), the
+  // archive (a shared memory that the worker appends each finished pthread's state to, as
+  // a record: u32 bytes, u32 cur, u32 whether an end reading follows, u32 0, u64 end, then
+  // the bytes, padded to 8), the state as the state module starts (`initial`), how deep
   // the calls from JS into wasm are, and, once it trapped, its state at the trap (the
   // glue's calls after it change nothing of it).
   var PHASE_READY = 0, PHASE_RUNNING = 1, PHASE_RETURNED = 2, PHASE_TRAPPED = 3;
-  var mine = { status: null, port: null, initial: null, depth: 0, frozen: null };
+  var RECORD_HEAD = 24;
+  var mine = { status: null, archive: null, archived: 0, initial: null, depth: 0, frozen: null };
 
   function enterWasm() {
     if (!isPthread || !run.state || mine.depth++ > 0 || mine.frozen) return;
@@ -123,17 +126,31 @@ var wasmprof = (function () {
     }
   }
 
-  // A pthread's state (and what the worker did after it), sent to the main thread when the
+  // A pthread's state (and what the worker did after it), appended to the archive when the
   // worker starts its next pthread; the state is then as the state module started.
   function handOver() {
     var memory = run.state['__wasmprof_memory'];
     var words = new Int32Array(memory.buffer);
     var live = new Uint8Array(memory.buffer);
     var used = usedBytes(live);
-    var bytes = live.slice(0, used);
-    mine.port.postMessage({ memory: bytes.buffer, cur: run.state['__wasmprof_cur'].value, end: endReading() }, [bytes.buffer]);
+    var at = mine.archived, size = RECORD_HEAD + Math.ceil(used / 8) * 8;
+    var short = at + size - mine.archive.buffer.byteLength;
+    try {
+      if (short > 0) mine.archive.grow(Math.ceil(short / 65536));
+    } catch (e) { // the next pthread adds to this one's state; its thread says so
+      return;
+    }
+    var view = new DataView(mine.archive.buffer);
+    var end = endReading();
+    view.setUint32(at, used, true);
+    view.setUint32(at + 4, run.state['__wasmprof_cur'].value, true);
+    view.setUint32(at + 8, end === null ? 0 : 1, true);
+    view.setBigUint64(at + 16, BigInt(end === null ? 0 : end), true);
+    new Uint8Array(mine.archive.buffer).set(live.subarray(0, used), at + RECORD_HEAD);
+    mine.archived = at + size;
+    Atomics.add(mine.status, 2, 1); // after the record: whoever counts it sees it whole
     var word = Atomics.load(words, LAYOUT.waiting / 4); // in wasm: even
-    live.fill(0, 0, used); // (the transfer emptied `bytes`)
+    live.fill(0, 0, used);
     live.set(mine.initial);
     Atomics.store(words, LAYOUT.waiting / 4, word);
     run.state['__wasmprof_cur'].value = 0; // the root
@@ -193,9 +210,10 @@ var wasmprof = (function () {
     var instance = new WebAssembly.Instance(module, imports);
     var live = new Uint8Array(run.state['__wasmprof_memory'].buffer);
     mine.initial = live.slice(0, usedBytes(live));
-    mine.status = new Int32Array(new SharedArrayBuffer(8));
-    var channel = new MessageChannel();
-    mine.port = channel.port1;
+    mine.status = new Int32Array(new SharedArrayBuffer(12));
+    // As large as four states can grow (a shared memory reserves its maximum).
+    var pages = Math.min(65536, 4 * run.meta.layout.pages);
+    mine.archive = new WebAssembly.Memory({ initial: 0, maximum: pages, shared: true });
     // A pthread's entry point: the worker's previous pthread (if any) is handed over first.
     var entry = watched(Module['invokeEntryPoint'], function () {
       if (Atomics.add(mine.status, 1, 1) > 0) handOver();
@@ -206,37 +224,25 @@ var wasmprof = (function () {
       Atomics.store(mine.status, 0, PHASE_RETURNED);
       return result;
     };
-    var registration = {
-      wasmprof: 'thread', memory: run.state['__wasmprof_memory'], status: mine.status, port: channel.port2
-    };
-    // worker.js's postMessage drops the transfer list under node.
-    (isNode ? require('worker_threads').parentPort : self).postMessage(registration, [channel.port2]);
+    postMessage({ wasmprof: 'thread', memory: run.state['__wasmprof_memory'], status: mine.status, archive: mine.archive });
     publish(); // out of wasm until the glue calls in
     var exports = watchTraps(instance.exports);
     receive({ exports: exports }, module);
     return exports;
   }
 
-  // The main thread's side of -pthread: each worker's state, as the worker sends it (its
-  // thread's id: 1, 2, ... as the main thread learns of them), the states of the pthreads
-  // it finished (`ended`), and the error that a worker's trap raises on the main thread
-  // (what ends the program).
+  // The main thread's side of -pthread: each worker's state, as the worker sends it, the
+  // ids of its threads (1, 2, ... as the main thread learns of them: `ids` for those in
+  // its archive, `id` for its running or last one), and the error that a worker's trap
+  // raises on the main thread (what ends the program).
   var threads = [], lastId = 0, collected = null;
 
-  // Takes in the pthreads that worker `t` finished: each keeps the id its worker's thread
-  // had, and the worker's running thread gets the next. Under node the port is read
-  // synchronously (a program's end leaves no turn of the event loop for its messages).
-  function takeEnded(t, message) {
-    var take = function (m) {
-      t.ended.push({ id: t.id, memory: m.memory, cur: m.cur, end: m.end });
-      t.id = ++lastId;
-    };
-    if (message) take(message);
-    if (isNode) {
-      var m;
-      while ((m = require('worker_threads').receiveMessageOnPort(t.port))) take(m.message);
-    }
+  // Gives each pthread that worker `t` archived since the last look the id its running
+  // thread had, and the running one the next.
+  function countArchived(t) {
+    for (var n = Atomics.load(t.status, 2); t.ids.length < n; t.id = ++lastId) t.ids.push(t.id);
   }
+
   function watchWorkers() {
     var pthreads = Module['PThread'];
     if (!pthreads) return;
@@ -254,9 +260,7 @@ var wasmprof = (function () {
       w.onmessage = function (e) {
         var d = e.data;
         if (d && d.wasmprof === 'thread') {
-          var t = { id: ++lastId, memory: d.memory, status: d.status, port: d.port, ended: [], worker: w, trap: null, frames: [] };
-          threads.push(t);
-          if (!isNode) d.port.onmessage = function (e) { takeEnded(t, e.data); };
+          threads.push({ id: ++lastId, ids: [], memory: d.memory, status: d.status, archive: d.archive, worker: w, trap: null, frames: [] });
           return;
         }
         return onmessage.apply(this, arguments);
@@ -264,7 +268,7 @@ var wasmprof = (function () {
       w.onerror = function (e) {
         var t = threads.filter(function (t) { return t.worker === w; })[0];
         if (t && !t.trap) {
-          takeEnded(t);
+          countArchived(t);
           t.trap = String(e && e.message || e);
           t.frames = trapFrames(e);
           if (!run.trap) run.trap = 'thread ' + t.id + ': ' + t.trap;
@@ -425,6 +429,7 @@ var wasmprof = (function () {
     var before = settled(words, deadline);
     if (before % 2 === 0) return null;
     var phase = Atomics.load(t.status, 0);
+    var together = Atomics.load(t.status, 1) - t.ids.length; // the pthreads in this state
     var live = new Uint8Array(t.memory.buffer);
     var bytes = live.slice(0, usedBytes(live));
     if (Atomics.load(words, LAYOUT.waiting / 4) !== before) return null;
@@ -434,7 +439,8 @@ var wasmprof = (function () {
       id: t.id,
       how: t.trap ? 'trapped: ' + t.trap
         : phase === PHASE_RUNNING ? 'waiting when the program ended'
-        : phase === PHASE_RETURNED ? 'returned'
+        : phase === PHASE_RETURNED ? (together > 1 ? 'returned (with the ' + (together - 1) +
+          ' pthreads its worker ran before it: the archive was full)' : 'returned')
         : phase === PHASE_TRAPPED ? 'trapped'
         : 'ran no thread (an idle worker)',
       trap: t.trap,
@@ -467,10 +473,17 @@ var wasmprof = (function () {
 
   // Every thread of worker `t`: the pthreads it finished, then its running (or last) one.
   function workerDumps(t, deadline) {
-    takeEnded(t);
-    var ended = t.ended.map(function (e) {
-      var bytes = new Uint8Array(e.memory);
-      return { id: e.id, how: 'returned', trap: null, cur: e.cur, end: e.end, frames: [], memory: base64(bytes) };
+    countArchived(t);
+    var view = new DataView(t.archive.buffer), at = 0;
+    var ended = t.ids.map(function (id) {
+      var used = view.getUint32(at, true);
+      var record = {
+        id: id, how: 'returned', trap: null, cur: view.getUint32(at + 4, true),
+        end: view.getUint32(at + 8, true) ? view.getBigUint64(at + 16, true).toString() : null,
+        frames: [], memory: base64(new Uint8Array(t.archive.buffer, at + RECORD_HEAD, used))
+      };
+      at += RECORD_HEAD + Math.ceil(used / 8) * 8;
+      return record;
     });
     return { ended: ended, live: threadDump(t, deadline) };
   }
