@@ -6,7 +6,8 @@
 //! Then, side by side in one run and with the same node, median of RUNS interleaved runs:
 //! - the C kernels (kernels.c), timed by the program itself around the kernel, so that
 //!   node's start-up and compilation stay out;
-//! - the fixture programs calls and shapes, timed as whole node processes (start-up
+//! - the fixture programs calls, shapes and threads (-pthread: a pool of three workers,
+//!   each with a state module of its own), timed as whole node processes (start-up
 //!   included, as a user running them sees it).
 //!
 //! Every build links with `-g` (kernels.c's Makefile rule says why), so the plain and the
@@ -124,6 +125,11 @@ fn main() {
         .collect();
     workloads.push(("calls fixture (whole process)".into(), "calls", vec![]));
     workloads.push(("shapes fixture (whole process)".into(), "shapes", vec![]));
+    workloads.push((
+        "threads fixture, 4 pthreads (whole process)".into(),
+        "threads",
+        vec![],
+    ));
     let mut kernel_logs = vec![0.0f64; builds.len() - 1];
     let mut kernel_count = 0;
     for (label, program, args) in &workloads {

@@ -248,7 +248,7 @@ fn header(out: &mut String, p: &Profile, units: Units) {
             match lost.as_slice() {
                 [] => ", --threads shows each".to_string(),
                 lost => format!(
-                    "; threads {lost:?} were in a host call when the program ended: their counts are missing"
+                    "; threads {lost:?} could not be read when the program ended (in a host call, or still running in a JS host): their counts are missing"
                 ),
             }
         );

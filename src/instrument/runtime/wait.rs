@@ -5,7 +5,11 @@
 //! the host can read another thread's profile soundly and exactly (the thread changes
 //! nothing while it waits), which it does when the program ends with threads still parked
 //! (a thread pool's idle workers), before it wakes them (see `host::threads`). The word
-//! [`layout::HDR_WAITING`] counts waits and wakes: odd while the thread waits.
+//! [`layout::HDR_WAITING`] counts waits and wakes: odd while the thread waits. With the
+//! state in a state module (Emscripten's `-pthread`: a state module per worker) the work is
+//! the state module's `wait_begin`/`wait_end`, and the JS runtime keeps the same word odd
+//! while its worker is out of wasm, so that the main thread reads such a worker the same
+//! way.
 
 use walrus::ir::{
     BinaryOp, Binop, Call, Const, GlobalGet, Instr, InstrLocId, Load, LoadKind, LocalGet, LocalSet,
