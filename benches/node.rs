@@ -126,7 +126,7 @@ fn main() {
     workloads.push(("calls fixture (whole process)".into(), "calls", vec![]));
     workloads.push(("shapes fixture (whole process)".into(), "shapes", vec![]));
     workloads.push((
-        "threads fixture, 4 pthreads (whole process)".into(),
+        "threads fixture (whole process)".into(),
         "threads",
         vec![],
     ));
