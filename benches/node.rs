@@ -125,11 +125,7 @@ fn main() {
         .collect();
     workloads.push(("calls fixture (whole process)".into(), "calls", vec![]));
     workloads.push(("shapes fixture (whole process)".into(), "shapes", vec![]));
-    workloads.push((
-        "threads fixture (whole process)".into(),
-        "threads",
-        vec![],
-    ));
+    workloads.push(("threads fixture (whole process)".into(), "threads", vec![]));
     let mut kernel_logs = vec![0.0f64; builds.len() - 1];
     let mut kernel_count = 0;
     for (label, program, args) in &workloads {
