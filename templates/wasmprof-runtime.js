@@ -442,7 +442,8 @@ var wasmprof = (function () {
         : phase === PHASE_RETURNED ? (together > 1 ? 'returned (with the ' + (together - 1) +
           ' pthreads its worker ran before it: the archive was full)' : 'returned')
         : phase === PHASE_TRAPPED ? 'trapped'
-        : 'ran no thread (an idle worker)',
+        : phase === PHASE_READY ? 'ran no thread (an idle worker)'
+        : 'in an unknown phase ' + phase,
       trap: t.trap,
       cur: view.getUint32(LAYOUT.wait_cur, true),
       end: metric === 'instructions' ? view.getBigUint64(LAYOUT.wait_instructions, true).toString()
