@@ -26,6 +26,10 @@ pub enum Target {
     /// Emscripten: linked through wasmprof-emcc, run under node.
     #[value(name = "wasm32-unknown-emscripten")]
     Emscripten,
+    /// wasm-bindgen crates: their wasm-bindgen-test binaries run by
+    /// `wasm-bindgen-test-runner` under node.
+    #[value(name = "wasm32-unknown-unknown")]
+    Unknown,
 }
 
 impl Target {
@@ -35,6 +39,7 @@ impl Target {
             Target::Wasip1 => "wasm32-wasip1",
             Target::Wasip1Threads => "wasm32-wasip1-threads",
             Target::Emscripten => "wasm32-unknown-emscripten",
+            Target::Unknown => "wasm32-unknown-unknown",
         }
     }
 

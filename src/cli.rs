@@ -207,7 +207,9 @@ pub struct CargoArgs {
     /// Build for this target: wasm32-wasip1 runs in the embedded wasmtime, and so does
     /// wasm32-wasip1-threads (wasi-threads: a profile per thread, merged by default, `report
     /// --threads` for each); wasm32-unknown-emscripten links through wasmprof-emcc (wrapping the linker you
-    /// configured for it, else emcc) and runs under node.
+    /// configured for it, else emcc) and runs under node; wasm32-unknown-unknown is for
+    /// wasm-bindgen crates, whose wasm-bindgen-test binaries wasm-bindgen-test-runner runs
+    /// under node.
     #[arg(long, value_name = "TRIPLE", default_value = "wasm32-wasip1")]
     pub target: crate::build::Target,
     /// Path to Cargo.toml.

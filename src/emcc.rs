@@ -29,14 +29,6 @@ use crate::instrument::{instrument_in_place, original_path, Options};
 use crate::meta::Metric;
 use crate::status::{ColorChoice, Status};
 
-/// The JS runtime, with [`WASM_FILE_MARK`] standing for the module's file name and
-/// [`LAYOUT_MARK`] for the state's layout constants.
-const RUNTIME: &str = include_str!("../templates/wasmprof-runtime.js");
-/// What the runtime template has where the .wasm file's name goes.
-const WASM_FILE_MARK: &str = "__WASMPROF_WASM_FILE__";
-/// What the runtime template has where the layout constants go ([`runtime_layout`]).
-const LAYOUT_MARK: &str = "__WASMPROF_LAYOUT__";
-
 /// What a command line asks of emcc, as far as the wrapper cares.
 #[derive(Debug, PartialEq, Eq)]
 pub struct Step {
@@ -245,29 +237,6 @@ fn exit_code(real: &Path, mut command: Command) -> Result<i32, Error> {
     Ok(status.code().unwrap_or(1))
 }
 
-/// The layout constants the JS runtime reads the profiler's memory with, and whether the
-/// module is instrumented for the sampled metric (the runtime starts its sampler's worker
-/// at once then), as a JS object.
-fn runtime_layout(metric: Metric) -> String {
-    use crate::layout as l;
-    serde_json::json!({
-        "sampled": metric == Metric::Time,
-        "node_size": l::NODE_SIZE,
-        "where": l::HDR_WHERE,
-        "samples": l::HDR_SAMPLES,
-        "probe_samples": l::HDR_PROBE_SAMPLES,
-        "idle_samples": l::HDR_IDLE_SAMPLES,
-        "late_samples": l::HDR_LATE_SAMPLES,
-        "in_probes": l::IN_PROBES,
-        "node_samples": l::NODE_SAMPLES,
-        "node_sample_ns": l::NODE_SAMPLE_NS,
-        "waiting": l::HDR_WAITING,
-        "wait_cur": l::HDR_WAIT_CUR,
-        "wait_instructions": l::HDR_WAIT_INSTRUCTIONS,
-    })
-    .to_string()
-}
-
 /// Writes the runtime for the module `wasm`, instrumented for `metric`, to a temporary
 /// file.
 fn runtime_file(wasm: &Path, metric: Metric) -> Result<tempfile::NamedTempFile, Error> {
@@ -275,13 +244,7 @@ fn runtime_file(wasm: &Path, metric: Metric) -> Result<tempfile::NamedTempFile, 
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
-    let quoted = serde_json::to_string(&name).expect("strings serialize");
-    let text = RUNTIME
-        .replace(
-            &format!("'{WASM_FILE_MARK}'"),
-            &quoted, // a JS string literal
-        )
-        .replace(&format!("'{LAYOUT_MARK}'"), &runtime_layout(metric));
+    let text = crate::js_runtime::for_emscripten(&name, metric);
     let mut file = tempfile::Builder::new()
         .prefix("wasmprof-runtime-")
         .suffix(".js")

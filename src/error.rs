@@ -150,6 +150,10 @@ pub enum HostError {
         /// The program's exit code.
         code: i32,
     },
+    /// The runner found no test to run in the binary (wasm-bindgen's: a library's unit
+    /// tests without a `#[wasm_bindgen_test]`), so nothing ran and there is no profile.
+    #[error("ran no test: the runner found none (nothing to profile)")]
+    NoTests,
     /// What the program left cannot be read as a profile.
     #[error("cannot read its profile: {0}")]
     BadProfile(String),

@@ -36,8 +36,8 @@ impl Routine<'_> {
     }
 }
 
-/// Whether `name` is a benchmark harness's measuring loop: criterion's
-/// `Bencher<M>::iter*` (`iter`, `iter_batched`, `iter_with_setup`, ...; not
+/// Whether `name` is a benchmark harness's measuring loop: criterion's (and
+/// wasm-bindgen-test's copy of it, for `#[wasm_bindgen_bench]`) `Bencher<M>::iter*` (`iter`, `iter_batched`, `iter_with_setup`, ...; not
 /// `iter_custom`, where the routine loops itself), libtest's `Bencher::iter` and the
 /// `ns_iter_inner` it loops in.
 pub fn is_harness_loop(name: &str) -> bool {
@@ -54,6 +54,7 @@ pub fn is_harness_loop(name: &str) -> bool {
     };
     measuring("criterion::bencher::Bencher")
         || measuring("criterion::bencher::AsyncBencher")
+        || measuring("wasm_bindgen_test::__rt::criterion::bencher::Bencher")
         || measuring("test::bench::Bencher")
         || name.split('<').next() == Some("test::bench::ns_iter_inner")
 }
@@ -124,10 +125,21 @@ pub fn is_runtime(f: &Function) -> bool {
 pub fn is_harness(f: &Function) -> bool {
     let library = f.file.as_deref().and_then(crate::source::library_of);
     f.name.starts_with("test::")
+        || wasm_bindgen_test_of(&f.name).is_some()
         || matches!(
             library.as_deref(),
-            Some("test" | "criterion" | "criterion-plot")
+            Some("test" | "criterion" | "criterion-plot" | "wasm-bindgen-test")
         )
+}
+
+/// The test (or benchmark) function that a wasm-bindgen-test export runs: the
+/// `#[wasm_bindgen_test]` macro exports `__wbgt_<modifiers>_<path>` (`__wbgb_` for a
+/// `#[wasm_bindgen_bench]`), which the runner calls, and it calls the test at `<path>`.
+fn wasm_bindgen_test_of(export: &str) -> Option<&str> {
+    let rest = export
+        .strip_prefix("__wbgt_")
+        .or_else(|| export.strip_prefix("__wbgb_"))?;
+    rest.split_once('_').map(|(_, path)| path)
 }
 
 /// The program's own functions, indexed by function id: all but the runtime's
@@ -209,7 +221,8 @@ fn unreached(p: &Profile, program: &[bool]) -> Vec<bool> {
 }
 
 /// The `#[test]` functions: libtest calls each one from a closure of the same path
-/// (`tests::foo::{closure#0}` calls `tests::foo`).
+/// (`tests::foo::{closure#0}` calls `tests::foo`); wasm-bindgen-test's, named by the
+/// exports that run them.
 pub fn test_functions(p: &Profile) -> Vec<&Function> {
     let mut found: Vec<&Function> = p
         .arcs
@@ -222,6 +235,12 @@ pub fn test_functions(p: &Profile) -> Vec<&Function> {
                 })
         })
         .filter_map(|a| p.function_named(&a.callee))
+        .chain(
+            p.functions
+                .iter()
+                .filter_map(|f| wasm_bindgen_test_of(&f.name))
+                .filter_map(|path| p.function_named(path)),
+        )
         .collect();
     let metric = p.metric;
     found.sort_by(|a, b| {
@@ -281,7 +300,22 @@ impl DocTest {
 
 #[cfg(test)]
 mod tests {
-    use super::{is_harness_loop, DocTest};
+    use super::{is_harness_loop, wasm_bindgen_test_of, DocTest};
+
+    #[test]
+    fn wasm_bindgen_tests_by_their_exports() {
+        assert_eq!(
+            wasm_bindgen_test_of("__wbgt__node::fib_of_15"),
+            Some("node::fib_of_15")
+        );
+        // `$` marks an ignored test.
+        assert_eq!(wasm_bindgen_test_of("__wbgt_$_t::slow"), Some("t::slow"));
+        assert_eq!(
+            wasm_bindgen_test_of("__wbgb__fib::bench_fib"),
+            Some("fib::bench_fib")
+        );
+        assert_eq!(wasm_bindgen_test_of("node::fib_of_15"), None);
+    }
 
     #[test]
     fn harness_loops_by_name() {
@@ -289,6 +323,7 @@ mod tests {
             "criterion::bencher::Bencher<M>::iter<criterion::measurement::WallTime, u64, fib::bench::{closure#0}::{closure_env#0}>",
             "criterion::bencher::Bencher<M>::iter_batched<criterion::measurement::WallTime>",
             "criterion::bencher::Bencher::iter",
+            "wasm_bindgen_test::__rt::criterion::bencher::Bencher<M>::iter<wasm_bindgen_test::__rt::criterion::measurement::WallTime, u64, fib::bench_fib::{closure#0}::{closure_env#0}>",
             "test::bench::Bencher::iter<u64, fn() -> u64>",
             "test::bench::ns_iter_inner<u64>",
         ] {

@@ -26,6 +26,7 @@ pub(crate) mod fsutil;
 pub mod harness;
 pub mod host;
 pub mod instrument;
+pub mod js_runtime;
 pub mod layout;
 pub mod meta;
 pub mod profile;

@@ -12,6 +12,9 @@
 // (a shared memory), sends it to the main thread, and notes in its header where the thread
 // stands whenever it leaves wasm (the module's wait probe does so before each wait); the
 // main thread reads every worker's state when the program ends (see `threadDump`).
+// A wasm-bindgen program (wasm32-unknown-unknown) requires it instead, as the module
+// `wasmprof` its instrumented module imports from, and takes `wasmprof.attach(meta, state)`
+// (src/js_runtime.rs writes that module); the rest is the same.
 var wasmprof = (function () {
   'use strict';
   var WASM_FILE = '__WASMPROF_WASM_FILE__';
@@ -192,14 +195,23 @@ var wasmprof = (function () {
   // The profiler's state for `module`: its meta, its frame table, its own state module,
   // whose exports the module imports (with the clock) as `wasmprof`.
   function setUp(module, imports) {
-    run.meta = JSON.parse(new TextDecoder().decode(section(module, 'wasmprof')));
     var frames = WebAssembly.Module.customSections(module, 'wasmprof.frames');
-    run.frameTable = frames.length ? new DataView(frames[0]) : null;
-    var stateModule = new WebAssembly.Module(section(module, 'wasmprof.state'));
+    imports['wasmprof'] = attach(JSON.parse(new TextDecoder().decode(section(module, 'wasmprof'))),
+      section(module, 'wasmprof.state'), frames.length ? new DataView(frames[0]) : null);
+  }
+
+  // The profiler's state from its meta and its state module's bytes (and the frame table,
+  // where the module's function indices are still ours): what the module imports as
+  // `wasmprof`.
+  function attach(meta, stateBytes, frameTable) {
+    run.meta = meta;
+    run.frameTable = frameTable;
+    var stateModule = new WebAssembly.Module(stateBytes);
     run.state = new WebAssembly.Instance(stateModule, { wasmprof: { now: now } }).exports;
-    imports['wasmprof'] = Object.assign({ now: now }, run.state);
+    var imports = Object.assign({ now: now }, run.state);
     if (run.meta.metric === 'time') startSampler();
     else if (early) early.terminate();
+    return imports;
   }
 
   // In a worker the glue instantiates synchronously, from the module the main thread
@@ -547,6 +559,13 @@ var wasmprof = (function () {
   if (isNode && !isPthread) process.on('exit', writeProfile);
 
   return {
+    /** wasm-bindgen's glue: the module's `wasmprof` imports, the program running from now
+     * on (its bindgen pass drops our custom sections, so they come from the caller). */
+    attach: function (meta, stateBytes) {
+      var imports = attach(meta, stateBytes, null);
+      run.started = now();
+      return imports;
+    },
     /** The profile so far, as `cargo wasmprof report` reads it. */
     profile: function () { return profile(0); },
     /** Downloads the profile as <program>.wasmprof.json. */

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use crate::build::{self, Mode, Target, TestBinary};
 use crate::cli::TestArgs;
-use crate::error::Error;
+use crate::error::{Error, HostError};
 use crate::fsutil::relative;
 use crate::harness::DocTest;
 use crate::host;
@@ -71,7 +71,13 @@ pub(super) fn test(args: TestArgs, mode: Mode, status: Status) -> Result<(), Err
             harness.clone(),
             &binary.package_dir,
         );
-        let (profile, outcome) = profile_run(host, &prepared, &config, &compensation)?;
+        let (profile, outcome) = match profile_run(host, &prepared, &config, &compensation) {
+            Err(Error::Host {
+                source: HostError::NoTests,
+                ..
+            }) => continue, // nothing ran, as with cargo
+            other => other?,
+        };
         let file = out_dir.join(binary.profile_name());
         profile.write(&file)?;
         status.done(

@@ -2,12 +2,14 @@
 //! ended with what its profiler left. Every host sits behind one seam, [`Host`]:
 //!
 //! - [`Embedded`]: wasmtime inside cargo-wasmprof, for WASI command modules;
-//! - [`Node`]: node, for the JS programs that Emscripten links (through `wasmprof-emcc`).
+//! - [`Node`]: node, for the JS programs that Emscripten links (through `wasmprof-emcc`);
+//! - [`Bindgen`]: `wasm-bindgen-test-runner` under node, for wasm-bindgen's test binaries.
 //!
 //! The commands choose a host once, with [`for_program`], and walk the same pipeline
-//! whichever it is. A new host (a browser, wasm-bindgen's runner, node's `node:wasi`) is
+//! whichever it is. A new host (a browser, node's `node:wasi`) is
 //! a module here that implements [`Host`], and one line in [`for_program`].
 
+mod bindgen;
 mod embedded;
 mod node;
 mod sampler;
@@ -18,6 +20,7 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 
+pub use self::bindgen::Bindgen;
 pub use self::embedded::{profiler_memory, Embedded, TRAP_EXIT_CODE};
 pub use self::node::Node;
 pub use self::sampler::{HOOK as SAMPLE_HOOK, HOOK_SAMPLE_NS};
@@ -50,10 +53,13 @@ pub trait Host {
 }
 
 /// The host that runs the program at `path`: node for a JS program (`.js`, `.mjs`, `.cjs`:
-/// what Emscripten links), else the embedded wasmtime.
+/// what Emscripten links), wasm-bindgen's test runner for a module built for wasm-bindgen,
+/// else the embedded wasmtime.
 pub fn for_program(path: &Path) -> &'static dyn Host {
     if Node::runs(path) {
         &Node
+    } else if Bindgen::runs(path) {
+        &Bindgen
     } else {
         &Embedded
     }

@@ -17,6 +17,7 @@
 //! code and the profiler's state), `in_place` (a module file made instrumented, keeping
 //! its original).
 
+mod bindgen;
 mod check;
 mod counting;
 mod in_place;
@@ -267,13 +268,19 @@ fn rewrite(mut module: Module, options: &Options) -> Result<Rewritten, Instrumen
     let function_count = original_funcs.len() as u32;
     let threads = check::threads(&module, options.state)?;
     let threaded = threads != check::Threads::None;
-    let mut imported = vec![false; original_funcs.len()];
+    let imported: Vec<bool> = original_funcs
+        .iter()
+        .map(|&id| matches!(module.funcs.get(id).kind, FunctionKind::Import(_)))
+        .collect();
+    // A wasm-bindgen module: what its bindgen step interprets stays as it is (see
+    // `bindgen`'s doc comment for why).
+    let (intrinsics, left_alone) = match bindgen::uses_bindgen(&module) {
+        true => (bindgen::intrinsics(&module), bindgen::interpreted(&module)),
+        false => Default::default(),
+    };
 
-    let thunks = add_import_thunks(&mut module, &original_funcs);
-    for import in thunks.keys() {
-        imported[import.index()] = true;
-    }
-    redirect_to_thunks(&mut module, &thunks);
+    let thunks = add_import_thunks(&mut module, &original_funcs, &intrinsics);
+    redirect_to_thunks(&mut module, &thunks, &left_alone);
 
     // Number the call sites of every defined function (thunks hold no sites of their own).
     let thunk_for: HashMap<FunctionId, u32> = thunks
@@ -282,7 +289,7 @@ fn rewrite(mut module: Module, options: &Options) -> Result<Rewritten, Instrumen
         .collect();
     let mut sites = Sites::default();
     let mut plans = Vec::new();
-    for &id in &original_funcs {
+    for &id in original_funcs.iter().filter(|id| !left_alone.contains(id)) {
         if let FunctionKind::Local(func) = &module.funcs.get(id).kind {
             let f = id.index() as u32;
             let seqs = sequences(func);
@@ -340,7 +347,7 @@ fn rewrite(mut module: Module, options: &Options) -> Result<Rewritten, Instrumen
         options.max_contexts,
     );
     // Imports come first among the function ids.
-    let imports = thunks.len() as u32;
+    let imports = imported.iter().filter(|&&i| i).count() as u32;
     let rt = match options.state {
         StateLocation::OwnMemory => {
             runtime::add(&mut module, &layout, options.metric, imports, threaded)

@@ -2,22 +2,27 @@
 //! reference to the import goes through the thunk, so that calls into the host are
 //! counted and timed like any other.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 
 use walrus::ir::{Instr, InstrLocId, VisitorMut};
 use walrus::{FunctionBuilder, FunctionId, FunctionKind, Module};
 
-/// Adds a thunk for every imported function: a defined function that calls the import.
-/// Returns import -> thunk, in index order (so that the output is deterministic).
+/// Adds a thunk for every imported function but those in `without`: a defined function
+/// that calls the import. Returns import -> thunk, in index order (so that the output is
+/// deterministic).
 pub(super) fn add_import_thunks(
     module: &mut Module,
     funcs: &[FunctionId],
+    without: &HashSet<FunctionId>,
 ) -> BTreeMap<FunctionId, FunctionId> {
     let mut thunks = BTreeMap::new();
     for &id in funcs {
         let FunctionKind::Import(_) = module.funcs.get(id).kind else {
             continue;
         };
+        if without.contains(&id) {
+            continue;
+        }
         let ty = module.funcs.get(id).ty();
         let (params, results) = module.types.params_results(ty);
         let (params, results) = (params.to_vec(), results.to_vec());
@@ -38,16 +43,21 @@ pub(super) fn add_import_thunks(
 
 /// Points every call, `ref.func`, table slot, global initializer, export and start function
 /// that names an import at its thunk instead (only the thunks' own calls keep the import), so that a call
-/// of a re-exported import from the host is counted too, as `<host>` -> the import.
-pub(super) fn redirect_to_thunks(module: &mut Module, thunks: &BTreeMap<FunctionId, FunctionId>) {
+/// of a re-exported import from the host is counted too, as `<host>` -> the import. The
+/// bodies of the functions in `untouched` keep their calls of the imports.
+pub(super) fn redirect_to_thunks(
+    module: &mut Module,
+    thunks: &BTreeMap<FunctionId, FunctionId>,
+    untouched: &HashSet<FunctionId>,
+) {
     let swap = |id: &mut FunctionId| {
         if let Some(&thunk) = thunks.get(id) {
             *id = thunk;
         }
     };
-    let thunk_ids: std::collections::HashSet<FunctionId> = thunks.values().copied().collect();
+    let thunk_ids: HashSet<FunctionId> = thunks.values().copied().collect();
     for (id, func) in module.funcs.iter_local_mut() {
-        if thunk_ids.contains(&id) {
+        if thunk_ids.contains(&id) || untouched.contains(&id) {
             continue;
         }
         let entry = func.entry_block();
