@@ -144,11 +144,13 @@ pub enum HostError {
     /// The program ended without leaving its profile.
     #[error(
         "the profile was lost: the program exited with code {code} before the profiler's \
-         runtime could save it (is it linked by wasmprof-emcc?)"
+         runtime could save it ({hint})"
     )]
     NoProfile {
         /// The program's exit code.
         code: i32,
+        /// What may have kept the runtime from saving it.
+        hint: &'static str,
     },
     /// The runner found no test to run in the binary (wasm-bindgen's: a library's unit
     /// tests without a `#[wasm_bindgen_test]`), so nothing ran and there is no profile.

@@ -88,10 +88,15 @@ pub fn measured_routines(p: &Profile) -> Vec<Routine<'_>> {
 
 /// Whether a function is the runtime's rather than the program's: an import (the host);
 /// the toolchain's sources (the standard library, libtest, the C library and start-up);
-/// a harness ([`is_harness`]); or, without a source file, one of the names the
-/// toolchains give their start-up and glue (rustc's `main` that calls `lang_start`).
+/// a harness ([`is_harness`]); wasm-bindgen's glue between JS and the module
+/// ([`BINDGEN_RUNTIME`]); or, without a source file, one of the names the toolchains give
+/// their start-up and glue (rustc's `main` that calls `lang_start`).
 pub fn is_runtime(f: &Function) -> bool {
     if f.import || is_harness(f) {
+        return true;
+    }
+    let library = f.file.as_deref().and_then(crate::source::library_of);
+    if library.is_some_and(|l| BINDGEN_RUNTIME.contains(&l.as_str())) {
         return true;
     }
     match f.file.as_deref() {
@@ -119,6 +124,13 @@ pub fn is_runtime(f: &Function) -> bool {
         }
     }
 }
+
+/// wasm-bindgen's libraries whose code is the glue a wasm-bindgen program runs on, as a
+/// native one runs on std: what JS calls the module through (closures, exports' shims), the
+/// futures executor that drives wasm-bindgen-test's harness, the conversions. What the
+/// program calls of them stays in its stacks; the stacks only they run (the harness's own)
+/// do not.
+const BINDGEN_RUNTIME: [&str; 3] = ["wasm-bindgen", "js-sys", "wasm-bindgen-futures"];
 
 /// Whether a function is a test or bench harness's (libtest's, criterion's): it calls the
 /// program's tests and benchmarks, and what else it calls is its own work.

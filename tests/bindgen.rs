@@ -1,7 +1,8 @@
 //! wasm-bindgen crates (`--target wasm32-unknown-unknown`): `fixtures/bindgen`'s
 //! wasm-bindgen-test binaries, instrumented and run by the real `wasm-bindgen-test-runner`
-//! (of the fixture's pinned wasm-bindgen, 0.2.130) under node. `.ci/run` installs the runner
-//! into `target/wasm-bindgen-cli/0.2.130/bin`, which these tests put first on PATH.
+//! (of the fixture's pinned wasm-bindgen, 0.2.130) under node and in headless Chromium
+//! (through ChromeDriver). `.ci/run` installs the runner into
+//! `target/wasm-bindgen-cli/0.2.130/bin`, which these tests put first on PATH.
 
 mod common;
 
@@ -44,26 +45,55 @@ fn ready() -> bool {
     have(&["node"])
 }
 
-/// `cargo wasmprof test --target wasm32-unknown-unknown ARGS` on the fixture.
-fn profiled(args: &[&str]) -> Output {
+/// Whether the browser tests can run too: Chromium and the ChromeDriver the runner drives it
+/// with.
+fn browser_ready() -> bool {
+    ready() && have(&["chromium", "chromedriver"])
+}
+
+/// `cargo wasmprof test --target wasm32-unknown-unknown ARGS` on the fixture, with
+/// environment variables `env` set.
+fn profiled_with(args: &[&str], env: &[(&str, &str)]) -> Output {
     output(
         wasmprof()
             .args(["wasmprof", "test", "--target", TARGET, "--manifest-path"])
             .arg(fixture().join("Cargo.toml"))
             .args(args)
-            .env("PATH", path_with_runner()),
+            .env("PATH", path_with_runner())
+            .envs(env.iter().copied()),
     )
 }
 
-/// The profile `cargo wasmprof test` wrote for a test binary of the fixture.
-fn profile_of(target: &str) -> Profile {
-    Profile::read(
-        &fixture()
-            .join("target/wasmprof")
-            .join(TARGET)
-            .join(format!("bindgen-fixture-{target}-test.json")),
+/// [`profiled_with`], and the profile of the run, written with `-o` to a file of this call's
+/// own (the tests run side by side, and each binary's profile in the target dir is the
+/// last run's).
+fn profiled_profile(args: &[&str], env: &[(&str, &str)]) -> (Output, Profile) {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("profile.json");
+    let out = profiled_with(&[args, &["-o", file.to_str().unwrap()]].concat(), env);
+    let profile = Profile::read(&file).unwrap_or_else(|e| panic!("{e:#}: {out:?}"));
+    (out, profile)
+}
+
+/// `cargo test --target wasm32-unknown-unknown ARGS` on the fixture, with the runner.
+fn plain(args: &[&str]) -> Output {
+    plain_with(args, &[])
+}
+
+/// [`plain`] with environment variables `env` set.
+fn plain_with(args: &[&str], env: &[(&str, &str)]) -> Output {
+    output(
+        Command::new("cargo")
+            .args(["test", "--target", TARGET, "--manifest-path"])
+            .arg(fixture().join("Cargo.toml"))
+            .args(args)
+            .env("PATH", path_with_runner())
+            .env(
+                "CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUNNER",
+                "wasm-bindgen-test-runner",
+            )
+            .envs(env.iter().copied()),
     )
-    .unwrap()
 }
 
 /// One profiled run of the fixture's tests per metric (the tests read it).
@@ -76,9 +106,7 @@ fn run(metric: Metric) -> &'static (Output, Profile) {
     };
     cell.get_or_init(|| {
         let name = clap::ValueEnum::to_possible_value(&metric).unwrap();
-        let out = profiled(&["--test", "node", "--metric", name.get_name()]);
-        let profile = profile_of("node");
-        (out, profile)
+        profiled_profile(&["--test", "node", "--metric", name.get_name()], &[])
     })
 }
 
@@ -106,14 +134,7 @@ fn node_tests_have_exact_counts_and_arcs() {
         // and in the context tree, but have no arc yet (the shims become imports only at
         // bindgen time, with no thunk of ours). The program's own functions keep them all.
         for name in ["bindgen_fixture::fib", "bindgen_fixture::tick"] {
-            let f = p.function_named(name).unwrap();
-            let arcs: u64 = p
-                .arcs
-                .iter()
-                .filter(|a| a.callee == name)
-                .map(|a| a.count)
-                .sum();
-            assert_eq!(arcs, f.calls, "{metric:?}: arcs into {name}");
+            arcs_cover_calls(p, name);
         }
         // fib(15): 2*F(16)-1 calls, one from the test.
         assert_eq!(calls(p, "bindgen_fixture::fib"), fib_calls(15));
@@ -183,35 +204,23 @@ fn results_and_exit_codes_are_the_plain_runners() {
     if !ready() {
         return;
     }
-    let plain = |args: &[&str]| {
-        output(
-            Command::new("cargo")
-                .args(["test", "--target", TARGET, "--manifest-path"])
-                .arg(fixture().join("Cargo.toml"))
-                .args(args)
-                .env("PATH", path_with_runner())
-                .env(
-                    "CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUNNER",
-                    "wasm-bindgen-test-runner",
-                ),
-        )
-    };
+    let mut profiles = Vec::new();
     for args in [
         &["--test", "node"][..],
         &["--features", "failing", "--test", "fails"],
     ] {
         let want = plain(args);
-        let got = profiled(&[args, &["--metric", "calls"]].concat());
+        let (got, p) = profiled_profile(&[args, &["--metric", "calls"]].concat(), &[]);
         assert_eq!(results(&got.stdout), results(&want.stdout), "{args:?}");
         // Success alike; a failure is 101 as always with cargo-wasmprof (cargo itself passes
         // the runner's 1 on).
         assert_eq!(got.status.success(), want.status.success(), "{args:?}");
+        profiles.push(p);
     }
     // The failing binary still leaves its profile: both tests ran, the failing one up to
     // its panic.
-    let p = profile_of("fails");
     assert_eq!(
-        calls(&p, "bindgen_fixture::fib"),
+        calls(&profiles[1], "bindgen_fixture::fib"),
         fib_calls(10) + fib_calls(5)
     );
 }
@@ -288,16 +297,141 @@ fn a_missing_runner_is_one_error_line_with_the_install_command() {
     );
 }
 
+/// The arcs into `name` add up to its calls.
+fn arcs_cover_calls(p: &Profile, name: &str) {
+    let f = p.function_named(name).unwrap();
+    let arcs: u64 = p
+        .arcs
+        .iter()
+        .filter(|a| a.callee == name)
+        .map(|a| a.count)
+        .sum();
+    assert_eq!(arcs, f.calls, "arcs into {name}");
+}
+
 #[test]
-fn a_browser_test_binary_is_refused_in_one_line() {
-    if !ready() {
+fn browser_tests_have_exact_counts_and_arcs_and_the_plain_runners_results() {
+    if !browser_ready() {
         return;
     }
-    let out = profiled(&["--test", "browser"]);
+    // The crate asks for a browser (`wasm_bindgen_test_configure!(run_in_browser)`).
+    let (out, p) = profiled_profile(&["--test", "browser", "--metric", "instructions"], &[]);
+    assert!(out.status.success(), "{out:?}");
+    for name in ["bindgen_fixture::fib", "bindgen_fixture::tick"] {
+        arcs_cover_calls(&p, name);
+    }
+    // fib(12): 2*F(13)-1 calls, one from the test.
+    assert_eq!(calls(&p, "bindgen_fixture::fib"), fib_calls(12));
+    assert_eq!(arc(&p, "browser::fib_of_12", "bindgen_fixture::fib"), 1);
+    for shape in ["Square", "Triangle"] {
+        let area = format!("<bindgen_fixture::{shape} as bindgen_fixture::Shape>::area2");
+        assert_eq!(calls(&p, &area), 1, "{area}");
+        // The `dyn` call is in the closure that `map` runs.
+        let caller = "bindgen_fixture::total_area2::{closure#0}";
+        assert_eq!(arc(&p, caller, &area), 1, "{area}");
+    }
+    // The page's JS calls the closure back 3 times, through the import.
+    assert_eq!(calls(&p, "bindgen_fixture::tick"), 3);
+    let from_js: u64 = p
+        .arcs
+        .iter()
+        .filter(|a| {
+            a.caller.starts_with("__wbindgen_placeholder__.__wbg_call_")
+                && a.callee == "wasm_bindgen::convert::closures::_::invoke<(), true>"
+        })
+        .map(|a| a.count)
+        .sum();
+    assert_eq!(from_js, 3, "the import's calls back into the module");
+    let tests: Vec<&str> = cargo_wasmprof::harness::test_functions(&p)
+        .iter()
+        .map(|f| f.name.as_str())
+        .collect();
+    assert_eq!(tests[0], "browser::fib_of_12");
+    // The results are the plain runner's, in the same headless Chromium.
+    let want = plain(&["--test", "browser"]);
+    assert!(want.status.success(), "{want:?}");
+    assert_eq!(results(&out.stdout), results(&want.stdout));
+}
+
+#[test]
+fn the_environment_can_ask_for_a_browser() {
+    if !browser_ready() {
+        return;
+    }
+    // The node binary asks for nothing, so WASM_BINDGEN_USE_BROWSER takes it to the browser:
+    // the same counts as under node.
+    let env = [("WASM_BINDGEN_USE_BROWSER", "1")];
+    let (out, p) = profiled_profile(&["--test", "node", "--metric", "exact-time"], &env);
+    assert!(out.status.success(), "{out:?}");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("Running headless tests in Chrome"),
+        "{stdout}"
+    );
+    // The browser's clock is coarse, and the report says so.
+    assert!(
+        stdout.contains("note: times come from a browser's performance.now()"),
+        "{stdout}"
+    );
+    assert_eq!(calls(&p, "bindgen_fixture::fib"), fib_calls(15));
+    assert_eq!(calls(&p, "bindgen_fixture::tick"), 7);
+    // A failing binary in the browser: the plain runner's results, and its profile (both
+    // tests ran, the failing one up to its panic).
+    let args = ["--features", "failing", "--test", "fails"];
+    let want = plain_with(&args, &env);
+    let (got, p) = profiled_profile(&[&args[..], &["--metric", "calls"]].concat(), &env);
+    assert!(!want.status.success() && !got.status.success());
+    assert_eq!(results(&got.stdout), results(&want.stdout));
+    assert_eq!(
+        calls(&p, "bindgen_fixture::fib"),
+        fib_calls(10) + fib_calls(5)
+    );
+}
+
+#[test]
+fn a_browser_without_a_webdriver_is_one_error_line() {
+    if !browser_ready() {
+        return;
+    }
+    run(Metric::Calls); // built
+                        // cargo and the runner on PATH, no WebDriver server.
+    let cargo = which::which("cargo").unwrap();
+    let path = std::env::join_paths(
+        std::env::split_paths(&path_with_runner())
+            .filter(|d| d.join("wasm-bindgen-test-runner").exists())
+            .chain([cargo.parent().unwrap().to_path_buf()]),
+    )
+    .unwrap();
+    let out = output(
+        wasmprof()
+            .args(["wasmprof", "test", "--target", TARGET, "--test", "browser"])
+            .arg("--manifest-path")
+            .arg(fixture().join("Cargo.toml"))
+            .env("PATH", path),
+    );
     assert_eq!(out.status.code(), Some(1));
     let stderr = String::from_utf8_lossy(&out.stderr);
     let errors: Vec<&str> = stderr.lines().filter(|l| l.starts_with("error")).collect();
     assert_eq!(errors.len(), 1, "{stderr}");
-    assert!(errors[0].contains("browser.rs") || errors[0].contains("browser-"), "{stderr}");
-    assert!(errors[0].contains("its tests run in a browser"), "{stderr}");
+    assert!(errors[0].contains("WebDriver server, and none"), "{stderr}");
+}
+
+#[test]
+fn a_worker_test_binary_is_refused_in_one_line() {
+    if !ready() {
+        return;
+    }
+    let out = profiled_with(
+        &["--test", "node"],
+        &[("WASM_BINDGEN_USE_DEDICATED_WORKER", "1")],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let errors: Vec<&str> = stderr.lines().filter(|l| l.starts_with("error")).collect();
+    assert_eq!(errors.len(), 1, "{stderr}");
+    assert!(errors[0].contains("node-"), "{stderr}");
+    assert!(
+        errors[0].contains("its tests run in a dedicated worker"),
+        "{stderr}"
+    );
 }

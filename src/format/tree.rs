@@ -60,9 +60,17 @@ impl<'a> Tree<'a> {
     /// calling contexts).
     pub fn of(profile: &'a Profile) -> anyhow::Result<Tree<'a>> {
         anyhow::ensure!(
-            profile.metric.has_cost() && profile.contexts.len() > 1,
+            profile.metric.has_cost(),
             "this view needs calling contexts, which the calls metric does not record; \
              profile with --metric time or --metric instructions"
+        );
+        anyhow::ensure!(
+            profile.contexts.len() > 1,
+            "nothing to draw: {}",
+            match &profile.view {
+                Some(view) => format!("the view ({}) keeps no stack", view.description),
+                None => "the profile has no calling context".to_string(),
+            }
         );
         let metric = profile.metric;
         let mut frames = vec![Frame {

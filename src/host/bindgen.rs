@@ -1,24 +1,31 @@
 //! The wasm-bindgen host: runs a `wasm32-unknown-unknown` test or bench binary that uses
 //! wasm-bindgen through `wasm-bindgen-test-runner`, the runner cargo is told to use for
-//! such crates, under node.
+//! such crates, under node or in a headless browser, as the crate or the environment asks.
 //!
 //! The module is instrumented *before* the runner's bindgen pass (see
 //! `instrument::bindgen` for what is left alone there and why), with its state in a state
-//! module, as for every JS host. The instrumented module imports that state as the module
-//! `wasmprof`; wasm-bindgen's glue turns such an import into `require("wasmprof")`, and the
-//! runner runs node with our directory first on `NODE_PATH`, where `wasmprof.js`
-//! ([`crate::js_runtime::for_bindgen`]) instantiates the state module and, when node exits,
-//! saves the dump to `$WASMPROF_OUT` as Emscripten's runtime does. The runner's output, test
-//! results and exit code are its own.
+//! module, as for every JS host. The instrumented module imports that state from a module
+//! of ours, which wasm-bindgen's glue imports as it is named ([`crate::js_runtime`] writes
+//! it; it carries the state module and the meta):
+//!
+//! - under node, the name is `wasmprof`: the glue's `require("wasmprof")` finds our
+//!   `wasmprof.js` first on `NODE_PATH`, and the runtime saves the dump to `$WASMPROF_OUT`
+//!   when node exits, as Emscripten's runtime does;
+//! - in a browser, the name is the URL of a server of ours ([`DumpServer`]): the glue's ES
+//!   module import fetches the runtime from it, and the runtime posts the dump back when
+//!   the page says the tests are done, before the runner closes the browser.
+//!
+//! The runner's output, test results and exit code are its own.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Instant;
 
+use super::dump_server::DumpServer;
 use super::{Host, Outcome, Prepared, RunConfig};
 use crate::error::{Error, HostError};
 use crate::fsutil::relative;
-use crate::instrument::{instrument, Options};
+use crate::instrument::{import_state_from, instrument, Options};
 use crate::meta::{self, Meta};
 use crate::profile::DumpFile;
 use crate::status::Status;
@@ -73,27 +80,55 @@ fn has_tests(wasm: &[u8]) -> bool {
         })
 }
 
-/// Where the runner would run the tests instead of node, if it would: what the crate asks
-/// (`wasm_bindgen_test_configure!`, in the `__wasm_bindgen_test_unstable` section) or,
-/// without that, the environment (`WASM_BINDGEN_USE_BROWSER`, ...), as the runner decides.
-fn not_under_node(wasm: &[u8]) -> Option<&'static str> {
-    const MODES: [(u8, &str, &str); 5] = [
-        (1, "in a browser", "WASM_BINDGEN_USE_BROWSER"),
-        (2, "in a dedicated worker", "WASM_BINDGEN_USE_DEDICATED_WORKER"),
-        (3, "in a shared worker", "WASM_BINDGEN_USE_SHARED_WORKER"),
-        (4, "in a service worker", "WASM_BINDGEN_USE_SERVICE_WORKER"),
-        (6, "under Emscripten", "WASM_BINDGEN_USE_EMSCRIPTEN"),
+/// Where the runner runs a binary's tests.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Place {
+    /// Under node, the runner's default.
+    Node,
+    /// In a headless browser's page (`run_in_browser`, `WASM_BINDGEN_USE_BROWSER`).
+    Browser,
+    /// Somewhere cargo-wasmprof does not run them yet, in words.
+    Elsewhere(&'static str),
+}
+
+/// Where the runner runs the tests: what the crate asks (`wasm_bindgen_test_configure!`,
+/// in the `__wasm_bindgen_test_unstable` section) or, without that, the environment
+/// (`WASM_BINDGEN_USE_BROWSER`, ...), as the runner decides.
+fn place(wasm: &[u8]) -> Place {
+    const MODES: [(u8, Place, &str); 6] = [
+        (1, Place::Browser, "WASM_BINDGEN_USE_BROWSER"),
+        (
+            2,
+            Place::Elsewhere("in a dedicated worker"),
+            "WASM_BINDGEN_USE_DEDICATED_WORKER",
+        ),
+        (
+            3,
+            Place::Elsewhere("in a shared worker"),
+            "WASM_BINDGEN_USE_SHARED_WORKER",
+        ),
+        (
+            4,
+            Place::Elsewhere("in a service worker"),
+            "WASM_BINDGEN_USE_SERVICE_WORKER",
+        ),
+        (5, Place::Node, "WASM_BINDGEN_USE_NODE"),
+        (
+            6,
+            Place::Elsewhere("under Emscripten"),
+            "WASM_BINDGEN_USE_EMSCRIPTEN",
+        ),
     ];
-    match meta::custom_section(wasm, "__wasm_bindgen_test_unstable").ok()? {
-        Some(section) => MODES
+    match meta::custom_section(wasm, "__wasm_bindgen_test_unstable") {
+        Ok(Some(section)) => MODES
             .iter()
             .find(|(byte, _, _)| section.contains(byte))
-            .map(|&(_, place, _)| place),
-        None if std::env::var_os("WASM_BINDGEN_USE_DENO").is_some() => Some("under deno"),
-        None => MODES
+            .map_or(Place::Node, |&(_, place, _)| place),
+        _ if std::env::var_os("WASM_BINDGEN_USE_DENO").is_some() => Place::Elsewhere("under deno"),
+        _ => MODES
             .iter()
             .find(|(_, _, var)| std::env::var_os(var).is_some())
-            .map(|&(_, place, _)| place),
+            .map_or(Place::Node, |&(_, place, _)| place),
     }
 }
 
@@ -134,6 +169,82 @@ fn runner(version: &str) -> Result<PathBuf, HostError> {
         )));
     }
     Ok(path)
+}
+
+/// What the instrumented module imports from the state module's name ([`meta::STATE_MODULE`]).
+fn state_imports(wasm: &[u8]) -> Vec<String> {
+    wasmparser::Parser::new(0)
+        .parse_all(wasm)
+        .filter_map(Result::ok)
+        .filter_map(|payload| match payload {
+            wasmparser::Payload::ImportSection(imports) => Some(imports),
+            _ => None,
+        })
+        .flat_map(|imports| imports.into_imports().filter_map(Result::ok))
+        .filter(|import| import.module == meta::STATE_MODULE)
+        .map(|import| import.name.to_string())
+        .collect()
+}
+
+/// Whether the runner's browser mode is one cargo-wasmprof can run: headless (it drives
+/// the browser and ends), with a WebDriver server to drive it with, with ES modules
+/// (no-modules glue cannot import our runtime).
+fn browser_supported() -> Result<(), HostError> {
+    if std::env::var_os("NO_HEADLESS").is_some() {
+        return Err(HostError::Refused(
+            "NO_HEADLESS is set: the runner would serve its tests to a browser of yours and \
+             never end; cargo-wasmprof runs browser tests headless (unset NO_HEADLESS)"
+                .into(),
+        ));
+    }
+    // The WebDriver servers the runner looks for, as it does: a remote one named in
+    // `<NAME>_REMOTE`, a binary in `<NAME>`, or on PATH.
+    const DRIVERS: [&str; 4] = [
+        "geckodriver",
+        "safaridriver",
+        "chromedriver",
+        "msedgedriver",
+    ];
+    let named = |driver: &str| {
+        let var = driver.to_uppercase();
+        std::env::var_os(&var).is_some() || std::env::var_os(format!("{var}_REMOTE")).is_some()
+    };
+    if !DRIVERS
+        .iter()
+        .any(|driver| named(driver) || which::which(driver).is_ok())
+    {
+        return Err(HostError::Unavailable(
+            "its tests run in a browser, which wasm-bindgen-test-runner drives through a \
+             WebDriver server, and none is on PATH: install Chromium's (Debian: `apt install \
+             chromium chromium-driver`) or Firefox's geckodriver, or name one with \
+             CHROMEDRIVER=/path"
+                .into(),
+        ));
+    }
+    if std::env::var_os("WASM_BINDGEN_USE_NO_MODULE").is_some() {
+        return Err(HostError::Refused(
+            "WASM_BINDGEN_USE_NO_MODULE is set: wasm-bindgen's no-modules glue cannot import \
+             the profiler's runtime, an ES module (unset it)"
+                .into(),
+        ));
+    }
+    Ok(())
+}
+
+/// `NODE_PATH` with `dir` first.
+fn node_path(dir: &Path) -> Result<std::ffi::OsString, HostError> {
+    std::env::join_paths(
+        std::iter::once(dir.to_path_buf()).chain(
+            std::env::var_os("NODE_PATH")
+                .map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
+                .unwrap_or_default(),
+        ),
+    )
+    .map_err(|e| HostError::Unavailable(format!("NODE_PATH: {e}")))
+}
+
+fn cannot_write(e: std::io::Error) -> HostError {
+    HostError::Unavailable(format!("cannot write the program's files: {e}"))
 }
 
 impl Host for Bindgen {
@@ -191,8 +302,9 @@ impl Host for Bindgen {
     }
 
     /// Runs `wasm-bindgen-test-runner MODULE ARGS` in the configured directory, the
-    /// instrumented module and `wasmprof.js` in a temporary directory, the dump file named
-    /// in `WASMPROF_OUT`.
+    /// instrumented module in a temporary directory; under node with our `wasmprof.js`
+    /// beside it and the dump file named in `WASMPROF_OUT`, in a browser with our server
+    /// up.
     fn run(&self, program: &Prepared, config: &RunConfig) -> Result<Outcome, HostError> {
         if !has_tests(&program.wasm) {
             // What the runner says and does for such a binary (it runs nothing).
@@ -201,11 +313,15 @@ impl Host for Bindgen {
             }
             return Err(HostError::NoTests);
         }
-        if let Some(elsewhere) = not_under_node(&program.wasm) {
+        let place = place(&program.wasm);
+        if let Place::Elsewhere(elsewhere) = place {
             return Err(HostError::Refused(format!(
                 "its tests run {elsewhere}; cargo-wasmprof runs wasm-bindgen tests under \
-                 node only so far (`cargo test` runs them)"
+                 node and in a browser's page only so far (`cargo test` runs them)"
             )));
+        }
+        if place == Place::Browser {
+            browser_supported()?;
         }
         let version = bindgen_version(&program.wasm).ok_or_else(|| {
             HostError::Refused(format!(
@@ -227,41 +343,21 @@ impl Host for Bindgen {
                         .into(),
                 )
             })?;
-        let unavailable = |e: std::io::Error| {
-            HostError::Unavailable(format!("cannot write the program's files: {e}"))
-        };
         let dir = tempfile::Builder::new()
             .prefix("wasmprof-bindgen-")
             .tempdir()
-            .map_err(unavailable)?;
+            .map_err(cannot_write)?;
         let name = program
             .path
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_else(|| "program.wasm".into());
         let module = dir.path().join(&name);
-        std::fs::write(&module, &program.wasm).map_err(unavailable)?;
-        std::fs::write(
-            dir.path().join("wasmprof.js"),
-            crate::js_runtime::for_bindgen(&name, meta, state),
-        )
-        .map_err(unavailable)?;
-        let dump = dir.path().join("dump.json");
-        let node_path = std::env::join_paths(
-            std::iter::once(dir.path().to_path_buf()).chain(
-                std::env::var_os("NODE_PATH")
-                    .map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
-                    .unwrap_or_default(),
-            ),
-        )
-        .map_err(|e| HostError::Unavailable(format!("NODE_PATH: {e}")))?;
         let mut command = Command::new(&runner);
         command
             .arg(&module)
             .args(&config.args)
             .current_dir(&config.dir)
-            .env("NODE_PATH", node_path)
-            .env("WASMPROF_OUT", &dump)
             .env(
                 "WASMPROF_SAMPLE_INTERVAL",
                 config.sample_interval.as_micros().max(1).to_string(),
@@ -272,14 +368,50 @@ impl Host for Bindgen {
                 .stdout(Stdio::null())
                 .stderr(Stdio::null());
         }
-        let status = command
-            .status()
-            .map_err(|e| HostError::Unavailable(format!("cannot run {}: {e}", runner.display())))?;
-        let code = status.code().unwrap_or(1);
-        if std::fs::metadata(&dump).map_or(true, |m| m.len() == 0) {
-            return Err(HostError::NoProfile { code });
-        }
-        let parts = DumpFile::read(&dump)
+        let run = |mut command: Command| {
+            command
+                .status()
+                .map(|status| status.code().unwrap_or(1))
+                .map_err(|e| {
+                    HostError::Unavailable(format!("cannot run {}: {e}", runner.display()))
+                })
+        };
+        let (code, dump) = match place {
+            Place::Browser => {
+                // The module imports its state from our server's URL, known once it is up.
+                let names = state_imports(&program.wasm);
+                let server = DumpServer::start(|dump_url| {
+                    crate::js_runtime::for_bindgen_page(&name, meta, state, &names, dump_url)
+                })
+                .map_err(|e| HostError::Unavailable(format!("cannot start a server: {e}")))?;
+                let renamed = import_state_from(&program.wasm, &server.runtime_url())
+                    .map_err(HostError::refused)?;
+                std::fs::write(&module, renamed.wasm).map_err(cannot_write)?;
+                let code = run(command)?;
+                (code, server.finish())
+            }
+            _ => {
+                std::fs::write(&module, &program.wasm).map_err(cannot_write)?;
+                std::fs::write(
+                    dir.path().join("wasmprof.js"),
+                    crate::js_runtime::for_bindgen(&name, meta, state),
+                )
+                .map_err(cannot_write)?;
+                let dump = dir.path().join("dump.json");
+                command
+                    .env("NODE_PATH", node_path(dir.path())?)
+                    .env("WASMPROF_OUT", &dump);
+                let code = run(command)?;
+                (code, std::fs::read(&dump).ok())
+            }
+        };
+        let Some(dump) = dump.filter(|d| !d.is_empty()) else {
+            return Err(HostError::NoProfile {
+                code,
+                hint: "the runner's output says why",
+            });
+        };
+        let parts = DumpFile::from_slice(&dump)
             .and_then(DumpFile::into_parts)
             .map_err(|e| HostError::BadProfile(format!("{e:#}")))?;
         Ok(Outcome {

@@ -3,13 +3,15 @@
 //!
 //! - [`Embedded`]: wasmtime inside cargo-wasmprof, for WASI command modules;
 //! - [`Node`]: node, for the JS programs that Emscripten links (through `wasmprof-emcc`);
-//! - [`Bindgen`]: `wasm-bindgen-test-runner` under node, for wasm-bindgen's test binaries.
+//! - [`Bindgen`]: `wasm-bindgen-test-runner`, under node or in a headless browser, for
+//!   wasm-bindgen's test binaries.
 //!
 //! The commands choose a host once, with [`for_program`], and walk the same pipeline
 //! whichever it is. A new host (a browser, node's `node:wasi`) is
 //! a module here that implements [`Host`], and one line in [`for_program`].
 
 mod bindgen;
+mod dump_server;
 mod embedded;
 mod node;
 mod sampler;

@@ -115,7 +115,10 @@ impl Host for Node {
             .map_err(|e| HostError::Unavailable(format!("cannot run {}: {e}", node.display())))?;
         let code = status.code().unwrap_or(1);
         if std::fs::metadata(dump.path()).map_or(true, |m| m.len() == 0) {
-            return Err(HostError::NoProfile { code });
+            return Err(HostError::NoProfile {
+                code,
+                hint: "is it linked by wasmprof-emcc?",
+            });
         }
         let parts = DumpFile::read(dump.path())
             .and_then(DumpFile::into_parts)

@@ -15,7 +15,8 @@
 //! and validation), `thunks` (import thunks), `sites` (call-site numbering), `rewrite`
 //! (one function's probes), `counting` (the instructions metric), `runtime` (the probes'
 //! code and the profiler's state), `in_place` (a module file made instrumented, keeping
-//! its original).
+//! its original), `state_import` (an instrumented module's state imported from another
+//! module name, for a browser page).
 
 mod bindgen;
 mod check;
@@ -24,6 +25,7 @@ mod in_place;
 mod rewrite;
 mod runtime;
 mod sites;
+mod state_import;
 mod thunks;
 
 use std::collections::HashMap;
@@ -40,6 +42,7 @@ use check::{check_input, check_proposals};
 pub use in_place::{instrument_in_place, original_path};
 use rewrite::{rewrite_function, ProbeLocals, Unwind};
 use sites::{sequences, Site, Sites};
+pub use state_import::{import_state_from, StateImport};
 use thunks::{add_import_thunks, redirect_to_thunks};
 
 /// What can be chosen about the instrumentation.

@@ -87,8 +87,12 @@ impl DumpFile {
     /// Reads a dump file (as a JS host saved it), checking its format and version. Errors
     /// do not repeat the path.
     pub fn read(path: &Path) -> anyhow::Result<DumpFile> {
-        let text = std::fs::read(path).context("cannot read it")?;
-        let value: serde_json::Value = serde_json::from_slice(&text).context("not JSON")?;
+        DumpFile::from_slice(&std::fs::read(path).context("cannot read it")?)
+    }
+
+    /// A dump from its bytes (as a browser page posted them), checking its format.
+    pub fn from_slice(text: &[u8]) -> anyhow::Result<DumpFile> {
+        let value: serde_json::Value = serde_json::from_slice(text).context("not JSON")?;
         anyhow::ensure!(
             value.get("format").and_then(|f| f.as_str()) == Some(DUMP_FORMAT),
             "not a cargo-wasmprof dump (no \"format\": \"{DUMP_FORMAT}\")"

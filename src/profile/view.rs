@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 use super::outermost::{arc_keys, outermost_sums, TreeNode};
 use super::{Arc, Context, Costs, Function, Profile, HOST};
 use crate::meta::Metric;
+use crate::symbols::without_index;
 
 /// What a view keeps of a profile and how it groups its functions.
 #[derive(Debug, Clone, Default)]
@@ -102,13 +103,20 @@ impl Profile {
         };
         let (groups, group_of) = groups(self, filter.by);
         let (functions, arcs, contexts) = if self.contexts.len() > 1 {
+            // A name as the report prints it, or whole (with the ` [func N]` that tells
+            // apart functions of one module that share a name).
             let matches = |re: &Option<Regex>| -> Vec<bool> {
                 self.functions
                     .iter()
-                    .map(|f| re.as_ref().is_some_and(|re| re.is_match(&f.name)))
+                    .map(|f| {
+                        re.as_ref().is_some_and(|re| {
+                            re.is_match(&f.name) || re.is_match(without_index(&f.name))
+                        })
+                    })
                     .collect()
             };
             let focused = filter.focus.is_some().then(|| matches(&filter.focus));
+
             self.view_tree(
                 focused.as_deref(),
                 &matches(&filter.ignore),

@@ -400,6 +400,9 @@ fn flat_profile(out: &mut String, p: &Profile, units: Units, shown: &Shown) {
     }
 }
 
+/// The clock a JS runtime in a browser reads (a [`crate::profile::RunInfo`]'s `clock`).
+const BROWSER_CLOCK: &str = "performance.now";
+
 fn notes(out: &mut String, p: &Profile, units: Units) {
     let mut first = true;
     let mut note = |out: &mut String, text: String| {
@@ -457,6 +460,14 @@ fn notes(out: &mut String, p: &Profile, units: Units) {
         note(
             out,
             format!("times include the probes' own cost, a clock read at every entry and exit (not subtracted: {why}); --metric time samples without it"),
+        );
+    }
+    if matches!(p.metric, Metric::Time | Metric::ExactTime)
+        && p.runs.iter().any(|r| r.clock == BROWSER_CLOCK)
+    {
+        note(
+            out,
+            "times come from a browser's performance.now(), which browsers coarsen (Chromium: to 5 µs in a cross-origin isolated page, 100 µs in others), so short calls' times are rough; --metric instructions gives exact costs".to_string(),
         );
     }
     if let Some(s) = p.sampling.filter(|s| s.in_probes > 0) {

@@ -1,0 +1,151 @@
+//! A server of ours on 127.0.0.1 for a program that runs in a browser page: it serves the
+//! profiler's JS runtime (the ES module the instrumented module imports its state from)
+//! and takes the dump the runtime posts when the program is done.
+//!
+//! The page is another origin (the runner's server, another port), often cross-origin
+//! isolated (`Cross-Origin-Embedder-Policy: require-corp`), so every answer allows any
+//! origin (CORS) and any embedder (CORP). The runtime posts the dump as `text/plain`, a
+//! request that needs no preflight.
+
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+
+use tiny_http::{Header, Method, Request, Response, Server};
+
+/// Where the runtime is served.
+const RUNTIME_PATH: &str = "/wasmprof.js";
+/// Where the dump is posted.
+const DUMP_PATH: &str = "/dump";
+
+/// The running server.
+pub struct DumpServer {
+    server: Arc<Server>,
+    base: String,
+    dump: Arc<Mutex<Option<Vec<u8>>>>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl DumpServer {
+    /// Starts the server on a free port of 127.0.0.1, serving the runtime that `runtime`
+    /// writes for the server's address (its URL for the dump, [`DumpServer::dump_url`]).
+    pub fn start(runtime: impl FnOnce(&str) -> String) -> std::io::Result<DumpServer> {
+        let server = Server::http("127.0.0.1:0").map_err(std::io::Error::other)?;
+        let address = server
+            .server_addr()
+            .to_ip()
+            .ok_or_else(|| std::io::Error::other("not an IP address"))?;
+        let base = format!("http://{address}");
+        let script = runtime(&format!("{base}{DUMP_PATH}"));
+        let server = Arc::new(server);
+        let dump = Arc::new(Mutex::new(None));
+        let thread = {
+            let (server, dump) = (Arc::clone(&server), Arc::clone(&dump));
+            std::thread::spawn(move || {
+                for request in server.incoming_requests() {
+                    answer(request, &script, &dump);
+                }
+            })
+        };
+        Ok(DumpServer {
+            server,
+            base,
+            dump,
+            thread: Some(thread),
+        })
+    }
+
+    /// The runtime's URL, the module name the instrumented module imports its state from.
+    pub fn runtime_url(&self) -> String {
+        format!("{}{RUNTIME_PATH}", self.base)
+    }
+
+    /// Stops the server and gives the dump the page posted, if it did.
+    pub fn finish(mut self) -> Option<Vec<u8>> {
+        self.stop();
+        self.dump.lock().ok()?.take()
+    }
+
+    fn stop(&mut self) {
+        if let Some(thread) = self.thread.take() {
+            self.server.unblock();
+            let _ = thread.join();
+        }
+    }
+}
+
+impl Drop for DumpServer {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// Answers one request: the runtime, the dump, a preflight, or 404.
+fn answer(mut request: Request, script: &str, dump: &Mutex<Option<Vec<u8>>>) {
+    let response = match (request.method(), request.url()) {
+        (Method::Get, RUNTIME_PATH) => Response::from_string(script)
+            .with_header(header("Content-Type", "text/javascript; charset=utf-8"))
+            .boxed(),
+        (Method::Post, DUMP_PATH) => {
+            let mut body = Vec::new();
+            match request.as_reader().read_to_end(&mut body) {
+                Ok(_) => {
+                    if let Ok(mut slot) = dump.lock() {
+                        *slot = Some(body);
+                    }
+                    Response::empty(204).boxed()
+                }
+                Err(_) => Response::empty(400).boxed(),
+            }
+        }
+        (Method::Options, _) => Response::empty(204)
+            .with_header(header("Access-Control-Allow-Methods", "GET, POST"))
+            .with_header(header("Access-Control-Allow-Headers", "Content-Type"))
+            .boxed(),
+        _ => Response::empty(404).boxed(),
+    };
+    let response = response
+        .with_header(header("Access-Control-Allow-Origin", "*"))
+        .with_header(header("Cross-Origin-Resource-Policy", "cross-origin"))
+        .with_header(header("Cache-Control", "no-store"));
+    let _ = request.respond(response);
+}
+
+fn header(name: &str, value: &str) -> Header {
+    Header::from_bytes(name.as_bytes(), value.as_bytes()).expect("ASCII header")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::{Read as _, Write as _};
+
+    /// One HTTP/1.0 request to `base`, the answer's whole text.
+    fn send(base: &str, request: &str) -> String {
+        let address = base.trim_start_matches("http://");
+        let mut stream = std::net::TcpStream::connect(address).unwrap();
+        stream.write_all(request.as_bytes()).unwrap();
+        let mut answer = String::new();
+        stream.read_to_string(&mut answer).unwrap();
+        answer
+    }
+
+    #[test]
+    fn serves_the_runtime_and_keeps_the_dump() {
+        let server = DumpServer::start(|dump| format!("export const to = {dump:?};")).unwrap();
+        let base = server.base.clone();
+        let script = send(&base, "GET /wasmprof.js HTTP/1.0\r\n\r\n");
+        assert!(script.starts_with("HTTP/1.0 200"), "{script}");
+        assert!(
+            script.contains("Access-Control-Allow-Origin: *"),
+            "{script}"
+        );
+        assert!(script.ends_with(&format!("export const to = \"{base}/dump\";")));
+        let posted = send(
+            &base,
+            "POST /dump HTTP/1.0\r\nContent-Type: text/plain\r\nContent-Length: 4\r\n\r\n{\"a\"",
+        );
+        assert!(posted.starts_with("HTTP/1.0 204"), "{posted}");
+        assert!(send(&base, "GET /other HTTP/1.0\r\n\r\n").starts_with("HTTP/1.0 404"));
+        assert_eq!(server.finish().as_deref(), Some(&b"{\"a\""[..]));
+    }
+}
