@@ -197,6 +197,28 @@ fn the_report_leads_with_wasm_bindgen_tests() {
     );
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(stdout.contains("Tests by cost"), "{stdout}");
+    // The calls into the module from wasm-bindgen's generic-import shims have no arc; the
+    // call graph says how many, so that its rows add up.
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("node.json");
+    p.write(&file).unwrap();
+    let report = output(wasmprof().args(["wasmprof", "report"]).arg(&file).args([
+        "--call-graph",
+        "full",
+        "--show-runtime",
+    ]));
+    let text = String::from_utf8_lossy(&report.stdout);
+    let name = "__externref_table_alloc";
+    let arcs: u64 = p
+        .arcs
+        .iter()
+        .filter(|a| a.callee == name)
+        .map(|a| a.count)
+        .sum();
+    let all = calls(p, name);
+    assert!(arcs < all);
+    let row = format!("{}/{all}      <caller unknown>", all - arcs);
+    assert!(text.contains(&row), "{row}\n{text}");
 }
 
 #[test]

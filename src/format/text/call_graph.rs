@@ -9,6 +9,9 @@ use crate::format::units::percent;
 use crate::format::{CallGraph, EmitOptions};
 use crate::profile::{Arc, Costs, Function, Profile};
 
+/// What the call graph names the caller of calls that no arc records.
+const UNKNOWN_CALLER: &str = "<caller unknown>";
+
 /// Writes the call graph of `p`: the entries `options.call_graph` asks for, among the
 /// flat profile's `shown` rows.
 pub(super) fn call_graph(
@@ -109,6 +112,24 @@ pub(super) fn call_graph(
         for a in incoming.iter().filter(|a| a.caller != f.name) {
             let called = format!("{}/{}", a.count, f.calls - recursive);
             arc_row(out, a, called, &a.caller);
+        }
+        // Calls no arc tells the caller of (a full arc table; a JS shim that wasm-bindgen
+        // writes at bindgen time, which has no thunk of ours), so the rows add up.
+        let unknown = f
+            .calls
+            .saturating_sub(incoming.iter().map(|a| a.count).sum::<u64>());
+        if unknown > 0 {
+            let called = format!("{unknown}/{}", f.calls - recursive);
+            let blank = if units.has_cost() {
+                format!("{:>11} {:>11} ", "", "")
+            } else {
+                String::new()
+            };
+            let _ = writeln!(
+                out,
+                "{:<7} {:>6} {blank}{called:>15}      {UNKNOWN_CALLER}",
+                "", ""
+            );
         }
         let called = match recursive {
             0 => f.calls.to_string(),

@@ -462,9 +462,9 @@ fn notes(out: &mut String, p: &Profile, units: Units) {
             format!("times include the probes' own cost, a clock read at every entry and exit (not subtracted: {why}); --metric time samples without it"),
         );
     }
-    if matches!(p.metric, Metric::Time | Metric::ExactTime)
-        && p.runs.iter().any(|r| r.clock == BROWSER_CLOCK)
-    {
+    // (Sampled times are sums of intervals of about 100 µs: a clock of 5 µs does them
+    // little harm.)
+    if p.metric == Metric::ExactTime && p.runs.iter().any(|r| r.clock == BROWSER_CLOCK) {
         note(
             out,
             "times come from a browser's performance.now(), which browsers coarsen (Chromium: to 5 µs in a cross-origin isolated page, 100 µs in others), so short calls' times are rough; --metric instructions gives exact costs".to_string(),
