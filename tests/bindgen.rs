@@ -129,52 +129,69 @@ fn node_tests_have_exact_counts_and_arcs() {
     for metric in [Metric::Calls, Metric::Instructions] {
         let (out, p) = run(metric);
         assert!(out.status.success(), "{metric:?}");
-        // Not `check_invariants` as a whole: the calls that bindgen's generic-import shims
-        // (`wbg_cast`) make back into the module (`__externref_table_alloc`) are counted
-        // and in the context tree, but have no arc yet (the shims become imports only at
-        // bindgen time, with no thunk of ours). The program's own functions keep them all.
-        for name in ["bindgen_fixture::fib", "bindgen_fixture::tick"] {
-            arcs_cover_calls(p, name);
-        }
-        // fib(15): 2*F(16)-1 calls, one from the test.
-        assert_eq!(calls(p, "bindgen_fixture::fib"), fib_calls(15));
-        assert_eq!(arc(p, "node::fib_of_15", "bindgen_fixture::fib"), 1);
-        // Two squares and a triangle through `dyn Shape`.
-        assert_eq!(
-            calls(
-                p,
-                "<bindgen_fixture::Square as bindgen_fixture::Shape>::area2"
-            ),
-            2
-        );
-        assert_eq!(
-            calls(
-                p,
-                "<bindgen_fixture::Triangle as bindgen_fixture::Shape>::area2"
-            ),
-            1
-        );
-        // JS calls the closure back 7 times: into the module from the import that runs
-        // the JS function (`Function::call2`), through wasm-bindgen's closure shim.
-        assert_eq!(calls(p, "bindgen_fixture::tick"), 7);
-        assert_eq!(
-            arc(p, "node::callback::{closure#0}", "bindgen_fixture::tick"),
-            7
-        );
-        let from_js: u64 = p
-            .arcs
-            .iter()
-            .filter(|a| {
-                a.caller.starts_with("__wbindgen_placeholder__.__wbg_call_")
-                    && a.callee == "wasm_bindgen::convert::closures::_::invoke<(), true>"
-            })
-            .map(|a| a.count)
-            .sum();
-        assert_eq!(
-            from_js, 7,
-            "{metric:?}: the import's calls back into the module"
+        known_counts(
+            p,
+            Known {
+                fib_test: "node::fib_of_15",
+                fib_n: 15,
+                squares: 2,
+                triangles: 1,
+                closure: "node::callback::{closure#0}",
+                ticks: 7,
+            },
         );
     }
+}
+
+/// What a run of the fixture's tests must count, from their code.
+struct Known {
+    /// The test that calls fib(fib_n) once.
+    fib_test: &'static str,
+    fib_n: u32,
+    /// The squares and triangles whose area the tests sum through `dyn Shape`.
+    squares: u64,
+    triangles: u64,
+    /// The closure that JS calls back `ticks` times, each calling `tick` once.
+    closure: &'static str,
+    ticks: u64,
+}
+
+/// Checks the counts and arcs `known` says.
+fn known_counts(p: &Profile, known: Known) {
+    // Not `check_invariants` as a whole: the calls that bindgen's generic-import shims
+    // (`wbg_cast`) make back into the module (`__externref_table_alloc`) are counted and in
+    // the context tree, but have no arc yet (the shims become imports only at bindgen time,
+    // with no thunk of ours). The program's own functions keep them all.
+    for name in ["bindgen_fixture::fib", "bindgen_fixture::tick"] {
+        arcs_cover_calls(p, name);
+    }
+    // fib(n): 2*F(n+1)-1 calls, one from the test.
+    assert_eq!(calls(p, "bindgen_fixture::fib"), fib_calls(known.fib_n));
+    assert_eq!(arc(p, known.fib_test, "bindgen_fixture::fib"), 1);
+    for (shape, n) in [("Square", known.squares), ("Triangle", known.triangles)] {
+        let area = format!("<bindgen_fixture::{shape} as bindgen_fixture::Shape>::area2");
+        assert_eq!(calls(p, &area), n, "{area}");
+        // The `dyn` call is in the closure that `map` runs.
+        let caller = "bindgen_fixture::total_area2::{closure#0}";
+        assert_eq!(arc(p, caller, &area), n, "{area}");
+    }
+    // JS calls the closure back: into the module from the import that runs the JS function
+    // (`Function::call2`), through wasm-bindgen's closure shim.
+    assert_eq!(calls(p, "bindgen_fixture::tick"), known.ticks);
+    assert_eq!(arc(p, known.closure, "bindgen_fixture::tick"), known.ticks);
+    let from_js: u64 = p
+        .arcs
+        .iter()
+        .filter(|a| {
+            a.caller.starts_with("__wbindgen_placeholder__.__wbg_call_")
+                && a.callee == "wasm_bindgen::convert::closures::_::invoke<(), true>"
+        })
+        .map(|a| a.count)
+        .sum();
+    assert_eq!(
+        from_js, known.ticks,
+        "the import's calls back into the module"
+    );
 }
 
 #[test]
@@ -339,31 +356,17 @@ fn browser_tests_have_exact_counts_and_arcs_and_the_plain_runners_results() {
     // The crate asks for a browser (`wasm_bindgen_test_configure!(run_in_browser)`).
     let (out, p) = profiled_profile(&["--test", "browser", "--metric", "instructions"], &[]);
     assert!(out.status.success(), "{out:?}");
-    for name in ["bindgen_fixture::fib", "bindgen_fixture::tick"] {
-        arcs_cover_calls(&p, name);
-    }
-    // fib(12): 2*F(13)-1 calls, one from the test.
-    assert_eq!(calls(&p, "bindgen_fixture::fib"), fib_calls(12));
-    assert_eq!(arc(&p, "browser::fib_of_12", "bindgen_fixture::fib"), 1);
-    for shape in ["Square", "Triangle"] {
-        let area = format!("<bindgen_fixture::{shape} as bindgen_fixture::Shape>::area2");
-        assert_eq!(calls(&p, &area), 1, "{area}");
-        // The `dyn` call is in the closure that `map` runs.
-        let caller = "bindgen_fixture::total_area2::{closure#0}";
-        assert_eq!(arc(&p, caller, &area), 1, "{area}");
-    }
-    // The page's JS calls the closure back 3 times, through the import.
-    assert_eq!(calls(&p, "bindgen_fixture::tick"), 3);
-    let from_js: u64 = p
-        .arcs
-        .iter()
-        .filter(|a| {
-            a.caller.starts_with("__wbindgen_placeholder__.__wbg_call_")
-                && a.callee == "wasm_bindgen::convert::closures::_::invoke<(), true>"
-        })
-        .map(|a| a.count)
-        .sum();
-    assert_eq!(from_js, 3, "the import's calls back into the module");
+    known_counts(
+        &p,
+        Known {
+            fib_test: "browser::fib_of_12",
+            fib_n: 12,
+            squares: 1,
+            triangles: 1,
+            closure: "browser::callback_in_the_page::{closure#0}",
+            ticks: 3,
+        },
+    );
     let tests: Vec<&str> = cargo_wasmprof::harness::test_functions(&p)
         .iter()
         .map(|f| f.name.as_str())
