@@ -34,6 +34,9 @@ use crate::status::Status;
 const RUNNER: &str = "wasm-bindgen-test-runner";
 /// The module wasm-bindgen's macros import from; a module that has it was built for bindgen.
 const PLACEHOLDER: &str = "__wbindgen_placeholder__";
+/// The runner's timeout for a browser suite (seconds), and its default.
+const TIMEOUT: &str = "WASM_BINDGEN_TEST_TIMEOUT";
+const DEFAULT_TIMEOUT_S: u32 = 20;
 /// The custom section where wasm-bindgen's macros write their version.
 const UNSTABLE_SECTION: &str = "__wasm_bindgen_unstable";
 
@@ -387,6 +390,15 @@ impl Host for Bindgen {
                 let renamed = import_state_from(&program.wasm, &server.runtime_url())
                     .map_err(HostError::refused)?;
                 std::fs::write(&module, renamed.wasm).map_err(cannot_write)?;
+                // The runner gives a suite 20 s, and reads the page through WebDriver calls
+                // that wait as long for a page busy in a long test. The probes make a suite
+                // slower (serde-wasm-bindgen's in Chromium: 3x with instructions, 46x with
+                // exact-time, which reads the page's clock through JS at every entry and
+                // exit), so a suite that passes plain gets as much more, unless the user
+                // chose.
+                if std::env::var_os(TIMEOUT).is_none() {
+                    command.env(TIMEOUT, (50 * DEFAULT_TIMEOUT_S).to_string());
+                }
                 let code = run(command)?;
                 (code, server.finish())
             }
