@@ -392,10 +392,10 @@ impl Host for Bindgen {
                 std::fs::write(&module, renamed.wasm).map_err(cannot_write)?;
                 // The runner gives a suite 20 s, and reads the page through WebDriver calls
                 // that wait as long for a page busy in a long test. The probes make a suite
-                // slower (serde-wasm-bindgen's in Chromium: 3x with instructions, 46x with
-                // exact-time, which reads the page's clock through JS at every entry and
-                // exit), so a suite that passes plain gets as much more, unless the user
-                // chose.
+                // slower (serde-wasm-bindgen's in Chromium: 3x with instructions, about 40x
+                // with exact-time, which reads the page's clock through JS at every entry
+                // and exit), so a suite that passes plain gets as much more, unless the
+                // user chose.
                 if std::env::var_os(TIMEOUT).is_none() {
                     command.env(TIMEOUT, (50 * DEFAULT_TIMEOUT_S).to_string());
                 }
