@@ -402,7 +402,7 @@ var wasmprof = (function () {
     if (early) {
       early.postMessage(data);
     } else if (!isolated) {
-      console.warn('wasmprof: the page is not cross-origin isolated, so no worker can sample it and the profile has no times; link with WASMPROF_METRIC=exact-time for such pages');
+      console.warn('wasmprof: the page is not cross-origin isolated, so no worker can sample it and the profile has no times; use the exact-time metric for such pages (WASMPROF_METRIC=exact-time at link time, or --metric exact-time)');
     }
   }
 
