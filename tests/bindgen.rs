@@ -226,12 +226,7 @@ fn the_report_leads_with_wasm_bindgen_tests() {
     ]));
     let text = String::from_utf8_lossy(&report.stdout);
     let name = "__externref_table_alloc";
-    let arcs: u64 = p
-        .arcs
-        .iter()
-        .filter(|a| a.callee == name)
-        .map(|a| a.count)
-        .sum();
+    let arcs = arcs_into(p, name);
     let all = calls(p, name);
     assert!(arcs < all);
     let row = format!("{}/{all}      <caller unknown>", all - arcs);
@@ -324,28 +319,36 @@ fn a_missing_runner_is_one_error_line_with_the_install_command() {
             .arg(fixture().join("Cargo.toml"))
             .env("PATH", path),
     );
-    assert_eq!(out.status.code(), Some(1));
+    let error = the_one_error(&out);
+    assert!(
+        error.contains(&format!(
+            "cargo install wasm-bindgen-cli --version {VERSION}"
+        )),
+        "{error}"
+    );
+}
+
+/// The one error line of a run that failed with exit code 1.
+fn the_one_error(out: &Output) -> String {
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
     let stderr = String::from_utf8_lossy(&out.stderr);
     let errors: Vec<&str> = stderr.lines().filter(|l| l.starts_with("error")).collect();
     assert_eq!(errors.len(), 1, "{stderr}");
-    assert!(
-        errors[0].contains(&format!(
-            "cargo install wasm-bindgen-cli --version {VERSION}"
-        )),
-        "{stderr}"
-    );
+    errors[0].to_string()
+}
+
+/// The calls the arcs into `name` count.
+fn arcs_into(p: &Profile, name: &str) -> u64 {
+    p.arcs
+        .iter()
+        .filter(|a| a.callee == name)
+        .map(|a| a.count)
+        .sum()
 }
 
 /// The arcs into `name` add up to its calls.
 fn arcs_cover_calls(p: &Profile, name: &str) {
-    let f = p.function_named(name).unwrap();
-    let arcs: u64 = p
-        .arcs
-        .iter()
-        .filter(|a| a.callee == name)
-        .map(|a| a.count)
-        .sum();
-    assert_eq!(arcs, f.calls, "arcs into {name}");
+    assert_eq!(arcs_into(p, name), calls(p, name), "arcs into {name}");
 }
 
 #[test]
@@ -434,11 +437,8 @@ fn a_browser_without_a_webdriver_is_one_error_line() {
             .arg(fixture().join("Cargo.toml"))
             .env("PATH", path),
     );
-    assert_eq!(out.status.code(), Some(1));
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    let errors: Vec<&str> = stderr.lines().filter(|l| l.starts_with("error")).collect();
-    assert_eq!(errors.len(), 1, "{stderr}");
-    assert!(errors[0].contains("WebDriver server, and none"), "{stderr}");
+    let error = the_one_error(&out);
+    assert!(error.contains("WebDriver server, and none"), "{error}");
 }
 
 #[test]
@@ -450,13 +450,10 @@ fn a_worker_test_binary_is_refused_in_one_line() {
         &["--test", "node"],
         &[("WASM_BINDGEN_USE_DEDICATED_WORKER", "1")],
     );
-    assert_eq!(out.status.code(), Some(1));
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    let errors: Vec<&str> = stderr.lines().filter(|l| l.starts_with("error")).collect();
-    assert_eq!(errors.len(), 1, "{stderr}");
-    assert!(errors[0].contains("node-"), "{stderr}");
+    let error = the_one_error(&out);
+    assert!(error.contains("node-"), "{error}");
     assert!(
-        errors[0].contains("its tests run in a dedicated worker"),
-        "{stderr}"
+        error.contains("its tests run in a dedicated worker"),
+        "{error}"
     );
 }
