@@ -14,9 +14,11 @@ use crate::status::ColorChoice;
 
 /// An instrumenting profiler for WebAssembly.
 ///
-/// Builds your crate for wasm32-wasip1, rewrites each test binary so that it records its
-/// own profile (exact call counts, caller->callee arcs, self and inclusive time, a
-/// calling-context tree), runs it in an embedded wasmtime, and prints a gprof-style report.
+/// Builds your crate for wasm32 (wasip1 by default; Emscripten and wasm-bindgen crates with
+/// --target), rewrites each test binary so that it records its own profile (exact call
+/// counts, caller->callee arcs, self and inclusive costs, a calling-context tree), runs it
+/// (in an embedded wasmtime, under node, or in a headless browser), and prints a
+/// gprof-style report.
 #[derive(Debug, Parser)]
 #[command(
     name = "cargo wasmprof",
@@ -209,7 +211,8 @@ pub struct CargoArgs {
     /// --threads` for each); wasm32-unknown-emscripten links through wasmprof-emcc (wrapping the linker you
     /// configured for it, else emcc) and runs under node; wasm32-unknown-unknown is for
     /// wasm-bindgen crates, whose wasm-bindgen-test binaries wasm-bindgen-test-runner runs
-    /// under node.
+    /// under node, or in headless Chromium when the crate (`run_in_browser`) or
+    /// WASM_BINDGEN_USE_BROWSER asks.
     #[arg(long, value_name = "TRIPLE", default_value = "wasm32-wasip1")]
     pub target: crate::build::Target,
     /// Path to Cargo.toml.

@@ -92,11 +92,11 @@ pub fn measured_routines(p: &Profile) -> Vec<Routine<'_>> {
 /// ([`BINDGEN_RUNTIME`]); or, without a source file, one of the names the toolchains give
 /// their start-up and glue (rustc's `main` that calls `lang_start`).
 pub fn is_runtime(f: &Function) -> bool {
-    if f.import || is_harness(f) {
-        return true;
-    }
     let library = f.file.as_deref().and_then(crate::source::library_of);
-    if library.is_some_and(|l| BINDGEN_RUNTIME.contains(&l.as_str())) {
+    if f.import
+        || is_harness_of(f, library.as_deref())
+        || library.is_some_and(|l| BINDGEN_RUNTIME.contains(&l.as_str()))
+    {
         return true;
     }
     match f.file.as_deref() {
@@ -135,11 +135,21 @@ const BINDGEN_RUNTIME: [&str; 3] = ["wasm-bindgen", "js-sys", "wasm-bindgen-futu
 /// Whether a function is a test or bench harness's (libtest's, criterion's): it calls the
 /// program's tests and benchmarks, and what else it calls is its own work.
 pub fn is_harness(f: &Function) -> bool {
-    let library = f.file.as_deref().and_then(crate::source::library_of);
+    is_harness_of(
+        f,
+        f.file
+            .as_deref()
+            .and_then(crate::source::library_of)
+            .as_deref(),
+    )
+}
+
+/// [`is_harness`], for `f` of `library` (its file's).
+fn is_harness_of(f: &Function, library: Option<&str>) -> bool {
     f.name.starts_with("test::")
         || wasm_bindgen_test_of(&f.name).is_some()
         || matches!(
-            library.as_deref(),
+            library,
             Some("test" | "criterion" | "criterion-plot" | "wasm-bindgen-test")
         )
 }

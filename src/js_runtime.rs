@@ -11,6 +11,10 @@
 use crate::layout as l;
 use crate::meta::{Meta, Metric};
 
+/// The clock the runtime names in a dump it saves in a browser (`clock`; under node it is
+/// `hrtime`): `performance.now`, which browsers coarsen.
+pub const BROWSER_CLOCK: &str = "performance.now";
+
 /// The runtime, with [`WASM_FILE_MARK`] standing for the module's file name and
 /// [`LAYOUT_MARK`] for the state's layout constants.
 const RUNTIME: &str = include_str!("../templates/wasmprof-runtime.js");

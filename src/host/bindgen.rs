@@ -174,21 +174,6 @@ fn runner(version: &str) -> Result<PathBuf, HostError> {
     Ok(path)
 }
 
-/// What the instrumented module imports from the state module's name ([`meta::STATE_MODULE`]).
-fn state_imports(wasm: &[u8]) -> Vec<String> {
-    wasmparser::Parser::new(0)
-        .parse_all(wasm)
-        .filter_map(Result::ok)
-        .filter_map(|payload| match payload {
-            wasmparser::Payload::ImportSection(imports) => Some(imports),
-            _ => None,
-        })
-        .flat_map(|imports| imports.into_imports().filter_map(Result::ok))
-        .filter(|import| import.module == meta::STATE_MODULE)
-        .map(|import| import.name.to_string())
-        .collect()
-}
-
 /// Whether the runner's browser mode is one cargo-wasmprof can run: headless (it drives
 /// the browser and ends), with a WebDriver server to drive it with, with ES modules
 /// (no-modules glue cannot import our runtime).
@@ -382,13 +367,17 @@ impl Host for Bindgen {
         let (code, dump) = match place {
             Place::Browser => {
                 // The module imports its state from our server's URL, known once it is up.
-                let names = state_imports(&program.wasm);
-                let server = DumpServer::start(|dump_url| {
-                    crate::js_runtime::for_bindgen_page(&name, meta, state, &names, dump_url)
-                })
-                .map_err(|e| HostError::Unavailable(format!("cannot start a server: {e}")))?;
+                let server = DumpServer::start()
+                    .map_err(|e| HostError::Unavailable(format!("cannot start a server: {e}")))?;
                 let renamed = import_state_from(&program.wasm, &server.runtime_url())
                     .map_err(HostError::refused)?;
+                server.serve(crate::js_runtime::for_bindgen_page(
+                    &name,
+                    meta,
+                    state,
+                    &renamed.names,
+                    &server.dump_url(),
+                ));
                 std::fs::write(&module, renamed.wasm).map_err(cannot_write)?;
                 // The runner gives a suite 20 s, and reads the page through WebDriver calls
                 // that wait as long for a page busy in a long test. The probes make a suite

@@ -7,7 +7,7 @@
 //! origin (CORS) and any embedder (CORP). The runtime posts the dump as `text/plain`, a
 //! request that needs no preflight.
 
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::thread::JoinHandle;
 
 use tiny_http::{Header, Method, Request, Response, Server};
@@ -21,34 +21,37 @@ const DUMP_PATH: &str = "/dump";
 pub struct DumpServer {
     server: Arc<Server>,
     base: String,
+    /// The runtime it serves, once [`DumpServer::serve`] gave it (it names the server's
+    /// URLs, so it is written once the server is up).
+    runtime: Arc<OnceLock<String>>,
     dump: Arc<Mutex<Option<Vec<u8>>>>,
     thread: Option<JoinHandle<()>>,
 }
 
 impl DumpServer {
-    /// Starts the server on a free port of 127.0.0.1, serving the runtime that `runtime`
-    /// writes for the server's address (its URL for the dump, [`DumpServer::dump_url`]).
-    pub fn start(runtime: impl FnOnce(&str) -> String) -> std::io::Result<DumpServer> {
+    /// Starts the server on a free port of 127.0.0.1.
+    pub fn start() -> std::io::Result<DumpServer> {
         let server = Server::http("127.0.0.1:0").map_err(std::io::Error::other)?;
         let address = server
             .server_addr()
             .to_ip()
             .ok_or_else(|| std::io::Error::other("not an IP address"))?;
-        let base = format!("http://{address}");
-        let script = runtime(&format!("{base}{DUMP_PATH}"));
         let server = Arc::new(server);
+        let runtime = Arc::new(OnceLock::new());
         let dump = Arc::new(Mutex::new(None));
         let thread = {
-            let (server, dump) = (Arc::clone(&server), Arc::clone(&dump));
+            let (server, runtime, dump) =
+                (Arc::clone(&server), Arc::clone(&runtime), Arc::clone(&dump));
             std::thread::spawn(move || {
                 for request in server.incoming_requests() {
-                    answer(request, &script, &dump);
+                    answer(request, runtime.get().map(String::as_str), &dump);
                 }
             })
         };
         Ok(DumpServer {
             server,
-            base,
+            base: format!("http://{address}"),
+            runtime,
             dump,
             thread: Some(thread),
         })
@@ -57,6 +60,17 @@ impl DumpServer {
     /// The runtime's URL, the module name the instrumented module imports its state from.
     pub fn runtime_url(&self) -> String {
         format!("{}{RUNTIME_PATH}", self.base)
+    }
+
+    /// Where the runtime posts the dump.
+    pub fn dump_url(&self) -> String {
+        format!("{}{DUMP_PATH}", self.base)
+    }
+
+    /// Serves `runtime` at [`DumpServer::runtime_url`] from now on (once; a second one is
+    /// ignored).
+    pub fn serve(&self, runtime: String) {
+        let _ = self.runtime.set(runtime);
     }
 
     /// Stops the server and gives the dump the page posted, if it did.
@@ -79,13 +93,13 @@ impl Drop for DumpServer {
     }
 }
 
-/// Answers one request: the runtime, the dump, a preflight, or 404.
-fn answer(mut request: Request, script: &str, dump: &Mutex<Option<Vec<u8>>>) {
-    let response = match (request.method(), request.url()) {
-        (Method::Get, RUNTIME_PATH) => Response::from_string(script)
+/// Answers one request: the runtime (once it is there), the dump, a preflight, or 404.
+fn answer(mut request: Request, runtime: Option<&str>, dump: &Mutex<Option<Vec<u8>>>) {
+    let response = match (request.method(), request.url(), runtime) {
+        (Method::Get, RUNTIME_PATH, Some(script)) => Response::from_string(script)
             .with_header(header("Content-Type", "text/javascript; charset=utf-8"))
             .boxed(),
-        (Method::Post, DUMP_PATH) => {
+        (Method::Post, DUMP_PATH, _) => {
             let mut body = Vec::new();
             match request.as_reader().read_to_end(&mut body) {
                 Ok(_) => {
@@ -97,7 +111,7 @@ fn answer(mut request: Request, script: &str, dump: &Mutex<Option<Vec<u8>>>) {
                 Err(_) => Response::empty(400).boxed(),
             }
         }
-        (Method::Options, _) => Response::empty(204)
+        (Method::Options, _, _) => Response::empty(204)
             .with_header(header("Access-Control-Allow-Methods", "GET, POST"))
             .with_header(header("Access-Control-Allow-Headers", "Content-Type"))
             .boxed(),
@@ -131,8 +145,11 @@ mod tests {
 
     #[test]
     fn serves_the_runtime_and_keeps_the_dump() {
-        let server = DumpServer::start(|dump| format!("export const to = {dump:?};")).unwrap();
+        let server = DumpServer::start().unwrap();
         let base = server.base.clone();
+        // No runtime before it is given.
+        assert!(send(&base, "GET /wasmprof.js HTTP/1.0\r\n\r\n").starts_with("HTTP/1.0 404"));
+        server.serve(format!("export const to = {:?};", server.dump_url()));
         let script = send(&base, "GET /wasmprof.js HTTP/1.0\r\n\r\n");
         assert!(script.starts_with("HTTP/1.0 200"), "{script}");
         assert!(

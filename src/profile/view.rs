@@ -110,7 +110,9 @@ impl Profile {
                     .iter()
                     .map(|f| {
                         re.as_ref().is_some_and(|re| {
-                            re.is_match(&f.name) || re.is_match(without_index(&f.name))
+                            let plain = without_index(&f.name);
+                            re.is_match(&f.name)
+                                || (plain.len() < f.name.len() && re.is_match(plain))
                         })
                     })
                     .collect()

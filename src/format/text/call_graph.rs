@@ -90,16 +90,18 @@ pub(super) fn call_graph(
         units.percent_header(),
         "called"
     );
-    // A caller's or a callee's row: the arc's costs, its calls, the other function.
+    // A caller's or a callee's row: the arc's costs (blank where no arc tells them), its
+    // calls, the other function.
+    let row = |out: &mut String, cost: Option<&Costs>, called: String, other: &str| {
+        let cost = match cost {
+            Some(cost) => costs(cost),
+            None if units.has_cost() => format!("{:>11} {:>11} ", "", ""),
+            None => String::new(),
+        };
+        let _ = writeln!(out, "{:<7} {:>6} {cost}{called:>15}      {other}", "", "");
+    };
     let arc_row = |out: &mut String, a: &Arc, called: String, other: &str| {
-        let _ = writeln!(
-            out,
-            "{:<7} {:>6} {}{called:>15}      {}",
-            "",
-            "",
-            costs(&a.cost),
-            name_of(other)
-        );
+        row(out, Some(&a.cost), called, &name_of(other));
     };
     for f in order {
         let name = f.name.as_str();
@@ -120,16 +122,7 @@ pub(super) fn call_graph(
             .saturating_sub(incoming.iter().map(|a| a.count).sum::<u64>());
         if unknown > 0 {
             let called = format!("{unknown}/{}", f.calls - recursive);
-            let blank = if units.has_cost() {
-                format!("{:>11} {:>11} ", "", "")
-            } else {
-                String::new()
-            };
-            let _ = writeln!(
-                out,
-                "{:<7} {:>6} {blank}{called:>15}      {UNKNOWN_CALLER}",
-                "", ""
-            );
+            row(out, None, called, UNKNOWN_CALLER);
         }
         let called = match recursive {
             0 => f.calls.to_string(),

@@ -400,9 +400,6 @@ fn flat_profile(out: &mut String, p: &Profile, units: Units, shown: &Shown) {
     }
 }
 
-/// The clock a JS runtime in a browser reads (a [`crate::profile::RunInfo`]'s `clock`).
-const BROWSER_CLOCK: &str = "performance.now";
-
 fn notes(out: &mut String, p: &Profile, units: Units) {
     let mut first = true;
     let mut note = |out: &mut String, text: String| {
@@ -464,7 +461,11 @@ fn notes(out: &mut String, p: &Profile, units: Units) {
     }
     // (Sampled times are sums of intervals of about 100 µs: a clock of 5 µs does them
     // little harm.)
-    if p.metric == Metric::ExactTime && p.runs.iter().any(|r| r.clock == BROWSER_CLOCK) {
+    if p.metric == Metric::ExactTime
+        && p.runs
+            .iter()
+            .any(|r| r.clock == crate::js_runtime::BROWSER_CLOCK)
+    {
         note(
             out,
             "times come from a browser's performance.now(), which browsers coarsen (Chromium: to 5 µs in a cross-origin isolated page, 100 µs in others), so short calls' times are rough; --metric instructions gives exact costs".to_string(),
