@@ -2,7 +2,8 @@
 //! wasm-bindgen-test binaries, instrumented and run by the real `wasm-bindgen-test-runner`
 //! (of the fixture's pinned wasm-bindgen, 0.2.130) under node and in headless Chromium
 //! (through ChromeDriver). `.ci/run` installs the runner into
-//! `target/wasm-bindgen-cli/0.2.130/bin`, which these tests put first on PATH.
+//! `target/wasm-bindgen-cli/0.2.130/bin`; these tests put it first on PATH the way the
+//! README's `cargo install` leaves it, beside cargo and rustc.
 
 mod common;
 
@@ -13,27 +14,52 @@ use std::sync::OnceLock;
 use cargo_wasmprof::instrument::{self, Options};
 use cargo_wasmprof::meta::Metric;
 use cargo_wasmprof::profile::Profile;
-use common::{arc, calls, fib_calls, have, output, validate, wasmprof};
+use common::{arc, calls, fib_calls, have, output, validate, wasmprof, PathWithout};
 
 const TARGET: &str = "wasm32-unknown-unknown";
 /// The fixture's wasm-bindgen, and so its runner's version.
 const VERSION: &str = "0.2.130";
+/// The runner's name.
+const RUNNER: &str = "wasm-bindgen-test-runner";
 
 fn fixture() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/bindgen")
 }
 
-/// PATH with the runner `.ci/run` installs first.
+/// PATH with the runner first, where `cargo install` (the README's way) leaves it: in one
+/// directory with rustup's `cargo` and `rustc`, `target/wasmprof-tests/cargo-bin`, which
+/// holds links to the runner `.ci/run` installs into the target dir (else the one on PATH)
+/// and to the `cargo` and `rustc` on PATH. A test that hides the runner must hide it alone.
 fn path_with_runner() -> std::ffi::OsString {
-    let bin = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join(format!("target/wasm-bindgen-cli/{VERSION}/bin"));
+    static BIN: OnceLock<PathBuf> = OnceLock::new();
     let rest = std::env::var_os("PATH").unwrap_or_default();
-    std::env::join_paths(std::iter::once(bin).chain(std::env::split_paths(&rest))).unwrap()
+    let bin = BIN.get_or_init(|| {
+        let built = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join(format!("target/wasm-bindgen-cli/{VERSION}/bin"))
+            .join(RUNNER);
+        let bin = Path::new(env!("CARGO_TARGET_TMPDIR")).join("cargo-bin");
+        std::fs::create_dir_all(&bin).unwrap();
+        let runner = Some(built)
+            .filter(|p| p.is_file())
+            .or_else(|| which::which(RUNNER).ok());
+        let tools = [
+            runner.map(|p| (RUNNER, p)),
+            which::which("cargo").ok().map(|p| ("cargo", p)),
+            which::which("rustc").ok().map(|p| ("rustc", p)),
+        ];
+        for (name, target) in tools.into_iter().flatten() {
+            let link = bin.join(name);
+            let _ = std::fs::remove_file(&link);
+            std::os::unix::fs::symlink(target, link).unwrap();
+        }
+        bin
+    });
+    std::env::join_paths(std::iter::once(bin.clone()).chain(std::env::split_paths(&rest))).unwrap()
 }
 
 /// Whether the runner and node are there (with the runner's directory on PATH).
 fn ready() -> bool {
-    let found = which::which_in("wasm-bindgen-test-runner", Some(path_with_runner()), ".").is_ok();
+    let found = which::which_in(RUNNER, Some(path_with_runner()), ".").is_ok();
     if !found {
         assert!(
             std::env::var_os("CI").is_none(),
@@ -88,10 +114,7 @@ fn plain_with(args: &[&str], env: &[(&str, &str)]) -> Output {
             .arg(fixture().join("Cargo.toml"))
             .args(args)
             .env("PATH", path_with_runner())
-            .env(
-                "CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUNNER",
-                "wasm-bindgen-test-runner",
-            )
+            .env("CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUNNER", RUNNER)
             .envs(env.iter().copied()),
     )
 }
@@ -299,12 +322,8 @@ fn a_missing_runner_is_one_error_line_with_the_install_command() {
         return;
     }
     run(Metric::Calls); // built
-    let runner_dirs = path_with_runner();
-    let path = std::env::join_paths(
-        std::env::split_paths(&runner_dirs)
-            .filter(|d| !d.join("wasm-bindgen-test-runner").exists()),
-    )
-    .unwrap();
+                        // Everything on PATH but the runner: cargo and rustc, beside it, stay.
+    let path = PathWithout::new(&path_with_runner(), &[RUNNER]);
     let out = output(
         wasmprof()
             .args([
@@ -317,7 +336,7 @@ fn a_missing_runner_is_one_error_line_with_the_install_command() {
                 "--manifest-path",
             ])
             .arg(fixture().join("Cargo.toml"))
-            .env("PATH", path),
+            .env("PATH", path.path()),
     );
     let error = the_one_error(&out);
     assert!(
@@ -422,21 +441,25 @@ fn a_browser_without_a_webdriver_is_one_error_line() {
         return;
     }
     run(Metric::Calls); // built
-                        // cargo and the runner on PATH, no WebDriver server.
-    let cargo = which::which("cargo").unwrap();
-    let path = std::env::join_paths(
-        std::env::split_paths(&path_with_runner())
-            .filter(|d| d.join("wasm-bindgen-test-runner").exists())
-            .chain([cargo.parent().unwrap().to_path_buf()]),
-    )
-    .unwrap();
-    let out = output(
-        wasmprof()
-            .args(["wasmprof", "test", "--target", TARGET, "--test", "browser"])
-            .arg("--manifest-path")
-            .arg(fixture().join("Cargo.toml"))
-            .env("PATH", path),
-    );
+                        // Everything on PATH but the WebDriver servers the runner looks for, none named in
+                        // the environment either.
+    const DRIVERS: [&str; 4] = [
+        "geckodriver",
+        "safaridriver",
+        "chromedriver",
+        "msedgedriver",
+    ];
+    let path = PathWithout::new(&path_with_runner(), &DRIVERS);
+    let mut cmd = wasmprof();
+    cmd.args(["wasmprof", "test", "--target", TARGET, "--test", "browser"])
+        .arg("--manifest-path")
+        .arg(fixture().join("Cargo.toml"))
+        .env("PATH", path.path());
+    for driver in DRIVERS {
+        let var = driver.to_uppercase();
+        cmd.env_remove(&var).env_remove(format!("{var}_REMOTE"));
+    }
+    let out = output(&mut cmd);
     let error = the_one_error(&out);
     assert!(error.contains("WebDriver server, and none"), "{error}");
 }

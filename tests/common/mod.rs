@@ -228,6 +228,47 @@ pub fn have(tools: &[&str]) -> bool {
     false
 }
 
+/// A directory of links to the programs of a PATH but some, for a test that hides a tool
+/// from the command it runs: the directory alone is the command's PATH, so nothing that
+/// sits beside the hidden tool is hidden with it (`cargo install` puts a tool in
+/// `~/.cargo/bin`, beside rustup's `cargo` and `rustc`).
+pub struct PathWithout {
+    dir: tempfile::TempDir,
+}
+
+impl PathWithout {
+    /// Links to each program on `path` (the first of each name, as a look-up on `path`
+    /// finds it) but those named in `hidden`.
+    pub fn new(path: &std::ffi::OsStr, hidden: &[&str]) -> PathWithout {
+        let dir = tempfile::tempdir().expect("temp dir");
+        for entry in std::env::split_paths(path)
+            .filter_map(|d| std::fs::read_dir(d).ok())
+            .flatten()
+            .flatten()
+        {
+            let name = entry.file_name();
+            let link = dir.path().join(&name);
+            let hide = hidden.iter().any(|h| name == std::ffi::OsStr::new(h));
+            if hide || link.symlink_metadata().is_ok() || !is_program(&entry.path()) {
+                continue;
+            }
+            std::os::unix::fs::symlink(entry.path(), link).expect("links a program");
+        }
+        PathWithout { dir }
+    }
+
+    /// The value of PATH: the one directory of links.
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+}
+
+/// Whether `path` is a file anyone may execute (what a PATH look-up runs).
+fn is_program(path: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+}
+
 /// A small WASI command module: fib(12), then exit with code 3.
 pub fn fib_command() -> Vec<u8> {
     wat::parse_str(
