@@ -27,7 +27,7 @@ fn fixture() -> PathBuf {
 }
 
 /// PATH with the runner first, where `cargo install` (the README's way) leaves it: in one
-/// directory with rustup's `cargo` and `rustc`, `target/wasmprof-tests/cargo-bin`, which
+/// directory with rustup's `cargo` and `rustc`, `$CARGO_TARGET_TMPDIR/cargo-bin`, which
 /// holds links to the runner `.ci/run` installs into the target dir (else the one on PATH)
 /// and to the `cargo` and `rustc` on PATH. A test that hides the runner must hide it alone.
 fn path_with_runner() -> std::ffi::OsString {
