@@ -13,26 +13,30 @@ use crate::error::Error;
 use crate::meta::Metric;
 
 /// The targets cargo-wasmprof builds for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Target {
     /// WASI preview 1: runs in the embedded wasmtime.
     #[default]
-    #[value(name = "wasm32-wasip1")]
     Wasip1,
     /// WASI preview 1 with wasi-threads (std::thread, rayon): runs in the embedded
     /// wasmtime, each thread in an instance of its own.
-    #[value(name = "wasm32-wasip1-threads")]
     Wasip1Threads,
     /// Emscripten: linked through wasmprof-emcc, run under node.
-    #[value(name = "wasm32-unknown-emscripten")]
     Emscripten,
     /// wasm-bindgen crates: their wasm-bindgen-test binaries run by
-    /// `wasm-bindgen-test-runner` under node.
-    #[value(name = "wasm32-unknown-unknown")]
+    /// `wasm-bindgen-test-runner`, under node or in a headless browser.
     Unknown,
 }
 
 impl Target {
+    /// Every target.
+    pub const ALL: [Target; 4] = [
+        Target::Wasip1,
+        Target::Wasip1Threads,
+        Target::Emscripten,
+        Target::Unknown,
+    ];
+
     /// The target triple.
     pub fn triple(self) -> &'static str {
         match self {

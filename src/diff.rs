@@ -128,10 +128,9 @@ impl Diff {
     /// elided unless `full_names`).
     pub fn render(&self, top: Option<usize>, full_names: bool) -> String {
         let show = |v: u64| units::value(self.metric, v);
-        let what = match self.metric {
-            Metric::Time | Metric::ExactTime => "self time",
-            Metric::Instructions => "self instructions",
-            Metric::Calls => "calls",
+        let what = match self.metric.has_cost() {
+            true => format!("self {}", self.metric.facts().label),
+            false => "calls".to_string(),
         };
         let mut out = String::new();
         let _ = writeln!(

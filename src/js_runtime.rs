@@ -1,35 +1,62 @@
-//! The profiler's JS runtime (`templates/wasmprof-runtime.js`), filled in for one program.
+//! The profiler's JS runtime (`templates/wasmprof-runtime.js`), filled in for one program,
+//! and the contract between it and cargo-wasmprof.
 //!
 //! One runtime serves every JS host: Emscripten's glue loads it with `--pre-js`
 //! ([`for_emscripten`]: it instantiates the module itself, through `Module.instantiateWasm`);
 //! wasm-bindgen's glue imports it as the module an instrumented module imports its state
 //! from: under node `require("wasmprof")` ([`for_bindgen`]), in a browser page an ES module
-//! at a URL ([`for_bindgen_page`]); the state module and the meta come inside it, since
-//! wasm-bindgen's own pass over the module need not keep our custom sections.
-//! Either way it saves the same dump when the program ends.
+//! at a URL ([`for_bindgen_page`], with `templates/wasmprof-page.js`, which posts the dump
+//! when the tests are done); the state module and the meta come inside it, since
+//! wasm-bindgen's own pass over the module need not keep our custom sections. Either way
+//! it saves the same dump when the program ends.
+//!
+//! **The contract.** Everything the runtime shares with the Rust side is defined here or
+//! below and handed to it as one JSON object ([`contract`], the runtime's `CONTRACT`): the
+//! state's layout ([`crate::layout`]), every metric's facts ([`crate::meta::Metric::facts`]),
+//! the names of the profiler's exports, sections and imports ([`crate::meta`]), the
+//! environment variables it reads ([`OUT_VAR`], [`SAMPLE_INTERVAL_VAR`],
+//! [`crate::emscripten::METRIC_VAR`] in its messages), the sampler's schedule
+//! ([`crate::sampling`]), the clocks' names ([`NODE_CLOCK`], [`BROWSER_CLOCK`]), and the
+//! dump's format and fields ([`crate::profile::DumpFile`]); the runtime checks the dump it
+//! writes against those fields.
 
+use crate::emscripten::METRIC_VAR;
 use crate::layout as l;
-use crate::meta::{Meta, Metric};
+use crate::meta::{self, Meta, Metric};
+use crate::profile::{DUMP_FIELDS, DUMP_FORMAT, DUMP_THREAD_FIELDS};
+use crate::sampling;
 
-/// The clock the runtime names in a dump it saves in a browser (`clock`; under node it is
-/// `hrtime`): `performance.now`, which browsers coarsen.
+/// The environment variable that names the file the runtime saves its dump to under node
+/// (else `<program>.wasmprof.json` in the working directory).
+pub const OUT_VAR: &str = "WASMPROF_OUT";
+/// The environment variable that holds the sampled time metric's interval under node, in
+/// microseconds ([`sampling::DEFAULT_INTERVAL`] without it).
+pub const SAMPLE_INTERVAL_VAR: &str = "WASMPROF_SAMPLE_INTERVAL";
+/// The clock the runtime names in a dump it saves under node: `process.hrtime`.
+pub const NODE_CLOCK: &str = "hrtime";
+/// The clock the runtime names in a dump it saves in a browser: `performance.now`, which
+/// browsers coarsen.
 pub const BROWSER_CLOCK: &str = "performance.now";
 
 /// The runtime, with [`WASM_FILE_MARK`] standing for the module's file name and
-/// [`LAYOUT_MARK`] for the state's layout constants.
+/// [`CONTRACT_MARK`] for the [`contract`].
 const RUNTIME: &str = include_str!("../templates/wasmprof-runtime.js");
 /// What the runtime template has where the .wasm file's name goes.
 const WASM_FILE_MARK: &str = "__WASMPROF_WASM_FILE__";
-/// What the runtime template has where the layout constants go ([`layout`]).
-const LAYOUT_MARK: &str = "__WASMPROF_LAYOUT__";
+/// What the runtime template has where the contract goes.
+const CONTRACT_MARK: &str = "__WASMPROF_CONTRACT__";
+/// What posts the dump from wasm-bindgen-test's page (see the file), with
+/// [`DUMP_URL_MARK`] standing for where it posts it.
+const PAGE: &str = include_str!("../templates/wasmprof-page.js");
+/// What the page template has where the dump's URL goes.
+const DUMP_URL_MARK: &str = "__WASMPROF_DUMP_URL__";
 
 /// The runtime for the module `wasm_file` (its file name), instrumented for `metric`, as
 /// Emscripten's `--pre-js` takes it.
 pub fn for_emscripten(wasm_file: &str, metric: Metric) -> String {
-    let quoted = serde_json::to_string(wasm_file).expect("strings serialize");
     RUNTIME
-        .replace(&format!("'{WASM_FILE_MARK}'"), &quoted) // a JS string literal
-        .replace(&format!("'{LAYOUT_MARK}'"), &layout(metric))
+        .replace(&format!("'{WASM_FILE_MARK}'"), &quoted(wasm_file)) // a JS string literal
+        .replace(&format!("'{CONTRACT_MARK}'"), &contract(metric).to_string())
 }
 
 /// The CommonJS module `wasmprof` for a wasm-bindgen program under node (its module
@@ -47,7 +74,7 @@ pub fn for_bindgen(wasm_file: &str, meta: &Meta, state: &[u8]) -> String {
 /// The ES module for a wasm-bindgen test page in a browser (the program's module
 /// `wasm_file`, instrumented with `meta`, whose state module is `state`), which its module
 /// imports `names` from (the state module's exports, and the clock). When the tests are
-/// done it posts the dump to `dump_url` (see [`PAGE_DUMP`]).
+/// done it posts the dump to `dump_url` (`templates/wasmprof-page.js`).
 pub fn for_bindgen_page(
     wasm_file: &str,
     meta: &Meta,
@@ -55,7 +82,6 @@ pub fn for_bindgen_page(
     names: &[String],
     dump_url: &str,
 ) -> String {
-    let quoted = |s: &str| serde_json::to_string(s).expect("strings serialize");
     let exports: String = names
         .iter()
         .enumerate()
@@ -73,33 +99,11 @@ pub fn for_bindgen_page(
         runtime = bindgen_runtime(wasm_file, meta.metric),
         meta = serde_json::to_string(meta).expect("the meta serializes"),
         state = base64(state),
-        page = PAGE_DUMP.replace("'__WASMPROF_DUMP_URL__'", &quoted(dump_url)),
+        page = PAGE
+            .trim_end()
+            .replace(&format!("'{DUMP_URL_MARK}'"), &quoted(dump_url)),
     )
 }
-
-/// What posts the dump from wasm-bindgen-test's page. The page writes the summary (`test
-/// result: ...`) into `#output` when the tests are done, and the headless runner, which
-/// reads `#output` every 100 ms, closes the browser once it sees it. A mutation observer
-/// runs at the end of the task that wrote it, before the runner's next look (a task of
-/// its own), and posts the dump with a synchronous request, so the dump is with
-/// cargo-wasmprof before the browser goes.
-const PAGE_DUMP: &str = r#"(function () {
-  var output = document.getElementById('output');
-  if (!output) return console.error('wasmprof: the page has no #output, so the profile cannot be sent when the tests end');
-  var observer = new MutationObserver(function () {
-    if (output.textContent.indexOf('test result: ') < 0) return;
-    observer.disconnect();
-    var request = new XMLHttpRequest();
-    request.open('POST', '__WASMPROF_DUMP_URL__', false);
-    request.setRequestHeader('Content-Type', 'text/plain');
-    try {
-      request.send(JSON.stringify(wasmprof.profile()));
-    } catch (e) {
-      console.error('wasmprof: cannot send the profile: ' + e.message);
-    }
-  });
-  observer.observe(output, { childList: true, characterData: true, subtree: true });
-})();"#;
 
 /// The runtime for a wasm-bindgen program, which loads no module itself.
 fn bindgen_runtime(wasm_file: &str, metric: Metric) -> String {
@@ -111,27 +115,71 @@ fn bindgen_runtime(wasm_file: &str, metric: Metric) -> String {
     )
 }
 
+/// `s` as a JS string literal.
+fn quoted(s: &str) -> String {
+    serde_json::to_string(s).expect("strings serialize")
+}
+
 fn base64(bytes: &[u8]) -> String {
     use base64::Engine as _;
     base64::engine::general_purpose::STANDARD.encode(bytes)
 }
 
-/// The state's layout constants the runtime reads, and whether the metric is sampled.
-fn layout(metric: Metric) -> String {
+/// What the runtime shares with cargo-wasmprof (see the module's documentation), for a
+/// runtime written for `metric` (a module it runs says its own metric in its meta:
+/// `metrics` has every metric's facts).
+pub fn contract(metric: Metric) -> serde_json::Value {
+    let ns = |d: std::time::Duration| d.as_nanos() as u64;
+    let metrics: serde_json::Map<String, serde_json::Value> = Metric::ALL
+        .iter()
+        .map(|m| (m.name().to_string(), serde_json::json!(m.facts())))
+        .collect();
     serde_json::json!({
-        "sampled": metric == Metric::Time,
-        "node_size": l::NODE_SIZE,
-        "where": l::HDR_WHERE,
-        "samples": l::HDR_SAMPLES,
-        "probe_samples": l::HDR_PROBE_SAMPLES,
-        "idle_samples": l::HDR_IDLE_SAMPLES,
-        "late_samples": l::HDR_LATE_SAMPLES,
-        "in_probes": l::IN_PROBES,
-        "node_samples": l::NODE_SAMPLES,
-        "node_sample_ns": l::NODE_SAMPLE_NS,
-        "waiting": l::HDR_WAITING,
-        "wait_cur": l::HDR_WAIT_CUR,
-        "wait_instructions": l::HDR_WAIT_INSTRUCTIONS,
+        "metric": metric.facts(),
+        "metrics": metrics,
+        "layout": {
+            "node_size": l::NODE_SIZE,
+            "where": l::HDR_WHERE,
+            "samples": l::HDR_SAMPLES,
+            "probe_samples": l::HDR_PROBE_SAMPLES,
+            "idle_samples": l::HDR_IDLE_SAMPLES,
+            "late_samples": l::HDR_LATE_SAMPLES,
+            "in_probes": l::IN_PROBES,
+            "node_samples": l::NODE_SAMPLES,
+            "node_sample_ns": l::NODE_SAMPLE_NS,
+            "waiting": l::HDR_WAITING,
+            "wait_cur": l::HDR_WAIT_CUR,
+            "wait_instructions": l::HDR_WAIT_INSTRUCTIONS,
+        },
+        "names": {
+            "memory": meta::MEMORY_EXPORT,
+            "cur": meta::CUR_EXPORT,
+            "instructions": meta::INSTRUCTIONS_EXPORT,
+            "state_module": meta::STATE_MODULE,
+            "clock": meta::CLOCK_NAME,
+            "meta_section": meta::SECTION,
+            "state_section": meta::STATE_SECTION,
+            "frames_section": meta::FRAMES_SECTION,
+            "no_function": meta::NO_FUNCTION,
+        },
+        "env": {
+            "out": OUT_VAR,
+            "sample_interval": SAMPLE_INTERVAL_VAR,
+            "metric": METRIC_VAR,
+        },
+        "sampling": {
+            "default_interval_us": sampling::DEFAULT_INTERVAL.as_micros() as u64,
+            "dense_phase_ns": ns(sampling::DENSE_PHASE),
+            "dense_divisor": sampling::DENSE_DIVISOR,
+            "dense_floor_ns": ns(sampling::DENSE_FLOOR),
+            "late_factor": sampling::LATE_FACTOR,
+            "late_slack_ns": ns(sampling::LATE_SLACK),
+        },
+        "clocks": { "node": NODE_CLOCK, "browser": BROWSER_CLOCK },
+        "dump": {
+            "format": DUMP_FORMAT,
+            "fields": DUMP_FIELDS,
+            "thread_fields": DUMP_THREAD_FIELDS,
+        },
     })
-    .to_string()
 }

@@ -30,6 +30,7 @@ pub mod js_runtime;
 pub mod layout;
 pub mod meta;
 pub mod profile;
+pub mod sampling;
 pub mod source;
 pub mod status;
 pub mod symbols;

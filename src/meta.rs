@@ -48,7 +48,7 @@ pub const STATE_MODULE: &str = "wasmprof";
 pub const STATE_SECTION: &str = "wasmprof.state";
 
 /// Where the profiler keeps its state.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum StateLocation {
     /// A memory of its own inside the instrumented module: the fastest, for hosts with
@@ -61,8 +61,23 @@ pub enum StateLocation {
     StateModule,
 }
 
-/// What the instrumented module measures besides exact calls and arcs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, clap::ValueEnum)]
+impl StateLocation {
+    /// Every state location.
+    pub const ALL: [StateLocation; 2] = [StateLocation::OwnMemory, StateLocation::StateModule];
+
+    /// Its name, as `--state` takes it.
+    pub fn name(self) -> &'static str {
+        match self {
+            StateLocation::OwnMemory => "own-memory",
+            StateLocation::StateModule => "state-module",
+        }
+    }
+}
+
+/// What the instrumented module measures besides exact calls and arcs. What each one
+/// measures, in what unit, and what its probes record is in one table, [`Metric::facts`];
+/// the formats and hosts read it there.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Metric {
     /// Calls and arcs only: no clock, no exit probes, no calling-context tree. The cheapest.
@@ -80,25 +95,168 @@ pub enum Metric {
     Instructions,
 }
 
-impl Metric {
-    /// The metric's name, as `--metric` takes it.
+/// What a metric's costs are measured in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Unit {
+    /// No cost: the calls metric's exact counts are all there is.
+    Calls,
+    /// Wall time, in nanoseconds.
+    Nanoseconds,
+    /// Executed wasm instructions.
+    Instructions,
+}
+
+impl Unit {
+    /// The unit's name for people: `nanoseconds`, `instructions`, `calls`.
     pub fn name(self) -> &'static str {
         match self {
-            Metric::Calls => "calls",
-            Metric::Time => "time",
-            Metric::ExactTime => "exact-time",
-            Metric::Instructions => "instructions",
+            Unit::Calls => "calls",
+            Unit::Nanoseconds => "nanoseconds",
+            Unit::Instructions => "instructions",
         }
+    }
+}
+
+/// What the probes of a metric record besides each call and its arc (which every metric
+/// counts at function entry).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Probes {
+    /// Exit probes at every exit, and the calling-context tree with a cost per node.
+    pub tree: bool,
+    /// A clock read (a host call) at every entry and exit.
+    pub clock: bool,
+    /// The instruction counter, which the exit probes read, and its reading at the end.
+    pub counter: bool,
+    /// The sample word a sampler reads beside the program: which context node runs (the
+    /// profiler's memory is shared for it).
+    pub sample_word: bool,
+}
+
+/// One metric's facts (see [`Metric::facts`]).
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct MetricFacts {
+    /// Its name, as `--metric` and `WASMPROF_METRIC` take it.
+    pub name: &'static str,
+    /// What its costs are measured in.
+    pub unit: Unit,
+    /// What its cost is called in a report's words: `time`, `instructions` (`calls` for
+    /// the calls metric).
+    pub label: &'static str,
+    /// The text report's share column: gprof's `%time`, `%instr` (`%calls` for the calls
+    /// metric, whose share is of the calls).
+    pub share: &'static str,
+    /// Whether its cost is wall time.
+    pub is_time: bool,
+    /// Whether its times are estimates from samples (each with its sample count).
+    pub sampled: bool,
+    /// What its probes record.
+    pub probes: Probes,
+    /// What the flat profile's figures are, in the report's words.
+    pub describes: &'static str,
+}
+
+/// Every metric's facts, in [`Metric`]'s order.
+const FACTS: [MetricFacts; 4] = [
+    MetricFacts {
+        name: "calls",
+        unit: Unit::Calls,
+        label: "calls",
+        share: "%calls",
+        is_time: false,
+        sampled: false,
+        probes: Probes {
+            tree: false,
+            clock: false,
+            counter: false,
+            sample_word: false,
+        },
+        describes: "calls only",
+    },
+    MetricFacts {
+        name: "time",
+        unit: Unit::Nanoseconds,
+        label: "time",
+        share: "%time",
+        is_time: true,
+        sampled: true,
+        probes: Probes {
+            tree: true,
+            clock: false,
+            counter: false,
+            sample_word: true,
+        },
+        describes: WALL_TIME,
+    },
+    MetricFacts {
+        name: "exact-time",
+        unit: Unit::Nanoseconds,
+        label: "time",
+        share: "%time",
+        is_time: true,
+        sampled: false,
+        probes: Probes {
+            tree: true,
+            clock: true,
+            counter: false,
+            sample_word: false,
+        },
+        describes: WALL_TIME,
+    },
+    MetricFacts {
+        name: "instructions",
+        unit: Unit::Instructions,
+        label: "instructions",
+        share: "%instr",
+        is_time: false,
+        sampled: false,
+        probes: Probes {
+            tree: true,
+            clock: false,
+            counter: true,
+            sample_word: false,
+        },
+        describes: "executed wasm instructions; self: the function alone; total: with its \
+                    callees, once per outermost call",
+    },
+];
+
+/// How the flat profile describes wall time.
+const WALL_TIME: &str =
+    "wall time; self: the function alone; total: with its callees, once per outermost call";
+
+impl Metric {
+    /// Every metric.
+    pub const ALL: [Metric; 4] = [
+        Metric::Calls,
+        Metric::Time,
+        Metric::ExactTime,
+        Metric::Instructions,
+    ];
+
+    /// What the metric measures, in what unit, and what its probes record.
+    pub fn facts(self) -> &'static MetricFacts {
+        &FACTS[self as usize]
+    }
+
+    /// The metric's name, as `--metric` takes it.
+    pub fn name(self) -> &'static str {
+        self.facts().name
+    }
+
+    /// The metric of this name.
+    pub fn from_name(name: &str) -> Option<Metric> {
+        Metric::ALL.into_iter().find(|m| m.name() == name)
     }
 
     /// Whether each activation has a cost (time or instructions), kept in the context tree.
     pub fn has_cost(self) -> bool {
-        self != Metric::Calls
+        self.facts().unit != Unit::Calls
     }
 
     /// Whether the cost is wall time (sampled or read at every entry and exit).
     pub fn is_time(self) -> bool {
-        matches!(self, Metric::Time | Metric::ExactTime)
+        self.facts().is_time
     }
 }
 
@@ -227,4 +385,23 @@ pub fn custom_section<'a>(wasm: &'a [u8], name: &str) -> anyhow::Result<Option<&
         }
     }
     Ok(None)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_facts_table_is_in_the_metrics_order() {
+        for metric in Metric::ALL {
+            let name = serde_json::to_value(metric).unwrap();
+            assert_eq!(name, metric.name(), "{metric:?}");
+            assert_eq!(Metric::from_name(metric.name()), Some(metric));
+            // A metric with a cost records it along the context tree.
+            assert_eq!(metric.has_cost(), metric.facts().probes.tree);
+        }
+        for state in StateLocation::ALL {
+            assert_eq!(serde_json::to_value(state).unwrap(), state.name());
+        }
+    }
 }

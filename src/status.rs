@@ -6,7 +6,7 @@ use std::io::Write as _;
 use anstyle::{AnsiColor, Style};
 
 /// When to color the output.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ColorChoice {
     /// Color when writing to a terminal and NO_COLOR is not set.
     Auto,

@@ -4,7 +4,8 @@
 // module carries, gives both the clock (or, with the sampled time metric, starts the
 // sampler: a worker that reads which context runs from the state's shared memory), and
 // saves the profile when the program ends:
-// under node, to $WASMPROF_OUT or <program>.wasmprof.json in the working directory; in a
+// under node, to the file its environment names (src/js_runtime.rs: OUT_VAR) or
+// <program>.wasmprof.json in the working directory; in a
 // browser, `wasmprof.profile()` returns it and `wasmprof.save()` downloads it.
 // It uses nothing of Emscripten's glue but Module.instantiateWasm and Module.locateFile,
 // and, with -pthread, Module.PThread and Module.invokeEntryPoint: the glue's worker.js loads
@@ -18,9 +19,15 @@
 var wasmprof = (function () {
   'use strict';
   var WASM_FILE = '__WASMPROF_WASM_FILE__';
-  // The state's layout constants: node_size, the header's sample word and counters, the
-  // node's sample fields (src/layout.rs); and `sampled`, for the sampled time metric.
-  var LAYOUT = '__WASMPROF_LAYOUT__';
+  // What this runtime shares with cargo-wasmprof, all defined there (src/js_runtime.rs,
+  // `contract`): the state's layout constants (LAYOUT), the metric's probes (METRIC), the
+  // module's names for the profiler's exports, sections and imports (NAMES), the
+  // environment variables it reads (ENV), the sampler's schedule (SAMPLING), the clocks'
+  // names (CLOCKS), and the dump's format and fields (DUMP).
+  var CONTRACT = '__WASMPROF_CONTRACT__';
+  var LAYOUT = CONTRACT.layout, METRIC = CONTRACT.metric, NAMES = CONTRACT.names;
+  var ENV = CONTRACT.env, SAMPLING = CONTRACT.sampling, CLOCKS = CONTRACT.clocks;
+  var DUMP = CONTRACT.dump;
   var NODE_SIZE = LAYOUT.node_size;
   var PROGRAM = WASM_FILE.replace(/\.wasm$/, '');
   var isNode = typeof process === 'object' && !!(process.versions && process.versions.node);
@@ -100,7 +107,7 @@ var wasmprof = (function () {
 
   function enterWasm() {
     if (!isPthread || !run.state || mine.depth++ > 0 || mine.frozen) return;
-    Atomics.add(new Int32Array(run.state['__wasmprof_memory'].buffer), LAYOUT.waiting / 4, 1);
+    Atomics.add(new Int32Array(run.state[NAMES.memory].buffer), LAYOUT.waiting / 4, 1);
   }
 
   function leaveWasm(trap) {
@@ -113,10 +120,10 @@ var wasmprof = (function () {
       return;
     }
     if (!run.state || --mine.depth > 0) return;
-    var memory = run.state['__wasmprof_memory'];
+    var memory = run.state[NAMES.memory];
     if (mine.frozen) { // the glue's call after the trap: the state as the trap left it
       new Uint8Array(memory.buffer).set(mine.frozen.bytes);
-      run.state['__wasmprof_cur'].value = mine.frozen.cur;
+      run.state[NAMES.cur].value = mine.frozen.cur;
       return;
     }
     publish();
@@ -124,7 +131,7 @@ var wasmprof = (function () {
       Atomics.store(mine.status, 0, PHASE_TRAPPED);
       mine.frozen = {
         bytes: new Uint8Array(memory.buffer).slice(0, usedBytes(new Uint8Array(memory.buffer))),
-        cur: run.state['__wasmprof_cur'].value
+        cur: run.state[NAMES.cur].value
       };
     }
   }
@@ -132,7 +139,7 @@ var wasmprof = (function () {
   // A pthread's state (and what the worker did after it), appended to the archive when the
   // worker starts its next pthread; the state is then as the state module started.
   function handOver() {
-    var memory = run.state['__wasmprof_memory'];
+    var memory = run.state[NAMES.memory];
     var words = new Int32Array(memory.buffer);
     var live = new Uint8Array(memory.buffer);
     var used = usedBytes(live);
@@ -146,7 +153,7 @@ var wasmprof = (function () {
     var view = new DataView(mine.archive.buffer);
     var end = endReading();
     view.setUint32(at, used, true);
-    view.setUint32(at + 4, run.state['__wasmprof_cur'].value, true);
+    view.setUint32(at + 4, run.state[NAMES.cur].value, true);
     view.setUint32(at + 8, end === null ? 0 : 1, true);
     view.setBigUint64(at + 16, BigInt(end === null ? 0 : end), true);
     new Uint8Array(mine.archive.buffer).set(live.subarray(0, used), at + RECORD_HEAD);
@@ -156,17 +163,17 @@ var wasmprof = (function () {
     live.fill(0, 0, used);
     live.set(mine.initial);
     Atomics.store(words, LAYOUT.waiting / 4, word);
-    run.state['__wasmprof_cur'].value = 0; // the root
+    run.state[NAMES.cur].value = 0; // the root
   }
 
   // Out of wasm: where the thread stands (its context node, its instruction counter) into
   // the state's header, then the waiting word odd, as the wait probe does before a wait:
   // whoever reads the word odd (and the same after copying the memory) has a whole state.
   function publish() {
-    var memory = run.state['__wasmprof_memory'];
+    var memory = run.state[NAMES.memory];
     var view = new DataView(memory.buffer);
-    view.setUint32(LAYOUT.wait_cur, run.state['__wasmprof_cur'].value, true);
-    var counter = run.state['__wasmprof_instructions'];
+    view.setUint32(LAYOUT.wait_cur, run.state[NAMES.cur].value, true);
+    var counter = run.state[NAMES.instructions];
     if (counter) view.setBigUint64(LAYOUT.wait_instructions, BigInt.asUintN(64, counter.value), true);
     var words = new Int32Array(memory.buffer);
     Atomics.add(words, LAYOUT.waiting / 4, 1);
@@ -184,20 +191,20 @@ var wasmprof = (function () {
       var index = Number(m[1]);
       if (index * 4 + 4 > table.byteLength) continue;
       var id = table.getUint32(index * 4, true);
-      if (id !== 0xffffffff) ids.push(id);
+      if (id !== NAMES.no_function) ids.push(id);
     }
-    // A stack as long as V8 keeps may have lost its outer frames: 0xffffffff says so.
+    // A stack as long as V8 keeps may have lost its outer frames: NO_FUNCTION says so.
     var lines = e.stack.split('\n').filter(function (l) { return /^\s+at /.test(l); });
-    if (ids.length && lines.length >= Error.stackTraceLimit) ids.push(0xffffffff);
+    if (ids.length && lines.length >= Error.stackTraceLimit) ids.push(NAMES.no_function);
     return ids.reverse();
   }
 
   // The profiler's state for `module`: its meta, its frame table, its own state module,
-  // whose exports the module imports (with the clock) as `wasmprof`.
+  // whose exports the module imports (with the clock) from NAMES.state_module.
   function setUp(module, imports) {
-    var frames = WebAssembly.Module.customSections(module, 'wasmprof.frames');
-    imports['wasmprof'] = attach(JSON.parse(new TextDecoder().decode(section(module, 'wasmprof'))),
-      section(module, 'wasmprof.state'), frames.length ? new DataView(frames[0]) : null);
+    var frames = WebAssembly.Module.customSections(module, NAMES.frames_section);
+    imports[NAMES.state_module] = attach(JSON.parse(new TextDecoder().decode(section(module, NAMES.meta_section))),
+      section(module, NAMES.state_section), frames.length ? new DataView(frames[0]) : null);
   }
 
   // The profiler's state from its meta and its state module's bytes (and the frame table,
@@ -207,9 +214,13 @@ var wasmprof = (function () {
     run.meta = meta;
     run.frameTable = frameTable;
     var stateModule = new WebAssembly.Module(stateBytes);
-    run.state = new WebAssembly.Instance(stateModule, { wasmprof: { now: now } }).exports;
-    var imports = Object.assign({ now: now }, run.state);
-    if (run.meta.metric === 'time') startSampler();
+    var clock = {};
+    clock[NAMES.clock] = now;
+    var stateImports = {};
+    stateImports[NAMES.state_module] = clock;
+    run.state = new WebAssembly.Instance(stateModule, stateImports).exports;
+    var imports = Object.assign({}, clock, run.state);
+    if (probes().sample_word) startSampler();
     else if (early) early.terminate();
     return imports;
   }
@@ -220,7 +231,7 @@ var wasmprof = (function () {
     var module = Module['wasmModule'];
     setUp(module, imports);
     var instance = new WebAssembly.Instance(module, imports);
-    var live = new Uint8Array(run.state['__wasmprof_memory'].buffer);
+    var live = new Uint8Array(run.state[NAMES.memory].buffer);
     mine.initial = live.slice(0, usedBytes(live));
     mine.status = new Int32Array(new SharedArrayBuffer(12));
     // As large as four states can grow (a shared memory reserves its maximum).
@@ -236,7 +247,7 @@ var wasmprof = (function () {
       Atomics.store(mine.status, 0, PHASE_RETURNED);
       return result;
     };
-    postMessage({ wasmprof: 'thread', memory: run.state['__wasmprof_memory'], status: mine.status, archive: mine.archive });
+    postMessage({ wasmprof: 'thread', memory: run.state[NAMES.memory], status: mine.status, archive: mine.archive });
     publish(); // out of wasm until the glue calls in
     var exports = watchTraps(instance.exports);
     receive({ exports: exports }, module);
@@ -316,22 +327,25 @@ var wasmprof = (function () {
     return {};
   };
 
-  // The sampler, run in a worker: every interval (densely, spinning, for the first 20 ms,
-  // so that a short run still gets samples), credit the time since the previous sample to
-  // the context node that the probes say runs; the same accounting as src/host/sampler.rs.
+  // The sampler, run in a worker: every interval (densely, spinning, at first, so that a
+  // short run still gets samples: SAMPLING, src/sampling.rs), credit the time since the
+  // previous sample to the context node that the probes say runs; the same accounting as
+  // src/host/sampler.rs.
   function sampler(d) {
     var i32 = new Int32Array(d.memory.buffer);
     var u64 = new BigUint64Array(d.memory.buffer); // views: renewed when the memory grows
-    var L = d.layout;
+    var L = d.layout, S = d.sampling;
     var pause = new Int32Array(new SharedArrayBuffer(4));
     var clock = typeof process === 'object' && process.hrtime ? process.hrtime.bigint
       : function () { return BigInt(Math.round(performance.now() * 1e6)); };
     var interval = BigInt(d.interval_us) * 1000n;
-    var dense = interval / 10n > 5000n ? interval / 10n : 5000n;
+    var floor = BigInt(S.dense_floor_ns), divided = interval / BigInt(S.dense_divisor);
+    var dense = divided > floor ? divided : floor;
+    var phase = BigInt(S.dense_phase_ns), factor = BigInt(S.late_factor), slack = BigInt(S.late_slack_ns);
     var began = clock(), last = began;
     for (;;) {
       var t, wait;
-      if (last - began < 20000000n) {
+      if (last - began < phase) {
         wait = dense;
         do { t = clock(); } while (t - last < dense);
       } else {
@@ -343,7 +357,7 @@ var wasmprof = (function () {
       last = t;
       var node = Atomics.load(i32, L.where / 4) >>> 0;
       Atomics.add(u64, L.samples / 8, 1n);
-      if (ns > 4n * wait + 100000n) Atomics.add(u64, L.late_samples / 8, 1n); // it waited for a CPU
+      if (ns > factor * wait + slack) Atomics.add(u64, L.late_samples / 8, 1n); // it waited for a CPU
       if (node === L.in_probes) {
         Atomics.add(u64, L.probe_samples / 8, 1n);
       } else if (node === 0 || node >= d.nodes_cap) {
@@ -367,7 +381,7 @@ var wasmprof = (function () {
   var early = null;
   var ready = Promise.resolve(); // a browser's worker says when it is up
   var isolated = isNode || (typeof Worker === 'function' && !!self.crossOriginIsolated);
-  if (LAYOUT.sampled && isolated) {
+  if (METRIC.probes.sample_word && isolated) {
     try {
       if (isNode) {
         early = new (require('worker_threads').Worker)(
@@ -391,18 +405,19 @@ var wasmprof = (function () {
   }
 
   function startSampler() {
-    var memory = run.state['__wasmprof_memory'];
+    var memory = run.state[NAMES.memory];
     var data = {
       memory: memory,
       layout: LAYOUT,
+      sampling: SAMPLING,
       nodes_off: run.meta.layout.nodes_off,
       nodes_cap: run.meta.layout.nodes_cap,
-      interval_us: Number(isNode && process.env.WASMPROF_SAMPLE_INTERVAL) || 100
+      interval_us: Number(isNode && process.env[ENV.sample_interval]) || SAMPLING.default_interval_us
     };
     if (early) {
       early.postMessage(data);
     } else if (!isolated) {
-      console.warn('wasmprof: the page is not cross-origin isolated, so no worker can sample it and the profile has no times; use the exact-time metric for such pages (WASMPROF_METRIC=exact-time at link time, or --metric exact-time)');
+      console.warn('wasmprof: the page is not cross-origin isolated, so no worker can sample it and the profile has no times; use the exact-time metric for such pages (' + ENV.metric + '=exact-time at link time, or --metric exact-time)');
     }
   }
 
@@ -415,14 +430,19 @@ var wasmprof = (function () {
     return btoa(text);
   }
 
+  // What the probes of the module's metric record (its meta says which metric).
+  function probes() {
+    return CONTRACT.metrics[run.meta.metric].probes;
+  }
+
   // The reading that closes the activations still open: the instruction counter, or the
   // clock (in decimal: a JS number would lose the last digits).
   function endReading() {
-    if (run.meta.metric === 'instructions') {
-      var counter = run.state['__wasmprof_instructions'];
+    if (probes().counter) {
+      var counter = run.state[NAMES.instructions];
       return counter ? counter.value.toString() : null;
     }
-    return run.meta.metric === 'exact-time' ? now().toString() : null;
+    return probes().clock ? now().toString() : null;
   }
 
   // How many bytes of a profiler's memory hold its state: up to its last context node.
@@ -446,7 +466,7 @@ var wasmprof = (function () {
     var bytes = live.slice(0, usedBytes(live));
     if (Atomics.load(words, LAYOUT.waiting / 4) !== before) return null;
     var view = new DataView(bytes.buffer);
-    var metric = run.meta.metric;
+
     return {
       id: t.id,
       how: t.trap ? 'trapped: ' + t.trap
@@ -458,8 +478,8 @@ var wasmprof = (function () {
         : 'in an unknown phase ' + phase,
       trap: t.trap,
       cur: view.getUint32(LAYOUT.wait_cur, true),
-      end: metric === 'instructions' ? view.getBigUint64(LAYOUT.wait_instructions, true).toString()
-        : metric === 'exact-time' ? now().toString() : null,
+      end: probes().counter ? view.getBigUint64(LAYOUT.wait_instructions, true).toString()
+        : probes().clock ? now().toString() : null,
       frames: t.frames,
       memory: base64(bytes)
     };
@@ -517,36 +537,51 @@ var wasmprof = (function () {
   // (and of each worker's, with -pthread).
   function profile(exitCode) {
     if (!run.state) return null;
-    var memory = new Uint8Array(run.state['__wasmprof_memory'].buffer);
+    var memory = new Uint8Array(run.state[NAMES.memory].buffer);
     var used = usedBytes(memory);
     var workers = collected || collectThreads();
-    return {
-      format: 'wasmprof-dump',
+    return checked({
+      format: DUMP.format,
       version: run.meta.version,
       module: WASM_FILE,
       exit_code: exitCode === undefined ? 0 : exitCode,
       trap: run.trap,
       wall_ns: run.started === null ? 0 : Number(now() - run.started),
-      clock: isNode ? 'hrtime' : 'performance.now',
+      clock: isNode ? CLOCKS.node : CLOCKS.browser,
       ticks_per_ns: 1,
-      cur: run.state['__wasmprof_cur'].value,
+      cur: run.state[NAMES.cur].value,
       end: endReading(),
       frames: run.frames || [],
       memory: base64(memory.subarray(0, used)),
       threads: workers.threads,
       lost_threads: workers.lost,
       meta: run.meta
-    };
+    });
   }
 
-  // Under node: writes the profile to $WASMPROF_OUT or <program>.wasmprof.json, through a
-  // temporary file renamed into place.
+  // `dump` as it is, once checked to have the fields cargo-wasmprof reads (DUMP; each
+  // thread's too): a runtime that drifted from them says which, rather than leave a dump
+  // that cannot be read without a word.
+  function checked(dump) {
+    var differ = function (object, fields) {
+      var keys = Object.keys(object);
+      return fields.filter(function (f) { return keys.indexOf(f) < 0; }).map(function (f) { return 'no ' + f; })
+        .concat(keys.filter(function (k) { return fields.indexOf(k) < 0; }).map(function (k) { return 'an unknown ' + k; }));
+    };
+    var wrong = differ(dump, DUMP.fields);
+    dump.threads.forEach(function (t) { wrong = wrong.concat(differ(t, DUMP.thread_fields)); });
+    if (wrong.length) console.error('wasmprof: the dump does not have the fields cargo-wasmprof reads: ' + wrong.join(', '));
+    return dump;
+  }
+
+  // Under node: writes the profile to the file ENV.out names or <program>.wasmprof.json,
+  // through a temporary file renamed into place.
   function writeProfile(exitCode) {
     var dump = profile(exitCode);
     if (!dump) return;
     var fs = require('fs');
     var path = require('path');
-    var out = process.env.WASMPROF_OUT || path.join(process.cwd(), PROGRAM + '.wasmprof.json');
+    var out = process.env[ENV.out] || path.join(process.cwd(), PROGRAM + '.wasmprof.json');
     var tmp = out + '.' + process.pid + '.tmp';
     try {
       fs.writeFileSync(tmp, JSON.stringify(dump));

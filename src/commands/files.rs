@@ -6,7 +6,7 @@ use std::path::Path;
 
 use anyhow::Context as _;
 
-use crate::cli::{AnnotateArgs, DiffArgs, InstrumentArgs, ReportArgs};
+use crate::cli::{AnnotateRequest, DiffRequest, InstrumentRequest, ReportFileRequest};
 use crate::diff::Diff;
 use crate::error::Error;
 use crate::format::{self, Format};
@@ -16,10 +16,10 @@ use crate::profile::Profile;
 use crate::status::Status;
 
 /// `instrument`: an instrumented copy of a module, for any host.
-pub(super) fn instrument(args: InstrumentArgs, status: Status) -> Result<(), Error> {
+pub(super) fn instrument(args: InstrumentRequest, status: Status) -> Result<(), Error> {
     let bytes = std::fs::read(&args.input).map_err(|e| Error::input(&args.input, e))?;
     let spinner = status.spinner("Instrumenting", relative(&args.input));
-    let done = instrument::instrument(&bytes, &args.instrument.to_options())
+    let done = instrument::instrument(&bytes, &args.options)
         .map_err(|source| Error::instrument(&args.input, source))?;
     drop(spinner);
     write_atomic(&args.output, &done.wasm)?;
@@ -38,21 +38,20 @@ pub(super) fn instrument(args: InstrumentArgs, status: Status) -> Result<(), Err
 }
 
 /// `report`: a profile (or a dump) in any format, to a file or standard output.
-pub(super) fn report(args: ReportArgs, status: Status) -> Result<(), Error> {
+pub(super) fn report(args: ReportFileRequest, status: Status) -> Result<(), Error> {
     use std::io::{IsTerminal as _, Write as _};
     let profile =
         Profile::read(&args.profile).map_err(|e| Error::input(&args.profile, format!("{e:#}")))?;
-    let options = args.view.to_emit_options();
     let profile = profile
-        .view(&args.view.filter.to_filter())
+        .view(&args.filter)
         .map_err(|e| Error::input(&args.profile, format!("{e:#}")))?;
     if args.format == Format::Text && args.output.is_none() {
-        format::print_text(&profile, &options);
+        format::print_text(&profile, &args.emit);
         return Ok(());
     }
     let bytes = args
         .format
-        .render(&profile, &options)
+        .render(&profile, &args.emit)
         .map_err(|e| Error::input(&args.profile, format!("{e:#}")))?;
     match &args.output {
         Some(file) => {
@@ -79,30 +78,23 @@ pub(super) fn report(args: ReportArgs, status: Status) -> Result<(), Error> {
 }
 
 /// `annotate`: the source of some functions, each line's executed instructions beside it.
-pub(super) fn annotate(args: AnnotateArgs) -> Result<(), Error> {
+pub(super) fn annotate(args: AnnotateRequest) -> Result<(), Error> {
     use std::io::Write as _;
     let profile =
         Profile::read(&args.profile).map_err(|e| Error::input(&args.profile, format!("{e:#}")))?;
-    let selection = args
-        .selection()
-        .map_err(|e| anyhow::anyhow!("FUNCTION is not a regular expression: {e}"))?;
-    let options = format::annotate::AnnotateOptions {
-        context: args.context,
-    };
-    let text = format::annotate::annotate(&profile, &selection, options)
+    let text = format::annotate::annotate(&profile, &args.selection, args.options)
         .map_err(|e| Error::input(&args.profile, format!("{e:#}")))?;
     let _ = write!(anstream::stdout(), "{text}");
     Ok(())
 }
 
 /// `diff`: two profiles compared; a regression past `--fail-above` is an error.
-pub(super) fn diff(args: DiffArgs) -> Result<(), Error> {
+pub(super) fn diff(args: DiffRequest) -> Result<(), Error> {
     use std::io::Write as _;
     let read = |path: &Path| Profile::read(path).map_err(|e| Error::input(path, format!("{e:#}")));
-    let filter = args.filter.to_filter();
     let view = |path: &Path| {
         read(path)?
-            .view(&filter)
+            .view(&args.filter)
             .map_err(|e| Error::input(path, format!("{e:#}")))
     };
     let (base, new) = (view(&args.base)?, view(&args.new)?);
@@ -110,7 +102,7 @@ pub(super) fn diff(args: DiffArgs) -> Result<(), Error> {
     let text = if args.json {
         serde_json::to_string_pretty(&diff).expect("diffs serialize") + "\n"
     } else {
-        diff.render(args.top.0, args.full_names)
+        diff.render(args.top, args.full_names)
     };
     let _ = write!(anstream::stdout(), "{text}");
     match args.fail_above {

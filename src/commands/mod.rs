@@ -15,20 +15,18 @@ use crate::build::Mode;
 use crate::cli::{Cli, Command};
 use crate::emscripten::Driver;
 use crate::error::Error;
-use crate::status::Status;
 
-/// Runs the command `cli` names.
+/// Runs the command `cli` names, its arguments turned into a plain request first.
 pub fn run(cli: Cli) -> Result<(), Error> {
-    let ui = cli.command.ui();
-    let status = Status::new(ui.color, ui.quiet);
+    let status = cli.command.ui().status();
     match cli.command {
-        Command::Test(args) => test::test(*args, Mode::Test, status),
-        Command::Bench(args) => test::test(*args, Mode::Bench, status),
-        Command::Run(args) => run::run(args, status),
-        Command::Instrument(args) => files::instrument(args, status),
-        Command::Report(args) => files::report(args, status),
-        Command::Diff(args) => files::diff(args),
-        Command::Annotate(args) => files::annotate(args),
+        Command::Test(args) => test::test(args.to_request(Mode::Test), status),
+        Command::Bench(args) => test::test(args.to_request(Mode::Bench), status),
+        Command::Run(args) => run::run(args.to_request(), status),
+        Command::Instrument(args) => files::instrument(args.to_request(), status),
+        Command::Report(args) => files::report(args.to_request(), status),
+        Command::Diff(args) => files::diff(args.to_request()),
+        Command::Annotate(args) => files::annotate(args.to_request().map_err(anyhow::Error::msg)?),
         Command::Emcc(args) => pipeline::exit_with(crate::emcc::run(Driver::Cc, &args.args)?),
         Command::Emxx(args) => pipeline::exit_with(crate::emcc::run(Driver::Cxx, &args.args)?),
     }

@@ -5,26 +5,15 @@
 use std::path::{Path, PathBuf};
 
 use crate::calibrate;
-use crate::cli::ProfileArgs;
+use crate::cli::{ReportRequest, NO_COMPENSATION};
 use crate::clock::ClockChoice;
 use crate::error::Error;
 use crate::format::{self, Format};
 use crate::fsutil::{relative, write_atomic};
 use crate::host::{Host, Outcome, Prepared, RunConfig};
 use crate::meta::Metric;
-use crate::profile::{ProbeCost, Profile};
+use crate::profile::{Compensation, Profile};
 use crate::status::Status;
-
-/// What is done about the probes' own cost in exact times.
-#[derive(Debug, Clone)]
-pub(super) enum Compensation {
-    /// Nothing to do: the metric is not exact time.
-    None,
-    /// Subtract this cost.
-    Subtract(ProbeCost),
-    /// Keep it, for this reason, which the profile records.
-    Keep(&'static str),
-}
 
 /// Runs a prepared, instrumented program in `host` and decodes its profile, less the
 /// probes' cost when `compensation` says so (else the profile says why not); the profile
@@ -46,18 +35,11 @@ pub(super) fn profile_run(
     let mut profile = outcome
         .profile(meta, relative(path))
         .map_err(|e| Error::input(path, format!("{e:#}")))?;
-    if profile.metric == Metric::ExactTime {
-        profile.uncompensated = match compensation {
-            Compensation::Subtract(cost) => profile.compensate(*cost).err(),
-            Compensation::Keep(why) => Some(why.to_string()),
-            Compensation::None => Some("the probes' cost was not measured".into()),
-        };
-        if let Some(why) = &profile.uncompensated {
-            crate::status::warning(format!(
-                "{}: the times include the probes' own cost: {why}",
-                relative(path)
-            ));
-        }
+    if let Some(why) = profile.apply(compensation) {
+        crate::status::warning(format!(
+            "{}: the times include the probes' own cost: {why}",
+            relative(path)
+        ));
     }
     report_trap(path, &profile);
     Ok((profile, outcome))
@@ -82,23 +64,24 @@ fn report_trap(path: &Path, profile: &Profile) {
     }
 }
 
-/// Measures the probes' cost when the profiles measure exact time (`metric`), `host` runs
-/// the probes the calibration measures and the user wants it subtracted.
+/// Measures the probes' cost when the profiles' `metric` reads a clock at its probes,
+/// `host` runs the probes the calibration measures and the user wants it subtracted
+/// (`compensate`).
 pub(super) fn probe_cost(
     host: &dyn Host,
     metric: Metric,
-    args: &ProfileArgs,
+    compensate: bool,
     status: Status,
 ) -> Result<Compensation, Error> {
-    if metric != Metric::ExactTime {
+    if !metric.facts().probes.clock {
         return Ok(Compensation::None);
     }
-    if args.no_compensation {
-        return Ok(Compensation::Keep("--no-compensation"));
+    if !compensate {
+        return Ok(Compensation::Keep(NO_COMPENSATION.into()));
     }
     if !host.calibrated() {
         return Ok(Compensation::Keep(
-            "the calibration measures the embedded wasmtime's probes, not this host's",
+            "the calibration measures the embedded wasmtime's probes, not this host's".into(),
         ));
     }
     let spinner = status.spinner("Calibrating", "the probes' cost");
@@ -120,7 +103,7 @@ pub(super) fn probe_cost(
 /// written before, keeps its module's functions as they are.
 pub(super) fn finish(
     profiles: &[Profile],
-    args: &ProfileArgs,
+    args: &ReportRequest,
     reports: &Path,
     status: Status,
 ) -> Result<(), Error> {
@@ -131,16 +114,16 @@ pub(super) fn finish(
         merged.write(output)?;
         status.done("Wrote", format!("merged profile to {}", relative(output)));
     }
-    if args.no_report {
+    if !args.show {
         return Ok(());
     }
-    let options = args.view.to_emit_options();
+    let options = &args.emit;
     let merged = merged
-        .view(&args.view.filter.to_filter())
+        .view(&args.filter)
         .map_err(|e| anyhow::anyhow!("cannot show the profile: {e:#}"))?;
-    for &format in &args.format {
+    for &format in &args.formats {
         if format == Format::Text {
-            format::print_text(&merged, &options);
+            format::print_text(&merged, options);
             continue;
         }
         let stem = reports
@@ -148,7 +131,7 @@ pub(super) fn finish(
             .map_or_else(|| "report".into(), |s| s.to_string_lossy().into_owned());
         let file = reports.with_file_name(format.file_name(&stem));
         let bytes = format
-            .render(&merged, &options)
+            .render(&merged, options)
             .map_err(|e| anyhow::anyhow!("cannot write the {} report: {e:#}", format.name()))?;
         write_atomic(&file, &bytes)?;
         status.done(

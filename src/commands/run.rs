@@ -3,10 +3,8 @@
 
 use std::path::{Path, PathBuf};
 
-use super::pipeline::{
-    exit_with, finish, probe_cost, profile_run, program_name, stem, Compensation,
-};
-use crate::cli::{ProfileArgs, RunArgs};
+use super::pipeline::{exit_with, finish, probe_cost, profile_run, program_name, stem};
+use crate::cli::{DoctestRunner, ReportRequest, RunRequest};
 use crate::error::Error;
 use crate::fsutil::relative;
 use crate::harness::DocTest;
@@ -16,17 +14,16 @@ use crate::status::Status;
 
 /// `run`: the profile goes to PROGRAM.wasmprof.json (or `--output`), then the report; the
 /// command ends with the program's exit code.
-pub(super) fn run(args: RunArgs, status: Status) -> Result<(), Error> {
-    let path = args.module();
+pub(super) fn run(request: RunRequest, status: Status) -> Result<(), Error> {
+    let path = request.program.as_path();
     let host = host::for_program(path);
-    let config = args
-        .profile
-        .run_config(program_name(path), args.program_args().to_vec(), ".");
-    let options = (!args.no_instrument).then(|| args.profile.instrument.to_options());
-    if let Some(dir) = &args.doctest_dir {
-        return doctest(&args, dir, host, &config);
+    let profile = &request.profile;
+    let config = profile.run_config(program_name(path), request.args.clone(), ".");
+    if let Some(doctest) = &request.doctest {
+        return run_doctest(path, doctest, host, &config);
     }
-    let prepared = host.prepare(path, options.as_ref(), status)?;
+    let options = request.instrument.then_some(&profile.instrument);
+    let prepared = host.prepare(path, options, status)?;
     if options.is_none() {
         let outcome = host
             .run(&prepared, &config)
@@ -40,36 +37,28 @@ pub(super) fn run(args: RunArgs, status: Status) -> Result<(), Error> {
     let metric = prepared
         .meta
         .as_ref()
-        .map_or(args.profile.instrument.metric, |m| m.metric);
-    let compensation = probe_cost(host, metric, &args.profile, status)?;
-    let (profile, outcome) = profile_run(host, &prepared, &config, &compensation)?;
-    write_default_profile(path, &profile, &args.profile, status)?;
-    finish(&[profile], &args.profile, &stem(path), status)?;
+        .map_or(profile.instrument.metric, |m| m.metric);
+    let compensation = probe_cost(host, metric, profile.compensate, status)?;
+    let (written, outcome) = profile_run(host, &prepared, &config, &compensation)?;
+    write_default_profile(path, &written, &profile.report, status)?;
+    finish(&[written], &profile.report, &stem(path), status)?;
     exit_with(outcome.exit_code)
 }
 
-/// One doc test, run by rustdoc as `run --doctest-dir DIR MODULE ARGS`: profiled quietly
-/// (rustdoc shows a doc test's output only when it fails), its profile written into DIR
-/// under the doc test's name, for `cargo wasmprof test` to take in. Exact times are
-/// compensated by the probes' cost that `test` measured (`--probe-cost`): calibrating for
-/// each doc test would take longer than most run.
-fn doctest(
-    args: &RunArgs,
-    dir: &Path,
+/// One doc test, run by rustdoc as `run --doctest-dir DIR MODULE ARGS` (see
+/// [`DoctestRunner`]): profiled quietly (rustdoc shows a doc test's output only when it
+/// fails), its profile written into the runner's directory under the doc test's name, for
+/// `cargo wasmprof test` to take in. Exact times are compensated by the probes' cost that
+/// `test` measured: calibrating for each doc test would take longer than most run.
+fn run_doctest(
+    path: &Path,
+    runner: &DoctestRunner,
     host: &dyn host::Host,
     config: &host::RunConfig,
 ) -> Result<(), Error> {
-    let path = args.module();
     let quiet = Status::new(crate::status::ColorChoice::Never, true);
-    let prepared = host.prepare(path, Some(&args.profile.instrument.to_options()), quiet)?;
-    let compensation = match (args.profile.instrument.metric, args.probe_cost) {
-        (crate::meta::Metric::ExactTime, Some(cost)) => Compensation::Subtract(cost),
-        (crate::meta::Metric::ExactTime, None) => {
-            Compensation::Keep("the doc test's runner was given no probe cost")
-        }
-        _ => Compensation::None,
-    };
-    let (mut profile, outcome) = profile_run(host, &prepared, config, &compensation)?;
+    let prepared = host.prepare(path, Some(&runner.instrument), quiet)?;
+    let (mut profile, outcome) = profile_run(host, &prepared, config, &runner.compensation)?;
     let package = std::env::var("CARGO_PKG_NAME").unwrap_or_else(|_| "crate".into());
     let package_dir = std::env::var_os("CARGO_MANIFEST_DIR").map(PathBuf::from);
     let (label, name) = match DocTest::of(&profile) {
@@ -95,7 +84,7 @@ fn doctest(
     };
     profile.modules = vec![label.clone()];
     profile.runs[0].module = label;
-    profile.write(&dir.join(name))?;
+    profile.write(&runner.dir.join(name))?;
     exit_with(outcome.exit_code)
 }
 
@@ -125,7 +114,7 @@ fn source_file(package_dir: &Path, test: &DocTest) -> Option<String> {
 fn write_default_profile(
     path: &Path,
     profile: &Profile,
-    args: &ProfileArgs,
+    args: &ReportRequest,
     status: Status,
 ) -> Result<(), Error> {
     if args.output.is_some() {

@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use std::io::Write;
 
 use super::EmitOptions;
-use crate::meta::Metric;
+use crate::meta::{Metric, Unit};
 use crate::profile::{Function, LineCost, Profile, HOST};
 
 /// Writes `profile` as a callgrind file.
@@ -18,59 +18,92 @@ pub(super) fn write(
     _options: &EmitOptions,
     out: &mut dyn Write,
 ) -> anyhow::Result<()> {
-    let metric = profile.metric;
-    let (event, label) = match metric {
-        Metric::Time | Metric::ExactTime => ("ns", "Wall time (ns)"),
-        Metric::Instructions => ("Ir", "Executed wasm instructions"),
-        Metric::Calls => ("Calls", "Calls"),
-    };
-    writeln!(out, "# callgrind format")?;
-    writeln!(out, "version: 1")?;
-    writeln!(out, "creator: cargo-wasmprof {}", env!("CARGO_PKG_VERSION"))?;
-    writeln!(out, "cmd: {}", profile.modules.join(" "))?;
-    writeln!(out, "positions: line")?;
-    writeln!(out, "event: {event} : {label}")?;
-    writeln!(out, "events: {event}")?;
-    let total: u64 = profile.functions.iter().map(|f| f.own_weight(metric)).sum();
-    writeln!(out, "summary: {total}")?;
-
-    let by_name: HashMap<&str, &Function> = profile
-        .functions
-        .iter()
-        .map(|f| (f.name.as_str(), f))
-        .collect();
-    let mut names = Names::default();
-    let mut outgoing: HashMap<&str, Vec<&crate::profile::Arc>> = HashMap::new();
-    for arc in &profile.arcs {
-        outgoing.entry(arc.caller.as_str()).or_default().push(arc);
+    let mut writer = Callgrind::of(profile);
+    writer.header(out)?;
+    writer.host(out)?;
+    for f in &profile.functions {
+        writer.function(out, f)?;
     }
-    // The host, as a function that calls the exports.
-    if let Some(arcs) = outgoing.get(HOST) {
-        writeln!(out)?;
-        writeln!(out, "fl={}", names.file("???"))?;
-        writeln!(out, "fn={}", names.function(HOST))?;
-        writeln!(out, "0 0")?;
-        for arc in arcs {
-            write_call(
-                out,
-                &mut names,
-                arc,
-                by_name.get(arc.callee.as_str()),
-                0,
-                metric,
-            )?;
+    Ok(())
+}
+
+/// A profile as callgrind sees it: its functions by name, each one's outgoing arcs and
+/// per-line costs, and the names written so far.
+struct Callgrind<'a> {
+    metric: Metric,
+    profile: &'a Profile,
+    by_name: HashMap<&'a str, &'a Function>,
+    outgoing: HashMap<&'a str, Vec<&'a crate::profile::Arc>>,
+    lines: HashMap<&'a str, Vec<&'a LineCost>>,
+    names: Names,
+}
+
+impl<'a> Callgrind<'a> {
+    fn of(profile: &'a Profile) -> Callgrind<'a> {
+        let mut outgoing: HashMap<&str, Vec<_>> = HashMap::new();
+        for arc in &profile.arcs {
+            outgoing.entry(arc.caller.as_str()).or_default().push(arc);
+        }
+        let mut lines: HashMap<&str, Vec<_>> = HashMap::new();
+        for l in &profile.lines {
+            lines.entry(l.function.as_str()).or_default().push(l);
+        }
+        Callgrind {
+            metric: profile.metric,
+            profile,
+            by_name: profile
+                .functions
+                .iter()
+                .map(|f| (f.name.as_str(), f))
+                .collect(),
+            outgoing,
+            lines,
+            names: Names::default(),
         }
     }
-    let mut lines: HashMap<&str, Vec<&LineCost>> = HashMap::new();
-    for l in &profile.lines {
-        lines.entry(l.function.as_str()).or_default().push(l);
+
+    /// The header: the event (the profile's metric) and the summary.
+    fn header(&self, out: &mut dyn Write) -> std::io::Result<()> {
+        let (event, label) = match self.metric.facts().unit {
+            Unit::Nanoseconds => ("ns", "Wall time (ns)"),
+            Unit::Instructions => ("Ir", "Executed wasm instructions"),
+            Unit::Calls => ("Calls", "Calls"),
+        };
+        let p = self.profile;
+        writeln!(out, "# callgrind format")?;
+        writeln!(out, "version: 1")?;
+        writeln!(out, "creator: cargo-wasmprof {}", env!("CARGO_PKG_VERSION"))?;
+        writeln!(out, "cmd: {}", p.modules.join(" "))?;
+        writeln!(out, "positions: line")?;
+        writeln!(out, "event: {event} : {label}")?;
+        writeln!(out, "events: {event}")?;
+        let total: u64 = p.functions.iter().map(|f| f.own_weight(self.metric)).sum();
+        writeln!(out, "summary: {total}")
     }
-    for f in &profile.functions {
+
+    /// The host, as a function that calls the exports.
+    fn host(&mut self, out: &mut dyn Write) -> std::io::Result<()> {
+        let Some(arcs) = self.outgoing.get(HOST).cloned() else {
+            return Ok(());
+        };
+        writeln!(out)?;
+        writeln!(out, "fl={}", self.names.file("???"))?;
+        writeln!(out, "fn={}", self.names.function(HOST))?;
+        writeln!(out, "0 0")?;
+        for arc in arcs {
+            self.call(out, arc, 0)?;
+        }
+        Ok(())
+    }
+
+    /// One function: its self cost at its lines (or its definition's line), then its
+    /// calls at their sites.
+    fn function(&mut self, out: &mut dyn Write, f: &Function) -> std::io::Result<()> {
         let line = f.line.unwrap_or(0);
         let home = f.file.as_deref().unwrap_or("???");
         writeln!(out)?;
-        writeln!(out, "fl={}", names.file(home))?;
-        writeln!(out, "fn={}", names.function(&f.name))?;
+        writeln!(out, "fl={}", self.names.file(home))?;
+        writeln!(out, "fn={}", self.names.function(&f.name))?;
         // The file the position lines refer to now: the function's, or an inlined one's.
         let mut current = home.to_string();
         let mut switch = |out: &mut dyn Write, names: &mut Names, to: &str| {
@@ -81,58 +114,60 @@ pub(super) fn write(
             }
             std::io::Result::Ok(())
         };
-        match lines.get(f.name.as_str()) {
-            Some(costs) if metric == Metric::Instructions => {
+        let own = f.own_weight(self.metric);
+        match self.lines.get(f.name.as_str()) {
+            Some(costs) if self.metric.facts().unit == Unit::Instructions => {
                 for l in costs {
-                    switch(out, &mut names, l.file.as_deref().unwrap_or(home))?;
+                    switch(out, &mut self.names, l.file.as_deref().unwrap_or(home))?;
                     writeln!(out, "{} {}", l.line, l.instructions)?;
                 }
                 // The thunk's own instructions of an import have no line.
                 let on_lines: u64 = costs.iter().map(|l| l.instructions).sum();
-                let rest = f.own_weight(metric).saturating_sub(on_lines);
+                let rest = own.saturating_sub(on_lines);
                 if rest > 0 {
-                    switch(out, &mut names, home)?;
+                    switch(out, &mut self.names, home)?;
                     writeln!(out, "{line} {rest}")?;
                 }
             }
-            _ => writeln!(out, "{line} {}", f.own_weight(metric))?,
+            _ => writeln!(out, "{line} {own}")?,
         }
-        for arc in outgoing.get(f.name.as_str()).into_iter().flatten() {
+        for arc in self
+            .outgoing
+            .get(f.name.as_str())
+            .cloned()
+            .into_iter()
+            .flatten()
+        {
             let site = arc.sites.first();
-            switch(out, &mut names, site.map_or(home, |s| s.pos.file.as_str()))?;
-            let at = site.map_or(line, |s| s.pos.line);
-            write_call(
+            switch(
                 out,
-                &mut names,
-                arc,
-                by_name.get(arc.callee.as_str()),
-                at,
-                metric,
+                &mut self.names,
+                site.map_or(home, |s| s.pos.file.as_str()),
             )?;
+            self.call(out, arc, site.map_or(line, |s| s.pos.line))?;
         }
+        Ok(())
     }
-    Ok(())
-}
 
-/// The `cfl=`/`cfn=`/`calls=` lines of one arc, made at line `at` of the caller.
-fn write_call(
-    out: &mut dyn Write,
-    names: &mut Names,
-    arc: &crate::profile::Arc,
-    callee: Option<&&Function>,
-    at: u32,
-    metric: Metric,
-) -> std::io::Result<()> {
-    let file = callee.and_then(|f| f.file.as_deref()).unwrap_or("???");
-    let target_line = callee.and_then(|f| f.line).unwrap_or(0);
-    let inclusive = match metric {
-        Metric::Calls => arc.count,
-        other => arc.cost.get(other).1,
-    };
-    writeln!(out, "cfl={}", names.file(file))?;
-    writeln!(out, "cfn={}", names.function(&arc.callee))?;
-    writeln!(out, "calls={} {target_line}", arc.count)?;
-    writeln!(out, "{at} {inclusive}")
+    /// The `cfl=`/`cfn=`/`calls=` lines of one arc, made at line `at` of the caller.
+    fn call(
+        &mut self,
+        out: &mut dyn Write,
+        arc: &crate::profile::Arc,
+        at: u32,
+    ) -> std::io::Result<()> {
+        let callee = self.by_name.get(arc.callee.as_str());
+        let file = callee.and_then(|f| f.file.as_deref()).unwrap_or("???");
+        let target_line = callee.and_then(|f| f.line).unwrap_or(0);
+        let inclusive = match self.metric.facts().unit {
+            Unit::Calls => arc.count,
+            _ => arc.cost.get(self.metric).1,
+        };
+        writeln!(out, "cfl={}", self.names.file(file))?;
+        writeln!(out, "cfn={}", self.names.function(&arc.callee))?;
+        writeln!(out, "calls={} {target_line}", arc.count)?;
+        writeln!(out, "{at} {inclusive}")
+    }
 }
 
 /// callgrind's name compression: `(n) name` the first time, `(n)` after.

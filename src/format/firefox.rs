@@ -59,7 +59,10 @@ fn add_thread(
         Timestamp::from_nanos_since_reference(0),
         tid == 1,
     );
-    ff.set_thread_name(thread, &format!("{label} ({})", tree.unit.name()));
+    ff.set_thread_name(
+        thread,
+        &format!("{label} ({})", tree.metric.facts().unit.name()),
+    );
     ff.set_thread_samples_weight_type(thread, WeightType::Samples);
     // Each frame's stack, parents first: frame k's stack is its parent's plus itself.
     let mut stacks: Vec<Option<StackHandle>> = vec![None; tree.frames.len()];

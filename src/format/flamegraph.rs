@@ -5,7 +5,7 @@
 use std::fmt::Write as _;
 use std::io::Write;
 
-use super::tree::{Tree, Unit};
+use super::tree::Tree;
 use super::units;
 use super::EmitOptions;
 use crate::profile::Profile;
@@ -39,12 +39,9 @@ pub(super) fn write(
         "{} ({}{})",
         profile.modules.join(", "),
         if icicle { "icicle, " } else { "" },
-        tree.unit.name()
+        tree.metric.facts().unit.name()
     );
-    let show = |w: u64| match tree.unit {
-        Unit::Nanoseconds => units::time(w),
-        Unit::Instructions => format!("{} instructions", units::count(w)),
-    };
+    let show = |w: u64| units::amount(tree.metric, w);
     // Where each frame's next child goes: children start at their parent's left edge, one
     // after the other (preorder visits a parent before its children).
     let mut next_x = vec![SIDE; tree.frames.len()];

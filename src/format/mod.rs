@@ -26,7 +26,7 @@ use crate::profile::Profile;
 pub type Writer = fn(&Profile, &EmitOptions, &mut dyn Write) -> anyhow::Result<()>;
 
 /// The formats a profile can be written in.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Format {
     /// The gprof-style report: flat profile, call graph, tests by cost.
     Text,
@@ -91,6 +91,34 @@ impl Default for CallGraph {
 pub const DEFAULT_CALL_GRAPH: usize = 5;
 
 impl Format {
+    /// Every format.
+    pub const ALL: [Format; 9] = [
+        Format::Text,
+        Format::Json,
+        Format::Pprof,
+        Format::Callgrind,
+        Format::Folded,
+        Format::Flamegraph,
+        Format::Speedscope,
+        Format::Firefox,
+        Format::Html,
+    ];
+
+    /// The format's name, as `--format` takes it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Format::Text => "text",
+            Format::Json => "json",
+            Format::Pprof => "pprof",
+            Format::Callgrind => "callgrind",
+            Format::Folded => "folded",
+            Format::Flamegraph => "flamegraph",
+            Format::Speedscope => "speedscope",
+            Format::Firefox => "firefox",
+            Format::Html => "html",
+        }
+    }
+
     /// The usual file extension for the format.
     pub fn extension(self) -> &'static str {
         match self {
@@ -119,13 +147,6 @@ impl Format {
     /// Whether the format is binary (not for a terminal).
     pub fn is_binary(self) -> bool {
         self == Format::Pprof
-    }
-
-    /// The format's name, as `--format` takes it.
-    pub fn name(self) -> String {
-        use clap::ValueEnum as _;
-        self.to_possible_value()
-            .map_or_else(String::new, |v| v.get_name().to_string())
     }
 
     /// The function that writes this format.

@@ -22,7 +22,7 @@ use std::io::Write;
 use prost::Message;
 
 use super::EmitOptions;
-use crate::meta::Metric;
+use crate::meta::Unit;
 use crate::profile::{Profile, HOST};
 
 #[derive(Clone, PartialEq, Message)]
@@ -291,12 +291,12 @@ pub(super) fn write(
     let metric = profile.metric;
     let mut b = Builder::new(profile);
     let mut types = vec![("calls", "count")];
-    match metric {
-        Metric::Time | Metric::ExactTime => types.push(("wall", "nanoseconds")),
-        Metric::Instructions => types.push(("instructions", "count")),
-        Metric::Calls => {}
+    match metric.facts().unit {
+        Unit::Nanoseconds => types.push(("wall", "nanoseconds")),
+        Unit::Instructions => types.push(("instructions", "count")),
+        Unit::Calls => {}
     }
-    let by_line = metric == Metric::Instructions && !profile.lines.is_empty();
+    let by_line = metric.facts().unit == Unit::Instructions && !profile.lines.is_empty();
     if by_line {
         types.push(("line_instructions", "count"));
     }

@@ -8,8 +8,9 @@ use std::io::Write;
 
 use serde_json::json;
 
-use super::tree::{Tree, Unit};
+use super::tree::Tree;
 use super::EmitOptions;
+use crate::meta::Unit;
 use crate::profile::Profile;
 
 /// Writes `profile` as a speedscope file: one profile of the whole run, and for a threaded
@@ -98,13 +99,13 @@ fn evented(
             events.push(json!({ "type": "C", "frame": frame, "at": at }));
         }
     }
-    let unit = match tree.unit {
+    let unit = match tree.metric.facts().unit {
         Unit::Nanoseconds => "nanoseconds",
-        Unit::Instructions => "none",
+        Unit::Instructions | Unit::Calls => "none",
     };
     Ok(json!({
         "type": "evented",
-        "name": format!("{name} ({})", tree.unit.name()),
+        "name": format!("{name} ({})", tree.metric.facts().unit.name()),
         "unit": unit,
         "startValue": 0,
         "endValue": tree.frames[0].total,

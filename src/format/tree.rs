@@ -32,27 +32,8 @@ pub struct Frame<'a> {
 pub struct Tree<'a> {
     /// The frames, parents before their children.
     pub frames: Vec<Frame<'a>>,
-    /// What the weights count.
-    pub unit: Unit,
-}
-
-/// What the weights count.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Unit {
-    /// Wall time.
-    Nanoseconds,
-    /// Executed wasm instructions.
-    Instructions,
-}
-
-impl Unit {
-    /// The unit's name for people.
-    pub fn name(self) -> &'static str {
-        match self {
-            Unit::Nanoseconds => "nanoseconds",
-            Unit::Instructions => "instructions",
-        }
-    }
+    /// The profile's metric: what the weights count.
+    pub metric: Metric,
 }
 
 impl<'a> Tree<'a> {
@@ -139,11 +120,7 @@ impl<'a> Tree<'a> {
                 .children
                 .sort_by(|&a, &b| names[a].cmp(names[b]).then(a.cmp(&b)));
         }
-        let unit = match metric {
-            Metric::Time | Metric::ExactTime => Unit::Nanoseconds,
-            _ => Unit::Instructions,
-        };
-        Ok(Tree { frames, unit })
+        Ok(Tree { frames, metric })
     }
 
     /// Calls `visit(frame, depth)` for every frame below the root, parents first and

@@ -2,15 +2,25 @@
 //! short, counts with k, M and G, shares of a whole, and source paths as a person reads
 //! them.
 
-use crate::meta::Metric;
+use crate::meta::{Metric, Unit};
 pub use crate::source::short_path;
 
-/// A value of `metric` as text: a time for the time metric, else a count (instructions,
+/// A value of `metric` as text: a time for the time metrics, else a count (instructions,
 /// calls).
 pub fn value(metric: Metric, v: u64) -> String {
-    match metric {
-        Metric::Time | Metric::ExactTime => time(v),
-        Metric::Instructions | Metric::Calls => count(v),
+    match metric.facts().unit {
+        Unit::Nanoseconds => time(v),
+        Unit::Instructions | Unit::Calls => count(v),
+    }
+}
+
+/// A cost of `metric` as an amount in words: `1.20 ms`, `3.40M instructions`; nothing for
+/// the calls metric, whose costs are its calls.
+pub fn amount(metric: Metric, v: u64) -> String {
+    match metric.facts().unit {
+        Unit::Nanoseconds => time(v),
+        Unit::Instructions => format!("{} instructions", count(v)),
+        Unit::Calls => String::new(),
     }
 }
 

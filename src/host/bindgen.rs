@@ -9,8 +9,8 @@
 //! it; it carries the state module and the meta):
 //!
 //! - under node, the name is `wasmprof`: the glue's `require("wasmprof")` finds our
-//!   `wasmprof.js` first on `NODE_PATH`, and the runtime saves the dump to `$WASMPROF_OUT`
-//!   when node exits, as Emscripten's runtime does;
+//!   `wasmprof.js` first on `NODE_PATH`, and the runtime saves the dump to the file its
+//!   environment names when node exits, as Emscripten's runtime does;
 //! - in a browser, the name is the URL of a server of ours ([`DumpServer`]): the glue's ES
 //!   module import fetches the runtime from it, and the runtime posts the dump back when
 //!   the page says the tests are done, before the runner closes the browser.
@@ -18,16 +18,16 @@
 //! The runner's output, test results and exit code are its own.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::Instant;
 
 use super::dump_server::DumpServer;
+use super::js_process::{self, JsProcess};
 use super::{Host, Outcome, Prepared, RunConfig};
 use crate::error::{Error, HostError};
 use crate::fsutil::relative;
 use crate::instrument::{import_state_from, instrument, Options};
 use crate::meta::{self, Meta};
-use crate::profile::DumpFile;
 use crate::status::Status;
 
 /// The runner's name on PATH.
@@ -83,9 +83,9 @@ fn has_tests(wasm: &[u8]) -> bool {
         })
 }
 
-/// Where the runner runs a binary's tests.
+/// Where the runner runs a binary's tests (its test mode).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Place {
+enum TestMode {
     /// Under node, the runner's default.
     Node,
     /// In a headless browser's page (`run_in_browser`, `WASM_BINDGEN_USE_BROWSER`).
@@ -97,28 +97,28 @@ enum Place {
 /// Where the runner runs the tests: what the crate asks (`wasm_bindgen_test_configure!`,
 /// in the `__wasm_bindgen_test_unstable` section) or, without that, the environment
 /// (`WASM_BINDGEN_USE_BROWSER`, ...), as the runner decides.
-fn place(wasm: &[u8]) -> Place {
-    const MODES: [(u8, Place, &str); 6] = [
-        (1, Place::Browser, "WASM_BINDGEN_USE_BROWSER"),
+fn test_mode(wasm: &[u8]) -> TestMode {
+    const MODES: [(u8, TestMode, &str); 6] = [
+        (1, TestMode::Browser, "WASM_BINDGEN_USE_BROWSER"),
         (
             2,
-            Place::Elsewhere("in a dedicated worker"),
+            TestMode::Elsewhere("in a dedicated worker"),
             "WASM_BINDGEN_USE_DEDICATED_WORKER",
         ),
         (
             3,
-            Place::Elsewhere("in a shared worker"),
+            TestMode::Elsewhere("in a shared worker"),
             "WASM_BINDGEN_USE_SHARED_WORKER",
         ),
         (
             4,
-            Place::Elsewhere("in a service worker"),
+            TestMode::Elsewhere("in a service worker"),
             "WASM_BINDGEN_USE_SERVICE_WORKER",
         ),
-        (5, Place::Node, "WASM_BINDGEN_USE_NODE"),
+        (5, TestMode::Node, "WASM_BINDGEN_USE_NODE"),
         (
             6,
-            Place::Elsewhere("under Emscripten"),
+            TestMode::Elsewhere("under Emscripten"),
             "WASM_BINDGEN_USE_EMSCRIPTEN",
         ),
     ];
@@ -126,12 +126,14 @@ fn place(wasm: &[u8]) -> Place {
         Ok(Some(section)) => MODES
             .iter()
             .find(|(byte, _, _)| section.contains(byte))
-            .map_or(Place::Node, |&(_, place, _)| place),
-        _ if std::env::var_os("WASM_BINDGEN_USE_DENO").is_some() => Place::Elsewhere("under deno"),
+            .map_or(TestMode::Node, |&(_, place, _)| place),
+        _ if std::env::var_os("WASM_BINDGEN_USE_DENO").is_some() => {
+            TestMode::Elsewhere("under deno")
+        }
         _ => MODES
             .iter()
             .find(|(_, _, var)| std::env::var_os(var).is_some())
-            .map_or(Place::Node, |&(_, place, _)| place),
+            .map_or(TestMode::Node, |&(_, place, _)| place),
     }
 }
 
@@ -291,8 +293,8 @@ impl Host for Bindgen {
 
     /// Runs `wasm-bindgen-test-runner MODULE ARGS` in the configured directory, the
     /// instrumented module in a temporary directory; under node with our `wasmprof.js`
-    /// beside it and the dump file named in `WASMPROF_OUT`, in a browser with our server
-    /// up.
+    /// beside it and the dump file named in the runtime's environment, in a browser with
+    /// our server up.
     fn run(&self, program: &Prepared, config: &RunConfig) -> Result<Outcome, HostError> {
         if !has_tests(&program.wasm) {
             // What the runner says and does for such a binary (it runs nothing).
@@ -301,14 +303,14 @@ impl Host for Bindgen {
             }
             return Err(HostError::NoTests);
         }
-        let place = place(&program.wasm);
-        if let Place::Elsewhere(elsewhere) = place {
+        let mode = test_mode(&program.wasm);
+        if let TestMode::Elsewhere(elsewhere) = mode {
             return Err(HostError::Refused(format!(
                 "its tests run {elsewhere}; cargo-wasmprof runs wasm-bindgen tests under \
                  node and in a browser's page only so far (`cargo test` runs them)"
             )));
         }
-        if place == Place::Browser {
+        if mode == TestMode::Browser {
             browser_supported()?;
         }
         let version = bindgen_version(&program.wasm).ok_or_else(|| {
@@ -316,116 +318,110 @@ impl Host for Bindgen {
                 "carries no `{UNSTABLE_SECTION}` section that says its wasm-bindgen version"
             ))
         })?;
-        let runner = runner(&version)?;
-        let meta = program
-            .meta
-            .as_ref()
-            .ok_or_else(|| HostError::Refused("does not carry the profiler".into()))?;
-        let state = meta::custom_section(&program.wasm, meta::STATE_SECTION)
-            .ok()
-            .flatten()
-            .ok_or_else(|| {
-                HostError::Refused(
-                    "was instrumented for the embedded wasmtime (--state own-memory); a JS \
-                     host needs the state module"
-                        .into(),
-                )
-            })?;
-        let dir = tempfile::Builder::new()
-            .prefix("wasmprof-bindgen-")
-            .tempdir()
-            .map_err(cannot_write)?;
-        let name = program
-            .path
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_else(|| "program.wasm".into());
-        let module = dir.path().join(&name);
-        let mut command = Command::new(&runner);
-        command
-            .arg(&module)
-            .args(&config.args)
-            .current_dir(&config.dir)
-            .env(
-                "WASMPROF_SAMPLE_INTERVAL",
-                config.sample_interval.as_micros().max(1).to_string(),
-            );
-        if !config.inherit_stdio {
-            command
-                .stdin(Stdio::null())
-                .stdout(Stdio::null())
-                .stderr(Stdio::null());
-        }
-        let run = |mut command: Command| {
-            command
-                .status()
-                .map(|status| status.code().unwrap_or(1))
-                .map_err(|e| {
-                    HostError::Unavailable(format!("cannot run {}: {e}", runner.display()))
-                })
+        let run = RunnerRun {
+            runner: runner(&version)?,
+            program,
+            config,
+            meta: program
+                .meta
+                .as_ref()
+                .ok_or_else(|| HostError::Refused("does not carry the profiler".into()))?,
+            state: meta::custom_section(&program.wasm, meta::STATE_SECTION)
+                .ok()
+                .flatten()
+                .ok_or_else(|| {
+                    HostError::Refused(
+                        "was instrumented for the embedded wasmtime (--state own-memory); a \
+                         JS host needs the state module"
+                            .into(),
+                    )
+                })?,
+            dir: tempfile::Builder::new()
+                .prefix("wasmprof-bindgen-")
+                .tempdir()
+                .map_err(cannot_write)?,
         };
-        let (code, dump) = match place {
-            Place::Browser => {
-                // The module imports its state from our server's URL, known once it is up.
-                let server = DumpServer::start()
-                    .map_err(|e| HostError::Unavailable(format!("cannot start a server: {e}")))?;
-                let renamed = import_state_from(&program.wasm, &server.runtime_url())
-                    .map_err(HostError::refused)?;
-                server.serve(crate::js_runtime::for_bindgen_page(
-                    &name,
-                    meta,
-                    state,
-                    &renamed.names,
-                    &server.dump_url(),
-                ));
-                std::fs::write(&module, renamed.wasm).map_err(cannot_write)?;
-                // The runner gives a suite 20 s, and reads the page through WebDriver calls
-                // that wait as long for a page busy in a long test. The probes make a suite
-                // slower (serde-wasm-bindgen's in Chromium: 3x with instructions, about 40x
-                // with exact-time, which reads the page's clock through JS at every entry
-                // and exit), so a suite that passes plain gets as much more, unless the
-                // user chose.
-                if std::env::var_os(TIMEOUT).is_none() {
-                    command.env(TIMEOUT, (50 * DEFAULT_TIMEOUT_S).to_string());
-                }
-                let code = run(command)?;
-                (code, server.finish())
-            }
-            _ => {
-                std::fs::write(&module, &program.wasm).map_err(cannot_write)?;
-                std::fs::write(
-                    dir.path().join("wasmprof.js"),
-                    crate::js_runtime::for_bindgen(&name, meta, state),
-                )
-                .map_err(cannot_write)?;
-                let dump = dir.path().join("dump.json");
-                command
-                    .env("NODE_PATH", node_path(dir.path())?)
-                    .env("WASMPROF_OUT", &dump);
-                let code = run(command)?;
-                (code, std::fs::read(&dump).ok())
-            }
+        let (code, dump) = match mode {
+            TestMode::Browser => run.in_browser()?,
+            _ => run.under_node()?,
         };
-        let Some(dump) = dump.filter(|d| !d.is_empty()) else {
-            return Err(HostError::NoProfile {
-                code,
-                hint: "the runner's output says why",
-            });
-        };
-        let parts = DumpFile::from_slice(&dump)
-            .and_then(DumpFile::into_parts)
-            .map_err(|e| HostError::BadProfile(format!("{e:#}")))?;
-        Ok(Outcome {
-            exit_code: code,
-            trap: parts.run.trap,
-            state: Some(parts.dump),
-            wall_ns: parts.run.wall_ns,
-            threads: parts.threads,
-            lost_threads: parts.lost_threads,
-        })
+        js_process::outcome(code, dump, "the runner's output says why")
     }
 
     fn calibrated(&self) -> bool {
         false // the calibration measures the embedded wasmtime's probes, not node's
+    }
+}
+
+/// One run of the runner over an instrumented module: the runner, the program and how to
+/// run it, its meta and state module, and the temporary directory the module is run from.
+struct RunnerRun<'a> {
+    runner: PathBuf,
+    program: &'a Prepared,
+    config: &'a RunConfig,
+    meta: &'a Meta,
+    state: &'a [u8],
+    dir: tempfile::TempDir,
+}
+
+impl RunnerRun<'_> {
+    /// The module's file name, as the runner and the runtime name it.
+    fn name(&self) -> String {
+        self.program
+            .path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "program.wasm".into())
+    }
+
+    /// The runner's process over the module written into the temporary directory.
+    fn process(&self, wasm: &[u8]) -> Result<JsProcess, HostError> {
+        let module = self.dir.path().join(self.name());
+        std::fs::write(&module, wasm).map_err(cannot_write)?;
+        Ok(JsProcess::new(&self.runner, &module, self.config))
+    }
+
+    /// Under node: our `wasmprof.js` beside the module, first on `NODE_PATH`, where the
+    /// glue's `require("wasmprof")` finds it; the runtime saves the dump to a file.
+    fn under_node(&self) -> Result<(i32, Option<Vec<u8>>), HostError> {
+        let mut process = self.process(&self.program.wasm)?;
+        std::fs::write(
+            self.dir.path().join("wasmprof.js"),
+            crate::js_runtime::for_bindgen(&self.name(), self.meta, self.state),
+        )
+        .map_err(cannot_write)?;
+        process
+            .command
+            .env("NODE_PATH", node_path(self.dir.path())?);
+        process.run_with_dump_file()
+    }
+
+    /// In a browser: the module imports its state from our server's URL, known once it is
+    /// up; the page posts the dump back to it.
+    fn in_browser(&self) -> Result<(i32, Option<Vec<u8>>), HostError> {
+        let server = DumpServer::start()
+            .map_err(|e| HostError::Unavailable(format!("cannot start a server: {e}")))?;
+        let renamed = import_state_from(&self.program.wasm, &server.runtime_url())
+            .map_err(HostError::refused)?;
+        server.serve(crate::js_runtime::for_bindgen_page(
+            &self.name(),
+            self.meta,
+            self.state,
+            &renamed.names,
+            &server.dump_url(),
+        ));
+        let mut process = self.process(&renamed.wasm)?;
+        // The runner gives a suite 20 s, and reads the page through WebDriver calls that
+        // wait as long for a page busy in a long test. The probes make a suite slower
+        // (serde-wasm-bindgen's in Chromium: 3x with instructions, about 40x with
+        // exact-time, which reads the page's clock through JS at every entry and exit), so
+        // a suite that passes plain gets as much more, unless the user chose.
+        if std::env::var_os(TIMEOUT).is_none() {
+            process
+                .command
+                .env(TIMEOUT, (50 * DEFAULT_TIMEOUT_S).to_string());
+        }
+        let code = process.run()?;
+        Ok((code, server.finish()))
     }
 }

@@ -13,6 +13,8 @@
 mod bindgen;
 mod dump_server;
 mod embedded;
+mod instance;
+mod js_process;
 mod node;
 mod sampler;
 mod threads;
@@ -23,7 +25,8 @@ use std::time::Duration;
 use anyhow::Context as _;
 
 pub use self::bindgen::Bindgen;
-pub use self::embedded::{profiler_memory, Embedded, TRAP_EXIT_CODE};
+pub use self::embedded::Embedded;
+pub use self::instance::{profiler_memory, TRAP_EXIT_CODE};
 pub use self::node::Node;
 pub use self::sampler::{HOOK as SAMPLE_HOOK, HOOK_SAMPLE_NS};
 use crate::clock::ClockChoice;
@@ -97,10 +100,6 @@ pub struct RunConfig {
     pub sample_interval: Duration,
 }
 
-/// The sampled time metric's interval unless the user chooses one: 10 kHz, so that a
-/// test binary that runs for 10 ms still gets about a hundred samples.
-pub const DEFAULT_SAMPLE_INTERVAL: Duration = Duration::from_micros(100);
-
 impl RunConfig {
     /// Runs `program` with `args` in `dir`, with inherited stdio and the cheapest clock.
     pub fn new(
@@ -114,7 +113,7 @@ impl RunConfig {
             dir: dir.into(),
             inherit_stdio: true,
             clock: ClockChoice::Auto,
-            sample_interval: DEFAULT_SAMPLE_INTERVAL,
+            sample_interval: crate::sampling::DEFAULT_INTERVAL,
         }
     }
 }
@@ -127,12 +126,13 @@ pub struct Outcome {
     pub exit_code: i32,
     /// The trap's message, when the program trapped.
     pub trap: Option<String>,
-    /// What the profiler left in the module, for an instrumented module.
-    pub state: Option<Dump>,
+    /// What the profiler left in the module, for an instrumented module (the main
+    /// thread's, in a threaded program).
+    pub dump: Option<Dump>,
     /// Wall time of the program's run (compilation excluded).
     pub wall_ns: u64,
     /// A threaded program's threads (wasi-threads, Emscripten's -pthread), by thread id,
-    /// the main thread (0) first: what each one's profiler left (`state` is the main
+    /// the main thread (0) first: what each one's profiler left (`dump` is the main
     /// thread's).
     pub threads: Vec<ThreadDump>,
     /// Threads whose state the host could not collect: they neither stopped nor waited
@@ -148,7 +148,7 @@ impl Outcome {
     /// whose state could not be read counts as lost, as one the host could not stop.
     pub fn profile(&self, meta: &Meta, module: impl Into<String>) -> anyhow::Result<Profile> {
         let dump = self
-            .state
+            .dump
             .as_ref()
             .context("the module carries no profiler state")?;
         Profile::decode_threads(
@@ -169,7 +169,7 @@ impl Outcome {
             open_stack: Vec::new(),
             wall_ns: self.wall_ns,
             clock: self
-                .state
+                .dump
                 .as_ref()
                 .map(|d| d.clock.clone())
                 .unwrap_or_default(),

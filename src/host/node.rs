@@ -3,15 +3,14 @@
 //! to a dump file when the program ends, traps or exits.
 
 use std::path::Path;
-use std::process::{Command, Stdio};
 use std::time::Instant;
 
+use super::js_process::{self, JsProcess};
 use super::{Host, Outcome, Prepared, RunConfig};
 use crate::error::{Error, HostError};
 use crate::fsutil::relative;
 use crate::instrument::{instrument_in_place, Options};
 use crate::meta::Meta;
-use crate::profile::DumpFile;
 use crate::status::Status;
 
 /// node, for the programs that Emscripten links.
@@ -73,10 +72,9 @@ impl Host for Node {
         })
     }
 
-    /// Runs `node PROGRAM ARGS` in the configured directory, with the dump file named in
-    /// `WASMPROF_OUT` and the sampled metric's interval in `WASMPROF_SAMPLE_INTERVAL`
-    /// (microseconds). The exit code is node's own: after a trap the runtime can only
-    /// guess it.
+    /// Runs `node PROGRAM ARGS` in the configured directory, with the runtime told where to
+    /// save the dump and how often to sample. The exit code is node's own: after a trap the
+    /// runtime can only guess it.
     fn run(&self, program: &Prepared, config: &RunConfig) -> Result<Outcome, HostError> {
         let node = which::which("node").map_err(|_| {
             HostError::Unavailable(
@@ -85,52 +83,8 @@ impl Host for Node {
                     .into(),
             )
         })?;
-        let dump = tempfile::Builder::new()
-            .prefix("wasmprof-dump-")
-            .suffix(".json")
-            .tempfile()
-            .map_err(|e| {
-                HostError::Unavailable(format!(
-                    "cannot create a temporary file for the profile: {e}"
-                ))
-            })?;
-        let mut command = Command::new(&node);
-        command
-            .arg(&program.path)
-            .args(&config.args)
-            .current_dir(&config.dir)
-            .env("WASMPROF_OUT", dump.path())
-            .env(
-                "WASMPROF_SAMPLE_INTERVAL",
-                config.sample_interval.as_micros().max(1).to_string(),
-            );
-        if !config.inherit_stdio {
-            command
-                .stdin(Stdio::null())
-                .stdout(Stdio::null())
-                .stderr(Stdio::null());
-        }
-        let status = command
-            .status()
-            .map_err(|e| HostError::Unavailable(format!("cannot run {}: {e}", node.display())))?;
-        let code = status.code().unwrap_or(1);
-        if std::fs::metadata(dump.path()).map_or(true, |m| m.len() == 0) {
-            return Err(HostError::NoProfile {
-                code,
-                hint: "is it linked by wasmprof-emcc?",
-            });
-        }
-        let parts = DumpFile::read(dump.path())
-            .and_then(DumpFile::into_parts)
-            .map_err(|e| HostError::BadProfile(format!("{e:#}")))?;
-        Ok(Outcome {
-            exit_code: code,
-            trap: parts.run.trap,
-            state: Some(parts.dump),
-            wall_ns: parts.run.wall_ns,
-            threads: parts.threads,
-            lost_threads: parts.lost_threads,
-        })
+        let (code, dump) = JsProcess::new(&node, &program.path, config).run_with_dump_file()?;
+        js_process::outcome(code, dump, "is it linked by wasmprof-emcc?")
     }
 
     fn calibrated(&self) -> bool {

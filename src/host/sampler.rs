@@ -23,6 +23,7 @@ use std::time::{Duration, Instant};
 use crate::layout::{self, Layout};
 #[cfg(doc)]
 use crate::meta::Metric;
+use crate::sampling::{self, DENSE_PHASE};
 
 /// Import module and name of the test hook: a module that imports `() -> ()` under these
 /// names gets a sample taken, of [`HOOK_SAMPLE_NS`], whenever it calls it, so that tests
@@ -105,14 +106,6 @@ fn least_timer_slack() {
     }
 }
 
-/// When a sample that waited `wait` counts as late: the sampler did not get a CPU in time.
-fn late_after(wait: Duration) -> Duration {
-    4 * wait + Duration::from_micros(100)
-}
-
-/// How long a run is sampled densely at first.
-const DENSE_PHASE: Duration = Duration::from_millis(20);
-
 /// The profilers' memories a sampler samples: one per live thread of the program, by
 /// thread id.
 #[derive(Clone, Default)]
@@ -147,11 +140,9 @@ pub(super) struct Sampler {
 }
 
 impl Sampler {
-    /// Starts sampling `targets` (each thread's) every `interval`, each sample credited with the time that
-    /// actually passed since the previous one. For the first [`DENSE_PHASE`] it samples ten
-    /// times as often, waiting by spinning, so that a run of a millisecond or two still gets
-    /// a usable estimate; then it sleeps between samples, with the timer slack at its least
-    /// on Linux (where a sleep would otherwise last 50 µs more). Measured on this project's
+    /// Starts sampling `targets` (each thread's) every `interval`, on the schedule of
+    /// [`crate::sampling`]. In the dense phase it waits by spinning; then it sleeps between
+    /// samples, with the timer slack at its least on Linux (where a sleep would otherwise last 50 µs more). Measured on this project's
     /// 2-vCPU machines: sleeps of 10 µs slowed programs by up to half (the woken thread
     /// competes for the program's CPU), spinning for 20 ms and sleeps of 100 µs did not
     /// measurably; but a spin that never yields kept wasmtime-wasi's blocking helper threads
@@ -165,7 +156,7 @@ impl Sampler {
             least_timer_slack();
             let _ = up.send(());
             let began = Instant::now();
-            let dense = (interval / 10).max(Duration::from_micros(5));
+            let dense = sampling::dense_wait(interval);
             let mut last = began;
             while !stopped.load(Ordering::Relaxed) {
                 let wait = if last - began < DENSE_PHASE {
@@ -186,7 +177,7 @@ impl Sampler {
                     Instant::now()
                 };
                 let elapsed = now.duration_since(last);
-                target.take(elapsed.as_nanos() as u64, elapsed > late_after(wait));
+                target.take(elapsed.as_nanos() as u64, sampling::is_late(wait, elapsed));
                 last = now;
             }
         });

@@ -33,11 +33,12 @@ use std::time::{Duration, Instant};
 use anyhow::Context as _;
 use wasmtime::{Engine, InstancePre, Linker, Module, SharedMemory, Store};
 use wasmtime_wasi::p1::WasiP1Ctx;
-use wasmtime_wasi::I32Exit;
 
-use super::embedded::{collect, frames_of, link_host, trap_message, wasi_context, HostLinks};
+use super::instance::{
+    collect, frames_of, link_host, shared_bytes, wasi_context, Compiled, Ending, HostLinks,
+};
 use super::sampler::{SampleTarget, Sampler, Targets};
-use super::{Outcome, RunConfig, TRAP_EXIT_CODE};
+use super::{Outcome, RunConfig};
 use crate::clock::Clock;
 use crate::layout::{self, Layout};
 use crate::meta::{self, Meta};
@@ -61,12 +62,12 @@ struct Program {
     meta: Option<Meta>,
     clock: Clock,
     next_tid: AtomicU32,
-    /// Every thread's slot, in the order they started (the main thread's first).
-    threads: Mutex<Vec<Arc<Slot>>>,
+    /// Every thread, in the order they started (the main thread's first).
+    threads: Mutex<Vec<Arc<WasmThread>>>,
     /// Set once the program has ended: epoch traps after it are the host's doing.
     ending: AtomicBool,
     /// The first end: the main thread's return or exit, or any thread's trap or exit.
-    ended: Mutex<Option<mpsc::Sender<End>>>,
+    ended: Mutex<Option<mpsc::Sender<Ending>>>,
     /// The sampled metric's targets: one per live thread.
     targets: Targets,
     /// The module linked to WASI, the clock, `thread-spawn` and the shared memories: every
@@ -74,14 +75,8 @@ struct Program {
     pre: OnceLock<InstancePre<WasiP1Ctx>>,
 }
 
-/// How the program ended.
-struct End {
-    exit_code: i32,
-    trap: Option<String>,
-}
-
 /// One thread: its id, its profiler memory, and its state once collected.
-struct Slot {
+struct WasmThread {
     tid: u32,
     profiler: SharedMemory,
     /// What the thread left: collected by itself when it stopped, or by the host from its
@@ -92,14 +87,15 @@ struct Slot {
     stopped: AtomicBool,
 }
 
-/// Runs a threaded instrumented module (or, with `meta` `None`, a plain one) to its end.
-pub(super) fn run(
-    engine: Engine,
-    module: Module,
-    meta: Option<&Meta>,
-    config: &RunConfig,
-    links: HostLinks,
-) -> anyhow::Result<Outcome> {
+/// Runs a threaded instrumented module (or, without a meta, a plain one) to its end.
+pub(super) fn run(compiled: Compiled, config: &RunConfig) -> anyhow::Result<Outcome> {
+    let Compiled {
+        engine,
+        module,
+        meta,
+        links,
+        ..
+    } = compiled;
     let memories = module
         .imports()
         .filter_map(|import| match import.ty() {
@@ -111,7 +107,9 @@ pub(super) fn run(
         })
         .collect::<Result<Vec<_>, _>>()
         .map_err(anyhow::Error::from)?;
-    let layout = meta.map_or(Layout::new(0, 0, 0, 0, 0), |m| m.layout);
+    let layout = meta
+        .as_ref()
+        .map_or(Layout::new(0, 0, 0, 0, 0), |m| m.layout);
     let (ended, ends) = mpsc::channel();
     let program = Arc::new(Program {
         engine,
@@ -120,7 +118,7 @@ pub(super) fn run(
         config: config.clone(),
         links,
         layout,
-        meta: meta.cloned(),
+        meta,
         clock: Clock::start(config.clock),
         next_tid: AtomicU32::new(1),
         threads: Mutex::new(Vec::new()),
@@ -145,9 +143,10 @@ pub(super) fn run(
     is_ready
         .recv()
         .context("the program's main thread ended early")??;
-    let end = ends
+    let (exit_code, trap) = ends
         .recv()
-        .context("the program's threads ended without a word")?;
+        .context("the program's threads ended without a word")?
+        .exit();
     let wall_ns = started.elapsed().as_nanos() as u64;
     program.ending.store(true, Ordering::SeqCst);
     program.engine.increment_epoch();
@@ -155,10 +154,10 @@ pub(super) fn run(
     if let Some(sampler) = sampler {
         sampler.stop();
     }
-    let slots = program.threads.lock().expect("not poisoned").clone();
-    let mut states: Vec<ThreadDump> = slots
+    let all = program.threads.lock().expect("not poisoned").clone();
+    let mut states: Vec<ThreadDump> = all
         .iter()
-        .filter_map(|slot| slot.state.lock().expect("not poisoned").take())
+        .filter_map(|thread| thread.state.lock().expect("not poisoned").take())
         .collect();
     states.sort_by_key(|s| s.tid);
     let main = states
@@ -166,9 +165,9 @@ pub(super) fn run(
         .find(|s| s.tid == 0)
         .and_then(|s| s.dump.clone());
     Ok(Outcome {
-        exit_code: end.exit_code,
-        trap: end.trap,
-        state: main,
+        exit_code,
+        trap,
+        dump: main,
         wall_ns,
         threads: states,
         lost_threads: lost,
@@ -185,7 +184,7 @@ impl Program {
         arg: Option<i32>,
         ready: mpsc::Sender<anyhow::Result<()>>,
     ) {
-        let (mut store, instance, slot) = match self.instantiate(tid) {
+        let (mut store, instance, thread) = match self.instantiate(tid) {
             Ok(made) => {
                 let _ = ready.send(Ok(()));
                 made
@@ -203,73 +202,74 @@ impl Program {
                 .get_typed_func::<(i32, i32), ()>(&mut store, meta::THREAD_START)
                 .and_then(|start| start.call(&mut store, (tid as i32, arg))),
         };
-        let ended_by_host = self.ending.load(Ordering::SeqCst);
-        // How the thread ended: `proc_exit`, or a trap of its own (not the host's epoch).
-        let exit = result
-            .as_ref()
-            .err()
-            .and_then(|e| e.downcast_ref::<I32Exit>())
-            .map(|exit| exit.0);
-        let trap = match (&result, ended_by_host, exit) {
-            (Err(error), false, None) => Some(trap_message(error)),
+        let stopped_by_host = self.ending.load(Ordering::SeqCst);
+        let ending = Ending::of(&result);
+        // A trap once the program has ended is the host's epoch, not the thread's own.
+        let trap = match &ending {
+            Ending::Trapped(trap) if !stopped_by_host => Some(trap.clone()),
             _ => None,
         };
-        // How this thread's end ends the program, if it does.
-        let end = match (&result, exit, &trap) {
-            (Ok(()), ..) if tid == 0 => Some(End {
-                exit_code: 0,
-                trap: None,
-            }),
-            (_, Some(code), _) => Some(End {
-                exit_code: code,
-                trap: None,
-            }),
-            (_, _, Some(trap)) => Some(End {
-                exit_code: TRAP_EXIT_CODE,
-                trap: Some(match tid {
-                    0 => trap.clone(),
-                    tid => format!("thread {tid}: {trap}"),
-                }),
-            }),
-            _ => None,
+        let how = match (&ending, stopped_by_host) {
+            (Ending::Returned, _) => "returned".to_string(),
+            (_, true) => "stopped at the program's end".to_string(),
+            (Ending::Exited(code), false) => format!("exited with {code}"),
+            (Ending::Trapped(trap), false) => format!("trapped: {trap}"),
         };
-        let frames = frames_of(&result, self.meta.as_ref());
-        {
-            let mut state = slot.state.lock().expect("not poisoned");
-            // A state the host read while the thread waited stands: it is the state at
-            // the program's end, before the host woke the thread.
-            if state.is_none() {
-                let end_reading = self.clock.reader()() as u64;
-                let dump = collect(
-                    &mut store,
-                    &instance,
-                    &self.links,
-                    self.clock,
-                    end_reading,
-                    frames,
-                );
-                *state = Some(ThreadDump {
-                    tid,
-                    dump: dump.ok().flatten(),
-                    how: match (&result, ended_by_host, exit, &trap) {
-                        (Ok(()), ..) => "returned".to_string(),
-                        (_, true, ..) => "stopped at the program's end".to_string(),
-                        (_, _, Some(code), _) => format!("exited with {code}"),
-                        (_, _, _, Some(trap)) => format!("trapped: {trap}"),
-                        _ => unreachable!("an error is a trap or an exit"),
-                    },
-                    trap: trap.clone(),
-                });
-            }
-        }
+        self.keep_state(&thread, &mut store, &instance, &result, how, trap.clone());
         // Only now: the host, ending the program, waits for every thread's state.
-        slot.stopped.store(true, Ordering::SeqCst);
+        thread.stopped.store(true, Ordering::SeqCst);
         self.targets.remove(tid);
+        // How this thread's end ends the program, if it does.
+        let end = match ending {
+            Ending::Returned if tid == 0 => Some(Ending::Returned),
+            Ending::Exited(code) => Some(Ending::Exited(code)),
+            Ending::Trapped(_) => trap.map(|trap| {
+                Ending::Trapped(match tid {
+                    0 => trap,
+                    tid => format!("thread {tid}: {trap}"),
+                })
+            }),
+            Ending::Returned => None,
+        };
         if let Some(end) = end {
             if let Some(ended) = self.ended.lock().expect("not poisoned").take() {
                 let _ = ended.send(end);
             }
         }
+    }
+
+    /// Keeps the state `thread` left in `instance` once its code has stopped (`result`,
+    /// ended as `how` says), unless the host read it while the thread waited: that one is
+    /// the state at the program's end, before the host woke the thread.
+    fn keep_state(
+        &self,
+        thread: &WasmThread,
+        store: &mut Store<WasiP1Ctx>,
+        instance: &wasmtime::Instance,
+        result: &wasmtime::Result<()>,
+        how: String,
+        trap: Option<String>,
+    ) {
+        let mut state = thread.state.lock().expect("not poisoned");
+        if state.is_some() {
+            return;
+        }
+        let end_reading = self.clock.reader()() as u64;
+        let frames = frames_of(result, self.meta.as_ref());
+        let dump = collect(
+            store,
+            instance,
+            &self.links,
+            self.clock,
+            end_reading,
+            frames,
+        );
+        *state = Some(ThreadDump {
+            tid: thread.tid,
+            dump: dump.ok().flatten(),
+            how,
+            trap,
+        });
     }
 
     /// The module linked once for every thread. `thread-spawn` reaches the program through
@@ -318,11 +318,11 @@ impl Program {
             .context("cannot link the module")
     }
 
-    /// A store and an instance for thread `tid`, its slot registered.
+    /// A store and an instance for thread `tid`, registered.
     fn instantiate(
         self: &Arc<Self>,
         tid: u32,
-    ) -> anyhow::Result<(Store<WasiP1Ctx>, wasmtime::Instance, Arc<Slot>)> {
+    ) -> anyhow::Result<(Store<WasiP1Ctx>, wasmtime::Instance, Arc<WasmThread>)> {
         let mut store = Store::new(&self.engine, wasi_context(&self.config)?);
         // Raised when the program ends: every thread then traps at its next check.
         store.set_epoch_deadline(1);
@@ -343,7 +343,7 @@ impl Program {
             self.targets
                 .add(tid, SampleTarget::new(profiler.clone(), self.layout));
         }
-        let slot = Arc::new(Slot {
+        let thread = Arc::new(WasmThread {
             tid,
             profiler,
             state: Mutex::new(None),
@@ -352,8 +352,8 @@ impl Program {
         self.threads
             .lock()
             .expect("not poisoned")
-            .push(Arc::clone(&slot));
-        Ok((store, instance, slot))
+            .push(Arc::clone(&thread));
+        Ok((store, instance, thread))
     }
 
     /// `wasi.thread-spawn(arg)`: a new thread running `wasi_thread_start(tid, arg)`; its id,
@@ -390,19 +390,19 @@ impl Program {
         }
         let deadline = Instant::now() + STOP_GRACE;
         loop {
-            let slots = self.threads.lock().expect("not poisoned").clone();
+            let all = self.threads.lock().expect("not poisoned").clone();
             let mut pending = Vec::new();
-            for slot in &slots {
-                if slot.stopped.load(Ordering::SeqCst) {
+            for thread in &all {
+                if thread.stopped.load(Ordering::SeqCst) {
                     continue;
                 }
-                let mut state = slot.state.lock().expect("not poisoned");
+                let mut state = thread.state.lock().expect("not poisoned");
                 if state.is_none() {
-                    *state = self.read_waiting(slot);
+                    *state = self.read_waiting(thread);
                 }
                 let waiting_on = state
                     .is_some()
-                    .then(|| waiting_address(&slot.profiler))
+                    .then(|| waiting_address(&thread.profiler))
                     .flatten();
                 drop(state);
                 // Wake it, so that it traps and its OS thread ends.
@@ -411,14 +411,14 @@ impl Program {
                         let _ = memory.atomic_notify(addr, u32::MAX);
                     }
                 }
-                pending.push(slot.tid);
+                pending.push(thread.tid);
             }
             if pending.is_empty() {
                 return Vec::new();
             }
             if Instant::now() >= deadline {
                 // Threads never stopped: those the host read while they waited are whole.
-                return slots
+                return all
                     .iter()
                     .filter(|s| pending.contains(&s.tid))
                     .filter(|s| s.state.lock().expect("not poisoned").is_none())
@@ -431,14 +431,14 @@ impl Program {
 
     /// The state of a thread that is blocked in a wait, read from its profiler memory;
     /// `None` when it is not waiting (or woke while it was read).
-    fn read_waiting(&self, slot: &Slot) -> Option<ThreadDump> {
-        let before = waiting_word(&slot.profiler)?;
+    fn read_waiting(&self, thread: &WasmThread) -> Option<ThreadDump> {
+        let before = waiting_word(&thread.profiler)?;
         if before % 2 == 0 {
             return None;
         }
-        let memory = super::embedded::shared_bytes(&slot.profiler);
+        let memory = shared_bytes(&thread.profiler);
         // The word changes the moment the thread wakes: unchanged, the copy is whole.
-        if waiting_word(&slot.profiler)? != before {
+        if waiting_word(&thread.profiler)? != before {
             return None;
         }
         let word = |at: u32, n: usize| {
@@ -455,7 +455,7 @@ impl Program {
             false => self.clock.reader()() as u64,
         };
         Some(ThreadDump {
-            tid: slot.tid,
+            tid: thread.tid,
             how: "waiting when the program ended".to_string(),
             trap: None,
             dump: Some(Dump {

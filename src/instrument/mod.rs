@@ -13,7 +13,7 @@
 //!
 //! This file walks the steps; each lives in a module of its own: `check` (what is refused,
 //! and validation), `thunks` (import thunks), `sites` (call-site numbering), `rewrite`
-//! (one function's probes), `counting` (the instructions metric), `runtime` (the probes'
+//! (one function's probes), `counting` (the instructions metric), `probes` (the probes'
 //! code and the profiler's state), `in_place` (a module file made instrumented, keeping
 //! its original), `state_import` (an instrumented module's state imported from another
 //! module name, for a browser page).
@@ -22,8 +22,8 @@ mod bindgen;
 mod check;
 mod counting;
 mod in_place;
+mod probes;
 mod rewrite;
-mod runtime;
 mod sites;
 mod state_import;
 mod thunks;
@@ -46,7 +46,7 @@ pub use state_import::{import_state_from, StateImport};
 use thunks::{add_import_thunks, redirect_to_thunks};
 
 /// What can be chosen about the instrumentation.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Options {
     /// Room for this many calling contexts; entries beyond it are folded per function.
     pub max_contexts: u32,
@@ -88,6 +88,12 @@ impl Options {
         }
     }
 
+    /// Whether the module counts each straight-line segment's runs, for per-line costs:
+    /// with the instructions metric, where the profiler has a memory of its own.
+    pub fn counts_lines(&self) -> bool {
+        self.metric.facts().probes.counter && self.state == StateLocation::OwnMemory
+    }
+
     /// Whether these options produced `meta`: a module that carries it was instrumented
     /// with the same metric, state location, import handlers and room for contexts.
     pub fn produced(&self, meta: &Meta) -> bool {
@@ -124,9 +130,7 @@ pub fn instrument(original: &[u8], options: &Options) -> Result<Instrumented, In
                 return None;
             }
             // Per-line costs name the functions inlined at each line.
-            let inlines =
-                options.metric == Metric::Instructions && options.state == StateLocation::OwnMemory;
-            Some(SymbolTable::load(original, inlines))
+            Some(SymbolTable::load(original, options.counts_lines()))
         });
         let module = walrus::ModuleConfig::new().parse(original);
         let Ok(checked) = proposals.recv() else {
@@ -260,7 +264,7 @@ fn segment_lines(segments: &[(u32, Vec<u32>)], symbols: &SymbolTable) -> meta::L
     tables
 }
 
-/// Adds the runtime and the probes to `module`; emits and validates the result.
+/// Adds the profiler and the probes to `module`; emits and validates the result.
 fn rewrite(mut module: Module, options: &Options) -> Result<Rewritten, InstrumentError> {
     // Function ids: walrus allocates functions in index order when it parses.
     let original_funcs: Vec<FunctionId> = module.funcs.iter().map(|f| f.id()).collect();
@@ -268,9 +272,7 @@ fn rewrite(mut module: Module, options: &Options) -> Result<Rewritten, Instrumen
         .iter()
         .enumerate()
         .all(|(i, id)| id.index() == i));
-    let function_count = original_funcs.len() as u32;
     let threads = check::threads(&module, options.state)?;
-    let threaded = threads != check::Threads::None;
     let imported: Vec<bool> = original_funcs
         .iter()
         .map(|&id| matches!(module.funcs.get(id).kind, FunctionKind::Import(_)))
@@ -281,11 +283,59 @@ fn rewrite(mut module: Module, options: &Options) -> Result<Rewritten, Instrumen
         true => (bindgen::intrinsics(&module), bindgen::interpreted(&module)),
         false => Default::default(),
     };
-
     let thunks = add_import_thunks(&mut module, &original_funcs, &intrinsics);
     redirect_to_thunks(&mut module, &thunks, &left_alone);
+    let (sites, plans) = plan(&module, &original_funcs, &left_alone, &thunks);
 
-    // Number the call sites of every defined function (thunks hold no sites of their own).
+    // Per-line costs: with the instructions metric, each segment of the program's code
+    // (not the thunks') counts its runs in the profiler's own memory.
+    let segment_count: u32 = match options.counts_lines() {
+        true => plans
+            .iter()
+            .filter(|plan| !plan.thunk)
+            .map(|plan| match &module.funcs.get(plan.id).kind {
+                FunctionKind::Local(func) => counting::count_segments(func, &plan.seqs),
+                _ => 0,
+            })
+            .sum(),
+        false => 0,
+    };
+    let layout = Layout::new(
+        original_funcs.len() as u32,
+        sites.direct.len() as u32,
+        sites.indirect.len() as u32,
+        segment_count,
+        options.max_contexts,
+    );
+    // Imports come first among the function ids.
+    let imports = imported.iter().filter(|&&i| i).count() as u32;
+    let threaded = threads != check::Threads::None;
+    let profiler = add_profiler(&mut module, &layout, options, imports, threaded)?;
+    let segments = rewrite_functions(&mut module, &plans, &profiler, &layout, options);
+    debug_assert_eq!(segments.len(), segment_count as usize);
+    add_frame_table(&mut module, &original_funcs, &thunks);
+    let wasm = module.emit_wasm();
+    validate(&wasm).map_err(InstrumentError::Produced)?;
+    let frames = meta::frames(&wasm).map_err(|e| InstrumentError::Produced(e.to_string()))?;
+    Ok(Rewritten {
+        wasm,
+        layout,
+        imported,
+        sites,
+        frames,
+        segments,
+    })
+}
+
+/// The functions to rewrite, each with its call sites numbered (in two compact spaces), the
+/// program's functions (but those `left_alone`) first, then the imports' `thunks`.
+fn plan(
+    module: &Module,
+    original_funcs: &[FunctionId],
+    left_alone: &std::collections::HashSet<FunctionId>,
+    thunks: &std::collections::BTreeMap<FunctionId, FunctionId>,
+) -> (Sites, Vec<Plan>) {
+    // Thunks hold no sites of their own.
     let thunk_for: HashMap<FunctionId, u32> = thunks
         .iter()
         .map(|(&import, &thunk)| (thunk, import.index() as u32))
@@ -301,7 +351,7 @@ fn rewrite(mut module: Module, options: &Options) -> Result<Rewritten, Instrumen
                 func.block(seq)
                     .instrs
                     .iter()
-                    .any(|(instr, _)| runtime::is_wait(instr))
+                    .any(|(instr, _)| probes::is_wait(instr))
             });
             plans.push(Plan {
                 id,
@@ -313,7 +363,7 @@ fn rewrite(mut module: Module, options: &Options) -> Result<Rewritten, Instrumen
             });
         }
     }
-    for (&import, &thunk) in &thunks {
+    for (&import, &thunk) in thunks {
         let FunctionKind::Local(func) = &module.funcs.get(thunk).kind else {
             unreachable!("a thunk is a defined function");
         };
@@ -326,52 +376,44 @@ fn rewrite(mut module: Module, options: &Options) -> Result<Rewritten, Instrumen
             waits: false,
         });
     }
+    (sites, plans)
+}
 
-    // Per-line costs: with the instructions metric, each segment of the program's code
-    // (not the thunks') counts its runs in the profiler's own memory.
-    let count_lines =
-        options.metric == Metric::Instructions && options.state == StateLocation::OwnMemory;
-    let segment_count: u32 = match count_lines {
-        true => plans
-            .iter()
-            .filter(|plan| !plan.thunk)
-            .map(|plan| match &module.funcs.get(plan.id).kind {
-                FunctionKind::Local(func) => counting::count_segments(func, &plan.seqs),
-                _ => 0,
-            })
-            .sum(),
-        false => 0,
-    };
-    let layout = Layout::new(
-        function_count,
-        sites.direct.len() as u32,
-        sites.indirect.len() as u32,
-        segment_count,
-        options.max_contexts,
-    );
-    // Imports come first among the function ids.
-    let imports = imported.iter().filter(|&&i| i).count() as u32;
-    let rt = match options.state {
-        StateLocation::OwnMemory => {
-            runtime::add(&mut module, &layout, options.metric, imports, threaded)
-        }
+/// Adds the profiler to `module` where `options` say: its own memory, or a state module
+/// carried in a custom section (validated) whose exports the module imports.
+fn add_profiler(
+    module: &mut Module,
+    layout: &Layout,
+    options: &Options,
+    imports: u32,
+    threaded: bool,
+) -> Result<probes::Profiler, InstrumentError> {
+    Ok(match options.state {
+        StateLocation::OwnMemory => probes::add(module, layout, options.metric, imports, threaded),
         StateLocation::StateModule => {
-            let (rt, state) = runtime::import_state_module(
-                &mut module,
-                &layout,
-                options.metric,
-                imports,
-                threaded,
-            );
+            let (profiler, state) =
+                probes::import_state_module(module, layout, options.metric, imports, threaded);
             validate(&state).map_err(InstrumentError::Produced)?;
             module.customs.add(walrus::RawCustomSection {
                 name: meta::STATE_SECTION.to_string(),
                 data: state,
             });
-            rt
+            profiler
         }
-    };
-    let unwind = Unwind::of(&module);
+    })
+}
+
+/// Rewrites every planned function with its probes; returns, per counted segment (the
+/// instructions metric's per-line costs), its function id and its original instructions'
+/// offsets.
+fn rewrite_functions(
+    module: &mut Module,
+    plans: &[Plan],
+    profiler: &probes::Profiler,
+    layout: &Layout,
+    options: &Options,
+) -> Vec<(u32, Vec<u32>)> {
+    let unwind = Unwind::of(module);
     // A host that throws through imports (JS: a longjmp, a C++ throw without wasm
     // exceptions): each thunk gets a handler, so that its activation is closed, and the
     // running import known, while an exception passes.
@@ -379,48 +421,62 @@ fn rewrite(mut module: Module, options: &Options) -> Result<Rewritten, Instrumen
         None if options.host_exceptions => Some(Unwind::Legacy),
         other => other,
     };
-    let mut segment_offsets: Vec<Vec<u32>> = Vec::with_capacity(segment_count as usize);
-    let mut segment_functions: Vec<u32> = Vec::with_capacity(segment_count as usize);
-    for plan in &plans {
-        let id = plan.id;
+    let mut segment_offsets: Vec<Vec<u32>> = Vec::new();
+    let mut segment_functions: Vec<u32> = Vec::new();
+    for plan in plans {
         let locals = ProbeLocals {
-            timed: runtime::TimedLocals {
+            timed: probes::TimedLocals {
                 parent: module.locals.add(ValType::I32),
                 node: module.locals.add(ValType::I32),
                 t0: module.locals.add(ValType::I64),
                 scratch: module.locals.add(ValType::I32),
             },
-            pending: (options.metric == Metric::Instructions)
+            pending: options
+                .metric
+                .facts()
+                .probes
+                .counter
                 .then(|| module.locals.add(ValType::I64)),
-            wait: (rt.wait.is_some() && plan.waits)
-                .then(|| runtime::WaitLocals::add(&mut module.locals)),
+            wait: (profiler.wait.is_some() && plan.waits)
+                .then(|| probes::WaitLocals::add(&mut module.locals)),
         };
-        let results = module.types.results(module.funcs.get(id).ty()).to_vec();
+        let results = module
+            .types
+            .results(module.funcs.get(plan.id).ty())
+            .to_vec();
         let body_ty = match results.as_slice() {
             [] => InstrSeqType::Simple(None),
             [one] => InstrSeqType::Simple(Some(*one)),
             many => InstrSeqType::MultiValue(module.types.add(&[], many)),
         };
-        let FunctionKind::Local(func) = &mut module.funcs.get_mut(id).kind else {
+        let FunctionKind::Local(func) = &mut module.funcs.get_mut(plan.id).kind else {
             unreachable!("planned functions are defined functions");
         };
         let unwind = if plan.thunk { thunk_unwind } else { unwind };
-        let before = segment_offsets.len();
-        let mut counters = match (count_lines && !plan.thunk, rt.memory) {
+        let next = segment_offsets.len() as u32;
+        let mut counters = match (options.counts_lines() && !plan.thunk, profiler.memory) {
             (true, Some(memory)) => Some(counting::SegmentCounters {
                 memory,
                 offset: layout.segments_off,
-                next: before as u32,
+                next,
                 segments: &mut segment_offsets,
             }),
             _ => None,
         };
-        rewrite_function(func, plan, body_ty, &rt, unwind, locals, &mut counters);
+        rewrite_function(func, plan, body_ty, profiler, unwind, locals, &mut counters);
         segment_functions.resize(segment_offsets.len(), plan.f);
     }
-    debug_assert_eq!(segment_offsets.len(), segment_count as usize);
-    // Every function index of the output back to its function id, for hosts' backtraces:
-    // walrus assigns the indices as it emits (largest functions first).
+    segment_functions.into_iter().zip(segment_offsets).collect()
+}
+
+/// Adds the [`meta::FRAMES_SECTION`]: every function index of the output back to its
+/// function id, for hosts' backtraces (walrus assigns the indices as it emits, largest
+/// functions first).
+fn add_frame_table(
+    module: &mut Module,
+    original_funcs: &[FunctionId],
+    thunks: &std::collections::BTreeMap<FunctionId, FunctionId>,
+) {
     let mut frames: Vec<(FunctionId, u32)> = original_funcs
         .iter()
         .filter(|&&id| matches!(module.funcs.get(id).kind, FunctionKind::Local(_)))
@@ -432,17 +488,6 @@ fn rewrite(mut module: Module, options: &Options) -> Result<Rewritten, Instrumen
             .map(|(&import, &thunk)| (thunk, import.index() as u32)),
     );
     module.customs.add(FrameTable(frames));
-    let wasm = module.emit_wasm();
-    validate(&wasm).map_err(InstrumentError::Produced)?;
-    let frames = meta::frames(&wasm).map_err(|e| InstrumentError::Produced(e.to_string()))?;
-    Ok(Rewritten {
-        wasm,
-        layout,
-        imported,
-        sites,
-        frames,
-        segments: segment_functions.into_iter().zip(segment_offsets).collect(),
-    })
 }
 
 /// The [`meta::FRAMES_SECTION`]: each function of the program (and each import's thunk),

@@ -9,7 +9,7 @@ use walrus::ir::{
 use walrus::{LocalFunction, Module, ValType};
 
 use super::counting::{ends_segment, InstructionCounter, Segment, SegmentCounters};
-use super::runtime;
+use super::probes;
 use super::sites::sequences;
 use super::Plan;
 
@@ -54,185 +54,257 @@ impl Unwind {
 /// straight-line segment, added to the shared counter before calls and exits.
 pub(super) fn rewrite_function(
     func: &mut LocalFunction,
-    &Plan {
-        f,
-        ref site_ids,
-        ref seqs,
-        thunk,
-        ..
-    }: &Plan,
+    plan: &Plan,
     body_ty: InstrSeqType,
-    rt: &runtime::Runtime,
+    profiler: &probes::Profiler,
     unwind: Option<Unwind>,
-    ProbeLocals {
-        timed,
-        pending,
-        wait,
-    }: ProbeLocals,
+    locals: ProbeLocals,
     segments: &mut Option<SegmentCounters>,
 ) {
-    let entry = func.entry_block();
-    let timing = match &rt.probes {
-        runtime::Probes::Timed(timing) => Some(timing),
-        runtime::Probes::Count(..) => None,
+    let timing = match &profiler.probes {
+        probes::MetricProbes::Timed(timing) => Some(timing),
+        probes::MetricProbes::Count(..) => None,
     };
-    let body = timing.map(|_| func.builder_mut().dangling_instr_seq(body_ty).id());
-    let counter = match (timing.and_then(|t| t.clock), pending) {
-        (Some(runtime::Reading::Instructions(global)), Some(local)) => {
+    let counter = match (timing.and_then(|t| t.clock), locals.pending) {
+        (Some(probes::Reading::Instructions(global)), Some(local)) => {
             Some(InstructionCounter { global, local })
         }
         _ => None,
     };
-    let flush = |at: InstrLocId| counter.map(|c| c.flush(at)).unwrap_or_default();
-    // The exit probe, in a block of its own (a sequence has one place in the tree).
-    let exit_probe = |func: &mut LocalFunction, at: InstrLocId| -> Vec<(Instr, InstrLocId)> {
-        let Some(timing) = timing else {
+    let body = timing.map(|_| func.builder_mut().dangling_instr_seq(body_ty).id());
+    let mut rewrite = FunctionRewrite {
+        func,
+        plan,
+        body_ty,
+        profiler,
+        locals,
+        timing,
+        counter,
+        body,
+    };
+    rewrite.sequences(segments);
+    match (body, &profiler.probes) {
+        (Some(body), probes::MetricProbes::Timed(timing)) => {
+            rewrite.wrap_timed(body, timing, unwind)
+        }
+        (None, probes::MetricProbes::Count(counter, active)) => {
+            rewrite.wrap_counted(counter, *active, unwind)
+        }
+        _ => unreachable!("a timed function has a body block, a counted one none"),
+    }
+}
+
+/// One function's rewrite in progress.
+struct FunctionRewrite<'a> {
+    func: &'a mut LocalFunction,
+    plan: &'a Plan,
+    body_ty: InstrSeqType,
+    profiler: &'a probes::Profiler,
+    locals: ProbeLocals,
+    /// The cost metric's probes (none for the calls metric).
+    timing: Option<&'a probes::Timing>,
+    /// The instructions metric's counter.
+    counter: Option<InstructionCounter>,
+    /// The block the body moves into, with a cost metric.
+    body: Option<InstrSeqId>,
+}
+
+impl FunctionRewrite<'_> {
+    /// What adds the function's pending instructions to the shared counter, at `at`.
+    fn flush(&self, at: InstrLocId) -> Vec<(Instr, InstrLocId)> {
+        self.counter.map(|c| c.flush(at)).unwrap_or_default()
+    }
+
+    /// The exit probe, in a block of its own (a sequence has one place in the tree).
+    fn exit_probe(&mut self, at: InstrLocId) -> Vec<(Instr, InstrLocId)> {
+        let Some(timing) = self.timing else {
             return Vec::new();
         };
-        let mut probe = flush(at);
-        let mut seq = func.builder_mut().dangling_instr_seq(None);
-        if thunk {
-            timing.repair(&mut seq, timed);
+        let mut probe = self.flush(at);
+        let mut seq = self.func.builder_mut().dangling_instr_seq(None);
+        if self.plan.thunk {
+            timing.repair(&mut seq, self.locals.timed);
         }
-        timing.exit(&mut seq, timed);
+        timing.exit(&mut seq, self.locals.timed);
         probe.push((Instr::Block(Block { seq: seq.id() }), at));
         probe
-    };
-
-    let mut next_site = site_ids.iter();
-    for &seq in seqs {
-        let old = std::mem::take(&mut func.block_mut(seq).instrs);
-        let mut new = Vec::with_capacity(old.len() + 8);
-        let mut segment = Segment::default();
-        for (mut instr, loc) in old {
-            if let Some(body) = body {
-                retarget(&mut instr, entry, body);
-            }
-            if is_call(&instr) {
-                let site = *next_site.next().unwrap_or(&0);
-                if site != 0 {
-                    segment.instrs.push((i32_const(site), loc));
-                    segment
-                        .instrs
-                        .push((Instr::GlobalSet(GlobalSet { global: rt.site }), loc));
-                }
-                // The callee reads the counter at its entry.
-                segment.instrs.extend(flush(loc));
-            }
-            let ends_segment = ends_segment(&instr);
-            segment.original += 1;
-            if segments.is_some() {
-                // An instruction walrus has no offset for has no line either.
-                segment.offsets.push(if loc.is_default() {
-                    u32::MAX
-                } else {
-                    loc.data()
-                });
-            }
-            match instr {
-                Instr::Return(_) if body.is_some() => {
-                    let block = body.expect("checked");
-                    segment.instrs.push((Instr::Br(Br { block }), loc));
-                }
-                Instr::ReturnCall(_) | Instr::ReturnCallIndirect(_) | Instr::ReturnCallRef(_) => {
-                    segment.instrs.extend(exit_probe(func, loc));
-                    segment.instrs.push((instr, loc));
-                }
-                Instr::AtomicWait(_) if rt.wait.is_some() => {
-                    let (Some(probe), Some(locals)) = (&rt.wait, wait) else {
-                        unreachable!("a function with waits has the wait probe's locals");
-                    };
-                    // The host may read the counter while the thread waits.
-                    segment.instrs.extend(flush(loc));
-                    segment.instrs.extend(probe.around(instr, loc, locals));
-                }
-                other => segment.instrs.push((other, loc)),
-            }
-            if ends_segment {
-                segment.flush_into(&mut new, counter, segments);
-            }
-        }
-        segment.flush_into(&mut new, counter, segments);
-        func.block_mut(seq).instrs = new;
     }
-    debug_assert!(
-        next_site.next().is_none(),
-        "every numbered call site was rewritten"
-    );
 
-    let (Some(body), runtime::Probes::Timed(timing)) = (body, &rt.probes) else {
-        let runtime::Probes::Count(counter, active) = &rt.probes else {
-            unreachable!("a timed function has a body block");
-        };
-        // Calls only: the counting, then the body as it was.
+    /// Every instruction sequence rewritten: site ids before calls, the counter flushed
+    /// where others read it, `return` a branch out of the body, the exit probe before tail
+    /// calls, the wait probe around waits, and each straight-line segment counted.
+    fn sequences(&mut self, segments: &mut Option<SegmentCounters>) {
+        let entry = self.func.entry_block();
+        let mut next_site = self.plan.site_ids.iter();
+        for &seq in &self.plan.seqs {
+            let old = std::mem::take(&mut self.func.block_mut(seq).instrs);
+            let mut new = Vec::with_capacity(old.len() + 8);
+            let mut segment = Segment::default();
+            for (mut instr, loc) in old {
+                if let Some(body) = self.body {
+                    retarget(&mut instr, entry, body);
+                }
+                if is_call(&instr) {
+                    let site = *next_site.next().unwrap_or(&0);
+                    if site != 0 {
+                        segment.instrs.push((i32_const(site), loc));
+                        segment.instrs.push((
+                            Instr::GlobalSet(GlobalSet {
+                                global: self.profiler.site,
+                            }),
+                            loc,
+                        ));
+                    }
+                    // The callee reads the counter at its entry.
+                    segment.instrs.extend(self.flush(loc));
+                }
+                let ends_segment = ends_segment(&instr);
+                segment.original += 1;
+                if segments.is_some() {
+                    // An instruction walrus has no offset for has no line either.
+                    segment.offsets.push(if loc.is_default() {
+                        u32::MAX
+                    } else {
+                        loc.data()
+                    });
+                }
+                self.instruction(instr, loc, &mut segment);
+                if ends_segment {
+                    segment.flush_into(&mut new, self.counter, segments);
+                }
+            }
+            segment.flush_into(&mut new, self.counter, segments);
+            self.func.block_mut(seq).instrs = new;
+        }
+        debug_assert!(
+            next_site.next().is_none(),
+            "every numbered call site was rewritten"
+        );
+    }
+
+    /// One instruction, as the rewrite leaves it, into `segment`.
+    fn instruction(&mut self, instr: Instr, loc: InstrLocId, segment: &mut Segment) {
+        match instr {
+            Instr::Return(_) if self.body.is_some() => {
+                let block = self.body.expect("checked");
+                segment.instrs.push((Instr::Br(Br { block }), loc));
+            }
+            Instr::ReturnCall(_) | Instr::ReturnCallIndirect(_) | Instr::ReturnCallRef(_) => {
+                segment.instrs.extend(self.exit_probe(loc));
+                segment.instrs.push((instr, loc));
+            }
+            Instr::AtomicWait(_) if self.profiler.wait.is_some() => {
+                let (Some(probe), Some(locals)) = (&self.profiler.wait, self.locals.wait) else {
+                    unreachable!("a function with waits has the wait probe's locals");
+                };
+                // The host may read the counter while the thread waits.
+                segment.instrs.extend(self.flush(loc));
+                segment.instrs.extend(probe.around(instr, loc, locals));
+            }
+            other => segment.instrs.push((other, loc)),
+        }
+    }
+
+    /// The calls metric: the counting, then the body as it was (an import's thunk marks
+    /// its import running meanwhile).
+    fn wrap_counted(
+        self,
+        counter: &probes::CallCounter,
+        active: walrus::GlobalId,
+        unwind: Option<Unwind>,
+    ) {
+        let func = self.func;
+        let entry = func.entry_block();
         let original = std::mem::take(&mut func.block_mut(entry).instrs);
+        let timed = self.locals.timed;
         counter.count_call(
             &mut func.builder_mut().func_body(),
-            f,
+            self.plan.f,
             [timed.parent, timed.node],
         );
-        if thunk {
-            mark_running(func, original, f, *active, timed.scratch, body_ty, unwind);
+        if self.plan.thunk {
+            mark_running(
+                func,
+                original,
+                self.plan.f,
+                active,
+                timed.scratch,
+                self.body_ty,
+                unwind,
+            );
         } else {
             func.block_mut(entry).instrs.extend(original);
         }
-        return;
-    };
-    // The entry sequence becomes: entry probe, the body block, exit probe.
-    let moved = std::mem::take(&mut func.block_mut(entry).instrs);
-    func.block_mut(body).instrs = moved;
-    let at = InstrLocId::default();
-    let mut entry_probe = func.builder_mut().dangling_instr_seq(None);
-    timing.entry(&mut entry_probe, f, timed);
-    let mut probe = vec![(
-        Instr::Block(Block {
-            seq: entry_probe.id(),
-        }),
-        at,
-    )];
-    match unwind {
-        None => {
-            probe.push((Instr::Block(Block { seq: body }), at));
-            probe.extend(exit_probe(func, at));
-        }
-        Some(Unwind::Standard) => {
-            // block $caught (result exnref)
-            //   try_table (result ..) (catch_all_ref $caught) body end
-            //   exit probe; return
-            // end
-            // exit probe; throw_ref
-            let exnref = ValType::Ref(walrus::RefType::EXNREF);
-            let builder = func.builder_mut();
-            let try_seq = builder.dangling_instr_seq(body_ty).id();
-            let caught = builder
-                .dangling_instr_seq(InstrSeqType::Simple(Some(exnref)))
-                .id();
-            func.block_mut(try_seq).instrs = vec![(Instr::Block(Block { seq: body }), at)];
-            let catches = vec![walrus::ir::TryTableCatch::CatchAllRef { label: caught }];
-            let mut normal = vec![(
-                Instr::TryTable(walrus::ir::TryTable {
-                    seq: try_seq,
-                    catches,
-                }),
-                at,
-            )];
-            normal.extend(exit_probe(func, at));
-            normal.push((Instr::Return(walrus::ir::Return {}), at));
-            func.block_mut(caught).instrs = normal;
-            probe.push((Instr::Block(Block { seq: caught }), at));
-            probe.extend(exit_probe(func, at));
-            probe.push((Instr::ThrowRef(walrus::ir::ThrowRef {}), at));
-        }
-        Some(Unwind::Legacy) => {
-            // try (result ..) body catch_all exit probe; rethrow 0 end
-            // exit probe
-            let cleanup = exit_probe(func, at);
-            let body = vec![(Instr::Block(Block { seq: body }), at)];
-            probe.push(legacy_try(func, body, body_ty, cleanup));
-            probe.extend(exit_probe(func, at));
-        }
     }
-    func.block_mut(entry).instrs = probe;
+
+    /// A cost metric: the entry sequence becomes the entry probe, the body block and the
+    /// exit probe; with `unwind`, a handler runs the exit probe when an exception leaves.
+    fn wrap_timed(mut self, body: InstrSeqId, timing: &probes::Timing, unwind: Option<Unwind>) {
+        let entry = self.func.entry_block();
+        let moved = std::mem::take(&mut self.func.block_mut(entry).instrs);
+        self.func.block_mut(body).instrs = moved;
+        let at = InstrLocId::default();
+        let mut entry_probe = self.func.builder_mut().dangling_instr_seq(None);
+        timing.entry(&mut entry_probe, self.plan.f, self.locals.timed);
+        let mut probe = vec![(
+            Instr::Block(Block {
+                seq: entry_probe.id(),
+            }),
+            at,
+        )];
+        match unwind {
+            None => {
+                probe.push((Instr::Block(Block { seq: body }), at));
+                probe.extend(self.exit_probe(at));
+            }
+            Some(Unwind::Standard) => probe.extend(self.standard_handler(body)),
+            Some(Unwind::Legacy) => {
+                // try (result ..) body catch_all exit probe; rethrow 0 end
+                // exit probe
+                let cleanup = self.exit_probe(at);
+                let body = vec![(Instr::Block(Block { seq: body }), at)];
+                probe.push(legacy_try(self.func, body, self.body_ty, cleanup));
+                probe.extend(self.exit_probe(at));
+            }
+        }
+        self.func.block_mut(entry).instrs = probe;
+    }
+
+    /// The body in the standard exceptions proposal's handler that runs the exit probe on
+    /// either way out:
+    ///
+    /// ```text
+    /// block $caught (result exnref)
+    ///   try_table (result ..) (catch_all_ref $caught) body end
+    ///   exit probe; return
+    /// end
+    /// exit probe; throw_ref
+    /// ```
+    fn standard_handler(&mut self, body: InstrSeqId) -> Vec<(Instr, InstrLocId)> {
+        let at = InstrLocId::default();
+        let exnref = ValType::Ref(walrus::RefType::EXNREF);
+        let builder = self.func.builder_mut();
+        let try_seq = builder.dangling_instr_seq(self.body_ty).id();
+        let caught = builder
+            .dangling_instr_seq(InstrSeqType::Simple(Some(exnref)))
+            .id();
+        self.func.block_mut(try_seq).instrs = vec![(Instr::Block(Block { seq: body }), at)];
+        let catches = vec![walrus::ir::TryTableCatch::CatchAllRef { label: caught }];
+        let mut normal = vec![(
+            Instr::TryTable(walrus::ir::TryTable {
+                seq: try_seq,
+                catches,
+            }),
+            at,
+        )];
+        normal.extend(self.exit_probe(at));
+        normal.push((Instr::Return(walrus::ir::Return {}), at));
+        self.func.block_mut(caught).instrs = normal;
+        let mut handler = vec![(Instr::Block(Block { seq: caught }), at)];
+        handler.extend(self.exit_probe(at));
+        handler.push((Instr::ThrowRef(walrus::ir::ThrowRef {}), at));
+        handler
+    }
 }
 
 /// Appends an import's thunk `body` to its entry sequence between the setting of `active`
@@ -300,13 +372,13 @@ fn legacy_try(
 /// The locals the probes use in one function.
 pub(super) struct ProbeLocals {
     /// The timed probes' locals; the calls metric's probe uses two of them as scratch.
-    pub(super) timed: runtime::TimedLocals,
+    pub(super) timed: probes::TimedLocals,
     /// With the instructions metric, the instructions counted since the last flush: the
     /// function counts in this local and adds it to the shared counter only where someone
     /// reads that, before calls and exits.
     pub(super) pending: Option<walrus::LocalId>,
     /// In a threaded module's functions that wait, the wait probe's locals.
-    pub(super) wait: Option<runtime::WaitLocals>,
+    pub(super) wait: Option<probes::WaitLocals>,
 }
 
 fn i32_const(value: u32) -> Instr {

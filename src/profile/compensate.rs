@@ -5,9 +5,34 @@ use std::collections::HashMap;
 
 use super::outermost::{arc_keys, outermost_sums, TreeNode};
 use super::{Context, ProbeCost, Profile, HOST};
-use crate::meta::Metric;
+
+/// What is done about the probes' own cost in exact times.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Compensation {
+    /// Nothing to do: the metric reads no clock at its probes.
+    None,
+    /// Subtract this cost.
+    Subtract(ProbeCost),
+    /// Keep it, for this reason, which the profile records.
+    Keep(String),
+}
 
 impl Profile {
+    /// Does what `compensation` says to a profile whose probes read a clock, and records
+    /// why its times still hold the probes' cost if they do (`uncompensated`, which it
+    /// returns).
+    pub fn apply(&mut self, compensation: &Compensation) -> Option<&str> {
+        if !self.metric.facts().probes.clock {
+            return None;
+        }
+        self.uncompensated = match compensation {
+            Compensation::Subtract(cost) => self.compensate(*cost).err(),
+            Compensation::Keep(why) => Some(why.clone()),
+            Compensation::None => Some("the probes' cost was not measured".into()),
+        };
+        self.uncompensated.as_deref()
+    }
+
     /// Subtracts the probes' own cost from the times, in the calling-context tree: each
     /// context loses `in_callee` per call and `in_caller` per call it makes from its self
     /// time; inclusive times are then rebuilt from the corrected self times, and functions
@@ -15,7 +40,7 @@ impl Profile {
     /// profile does not measure exact time, is compensated already, or its tree was folded
     /// (the calls each context made are lost then).
     pub fn compensate(&mut self, cost: ProbeCost) -> Result<(), String> {
-        if self.metric != Metric::ExactTime {
+        if !self.metric.facts().probes.clock {
             return Err(format!("the profile measures {}", self.metric.name()));
         }
         if self.compensation.is_some() {
@@ -107,6 +132,7 @@ impl Profile {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::meta::Metric;
     use crate::profile::{Arc, Costs, Function, FORMAT, FORMAT_VERSION};
 
     fn function(id: u32, name: &str, calls: u64, self_ns: u64, total_ns: u64) -> Function {

@@ -4,7 +4,7 @@
 use std::path::Path;
 
 use anyhow::Context as _;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 use super::{Dump, Profile, RunInfo, ThreadDump, FORMAT};
 use crate::fsutil::write_atomic;
@@ -13,11 +13,36 @@ use crate::meta::Meta;
 /// The `format` field of a [`DumpFile`].
 pub const DUMP_FORMAT: &str = "wasmprof-dump";
 
+/// The fields of a [`DumpFile`], as the JS runtime writes them (it checks its dump against
+/// this list; a unit test checks the list against the struct).
+pub const DUMP_FIELDS: &[&str] = &[
+    "format",
+    "version",
+    "meta",
+    "module",
+    "exit_code",
+    "trap",
+    "wall_ns",
+    "clock",
+    "memory",
+    "cur",
+    "ticks_per_ns",
+    "end",
+    "frames",
+    "threads",
+    "lost_threads",
+];
+
+/// The fields of a [`DumpThread`], as the JS runtime writes them.
+pub const DUMP_THREAD_FIELDS: &[&str] = &["id", "how", "trap", "memory", "cur", "end", "frames"];
+
 /// What a host without the Rust decoder (the JS runtime under node or in a browser) saves
 /// after a run: the profiler's memory, base64-encoded, with the meta to decode it. Read
 /// like a profile: [`Profile::read`] decodes it.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Serialize, Deserialize)]
 pub struct DumpFile {
+    /// [`DUMP_FORMAT`].
+    pub format: String,
     /// [`crate::meta::VERSION`] of the runtime that wrote it.
     pub version: u32,
     /// The instrumented module's meta.
@@ -47,7 +72,7 @@ pub struct DumpFile {
 }
 
 /// What a worker's thread left, in a [`DumpFile`].
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Serialize, Deserialize)]
 pub struct DumpThread {
     /// Its id: 1, 2, ... in the order the workers started.
     pub id: u32,
@@ -68,9 +93,10 @@ pub struct DumpThread {
     pub frames: Vec<u32>,
 }
 
-/// A [`DumpFile`] taken apart: what [`Profile::decode_threads`] decodes.
+/// What one run left, read from a [`DumpFile`]: the main thread's dump, how the run ended
+/// and every thread's dump, which [`Profile::decode_threads`] decodes.
 #[derive(Debug)]
-pub struct DumpParts {
+pub struct RunDump {
     /// The instrumented module's meta.
     pub meta: Meta,
     /// The main thread's profiler state.
@@ -84,12 +110,6 @@ pub struct DumpParts {
 }
 
 impl DumpFile {
-    /// Reads a dump file (as a JS host saved it), checking its format and version. Errors
-    /// do not repeat the path.
-    pub fn read(path: &Path) -> anyhow::Result<DumpFile> {
-        DumpFile::from_slice(&std::fs::read(path).context("cannot read it")?)
-    }
-
     /// A dump from its bytes (as a browser page posted them), checking its format.
     pub fn from_slice(text: &[u8]) -> anyhow::Result<DumpFile> {
         let value: serde_json::Value = serde_json::from_slice(text).context("not JSON")?;
@@ -102,7 +122,7 @@ impl DumpFile {
 
     /// The meta, the profiler's memory (every thread's) and how the run ended, checked to
     /// be of this cargo-wasmprof's version.
-    pub fn into_parts(self) -> anyhow::Result<DumpParts> {
+    pub fn into_run_dump(self) -> anyhow::Result<RunDump> {
         anyhow::ensure!(
             self.version == crate::meta::VERSION,
             "a dump of version {}, this cargo-wasmprof reads version {}",
@@ -160,7 +180,7 @@ impl DumpFile {
                 trap: t.trap.clone(),
             });
         }
-        Ok(DumpParts {
+        Ok(RunDump {
             meta: self.meta,
             dump: main,
             run: self.run,
@@ -171,7 +191,7 @@ impl DumpFile {
 
     /// Decodes the dump into a profile.
     pub fn decode(self) -> anyhow::Result<Profile> {
-        let p = self.into_parts()?;
+        let p = self.into_run_dump()?;
         Profile::decode_threads(&p.meta, &p.dump, p.run, &p.threads, &p.lost_threads)
     }
 }
@@ -200,5 +220,55 @@ impl Profile {
     pub fn write(&self, path: &Path) -> anyhow::Result<()> {
         let json = serde_json::to_vec_pretty(self).expect("profiles serialize");
         write_atomic(path, &json)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A value for each of `fields`, none of them a default, so that a struct that has
+    /// them serializes each.
+    fn sample(fields: &[&str]) -> serde_json::Map<String, serde_json::Value> {
+        use serde_json::json;
+        let meta = Meta {
+            version: 0,
+            metric: crate::meta::Metric::Calls,
+            state: Default::default(),
+            host_exceptions: false,
+            layout: crate::layout::Layout::new(0, 0, 0, 0, 1),
+            functions: Vec::new(),
+            direct_sites: Vec::new(),
+            indirect_sites: Vec::new(),
+            frames: Vec::new(),
+            line_tables: Default::default(),
+        };
+        fields
+            .iter()
+            .map(|&field| {
+                let value = match field {
+                    "format" => json!(DUMP_FORMAT),
+                    "meta" => serde_json::to_value(&meta).unwrap(),
+                    "trap" | "how" | "memory" | "module" | "clock" | "end" => json!("1"),
+                    "ticks_per_ns" => json!(1.5),
+                    "frames" | "lost_threads" => json!([1]),
+                    "threads" => json!([sample(DUMP_THREAD_FIELDS)]),
+                    _ => json!(1),
+                };
+                (field.to_string(), value)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn the_fields_the_js_runtime_writes_are_the_structs() {
+        let dump = serde_json::Value::Object(sample(DUMP_FIELDS));
+        let read: DumpFile = serde_json::from_value(dump.clone()).unwrap();
+        let written = serde_json::to_value(&read).unwrap();
+        let keys = |v: &serde_json::Value| -> std::collections::BTreeSet<String> {
+            v.as_object().unwrap().keys().cloned().collect()
+        };
+        assert_eq!(keys(&written), keys(&dump));
+        assert_eq!(keys(&written["threads"][0]), keys(&dump["threads"][0]));
     }
 }

@@ -22,8 +22,9 @@ mod outermost;
 mod threads;
 mod view;
 
+pub use compensate::Compensation;
 pub use decode::Dump;
-pub use io::{DumpFile, DumpParts, DumpThread, DUMP_FORMAT};
+pub use io::{DumpFile, DumpThread, RunDump, DUMP_FIELDS, DUMP_FORMAT, DUMP_THREAD_FIELDS};
 pub use merge::MergedNames;
 pub use model::*;
 pub use threads::{Thread, ThreadDump};

@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::meta::Metric;
+use crate::meta::{Metric, Unit};
 use crate::symbols::SourcePos;
 
 /// The `format` field of every profile file.
@@ -170,9 +170,9 @@ impl Function {
     /// The function's own weight in `metric`: its self time or self instructions, or, for
     /// the calls metric, its calls.
     pub fn own_weight(&self, metric: Metric) -> u64 {
-        match metric {
-            Metric::Calls => self.calls,
-            other => self.cost.get(other).0,
+        match metric.facts().unit {
+            Unit::Calls => self.calls,
+            _ => self.cost.get(metric).0,
         }
     }
 }
@@ -216,21 +216,47 @@ pub struct Costs {
 }
 
 impl Costs {
+    /// Costs of `self_` and `total` in `metric`'s unit (none for the calls metric), from
+    /// `samples` samples when they are sampled.
+    pub fn in_unit(metric: Metric, self_: u64, total: u64, samples: Option<u64>) -> Costs {
+        let mut costs = Costs {
+            self_samples: samples,
+            ..Costs::default()
+        };
+        costs.set(metric, self_, total);
+        costs
+    }
+
     /// Costs of `self_` and `total` raw readings (clock ticks or instructions) of `metric`.
     pub(super) fn from_raw(metric: Metric, self_: u64, total: u64, ticks_per_ns: f64) -> Costs {
         let ns = |ticks: u64| (ticks as f64 / ticks_per_ns).round() as u64;
-        match metric {
-            Metric::Calls => Costs::default(),
-            Metric::Time | Metric::ExactTime => Costs {
-                self_ns: ns(self_),
-                total_ns: ns(total),
-                ..Costs::default()
-            },
-            Metric::Instructions => Costs {
-                self_instructions: Some(self_),
-                total_instructions: Some(total),
-                ..Costs::default()
-            },
+        match metric.facts().unit {
+            Unit::Nanoseconds => Costs::in_unit(metric, ns(self_), ns(total), None),
+            _ => Costs::in_unit(metric, self_, total, None),
+        }
+    }
+
+    /// Sets the self and inclusive cost in `metric`'s unit.
+    pub fn set(&mut self, metric: Metric, self_: u64, total: u64) {
+        match metric.facts().unit {
+            Unit::Calls => {}
+            Unit::Nanoseconds => {
+                self.self_ns = self_;
+                self.total_ns = total;
+            }
+            Unit::Instructions => {
+                self.self_instructions = Some(self_);
+                self.total_instructions = Some(total);
+            }
+        }
+    }
+
+    /// Sets the inclusive cost in `metric`'s unit.
+    pub fn set_total(&mut self, metric: Metric, total: u64) {
+        match metric.facts().unit {
+            Unit::Calls => {}
+            Unit::Nanoseconds => self.total_ns = total,
+            Unit::Instructions => self.total_instructions = Some(total),
         }
     }
 
@@ -249,10 +275,10 @@ impl Costs {
 
     /// (self, total) in `metric`'s unit: nanoseconds, instructions, or (0, 0) for calls.
     pub fn get(&self, metric: Metric) -> (u64, u64) {
-        match metric {
-            Metric::Calls => (0, 0),
-            Metric::Time | Metric::ExactTime => (self.self_ns, self.total_ns),
-            Metric::Instructions => (
+        match metric.facts().unit {
+            Unit::Calls => (0, 0),
+            Unit::Nanoseconds => (self.self_ns, self.total_ns),
+            Unit::Instructions => (
                 self.self_instructions.unwrap_or(0),
                 self.total_instructions.unwrap_or(0),
             ),

@@ -10,7 +10,6 @@ use serde::{Deserialize, Serialize};
 
 use super::outermost::{arc_keys, outermost_sums, TreeNode};
 use super::{Arc, Context, Costs, Function, Profile, HOST};
-use crate::meta::Metric;
 use crate::symbols::without_index;
 
 /// What a view keeps of a profile and how it groups its functions.
@@ -26,7 +25,7 @@ pub struct Filter {
 }
 
 /// How a view groups functions (`--by`).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Grouping {
     /// Each function by itself.
@@ -92,10 +91,11 @@ impl Profile {
         if filter.is_identity() {
             return Ok(self.clone());
         }
-        let whole = match self.metric {
-            Metric::Calls => self.functions.iter().map(|f| f.calls).sum(),
-            m => self.functions.iter().map(|f| f.cost.get(m).0).sum(),
-        };
+        let whole = self
+            .functions
+            .iter()
+            .map(|f| f.own_weight(self.metric))
+            .sum();
         let view = View {
             description: filter.description(),
             by: filter.by,
@@ -272,7 +272,8 @@ impl Profile {
             });
             let f = &mut functions[id];
             f.calls += node.calls;
-            f.cost.add(&costs(metric, node.self_, 0, node.samples));
+            f.cost
+                .add(&Costs::in_unit(metric, node.self_, 0, node.samples));
         }
         let tree: Vec<TreeNode> = nodes
             .iter()
@@ -285,7 +286,7 @@ impl Profile {
                 .iter_mut()
                 .zip(outermost_sums(parents(), &keys, &total, fid.len()))
         {
-            set_total(&mut f.cost, metric, sum);
+            f.cost.set_total(metric, sum);
         }
 
         let contexts = nodes
@@ -297,7 +298,7 @@ impl Profile {
                 function: tree[j].1.map(|f| f as u32),
                 folded: node.folded,
                 calls: node.calls,
-                cost: costs(metric, node.self_, total[j], node.samples),
+                cost: Costs::in_unit(metric, node.self_, total[j], node.samples),
             })
             .collect();
 
@@ -318,14 +319,14 @@ impl Profile {
                 arcs[k].count += node.calls;
                 arcs[k]
                     .cost
-                    .add(&costs(metric, node.self_, 0, node.samples));
+                    .add(&Costs::in_unit(metric, node.self_, 0, node.samples));
             }
         }
         for (arc, sum) in
             arcs.iter_mut()
                 .zip(outermost_sums(parents(), &arc_of, &total, tree_arcs.len()))
         {
-            set_total(&mut arc.cost, metric, sum);
+            arc.cost.set_total(metric, sum);
             // The call sites stay where the view kept every call of the arc.
             if let Some(whole) = self.arc(&arc.caller, &arc.callee) {
                 if by == Grouping::Function && whole.count == arc.count {
@@ -475,35 +476,6 @@ fn add(a: Option<u64>, b: Option<u64>) -> Option<u64> {
     match (a, b) {
         (None, None) => None,
         (a, b) => Some(a.unwrap_or(0) + b.unwrap_or(0)),
-    }
-}
-
-/// Costs in `metric`'s unit.
-fn costs(metric: Metric, self_: u64, total: u64, samples: Option<u64>) -> Costs {
-    let mut costs = Costs {
-        self_samples: samples,
-        ..Costs::default()
-    };
-    match metric {
-        Metric::Calls => {}
-        Metric::Time | Metric::ExactTime => {
-            costs.self_ns = self_;
-            costs.total_ns = total;
-        }
-        Metric::Instructions => {
-            costs.self_instructions = Some(self_);
-            costs.total_instructions = Some(total);
-        }
-    }
-    costs
-}
-
-/// Sets the inclusive cost in `metric`'s unit.
-fn set_total(costs: &mut Costs, metric: Metric, total: u64) {
-    match metric {
-        Metric::Calls => {}
-        Metric::Time | Metric::ExactTime => costs.total_ns = total,
-        Metric::Instructions => costs.total_instructions = Some(total),
     }
 }
 

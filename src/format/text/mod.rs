@@ -60,18 +60,22 @@ impl Units {
         cost.get(self.metric)
     }
 
-    /// The header of a percentage column: gprof's `%time`, `%instr`, or none for calls.
+    /// The header of a cost's share column: gprof's `%time`, `%instr`; none for calls.
     fn percent_header(&self) -> &'static str {
-        match self.metric {
-            Metric::Calls => "",
-            Metric::Instructions => "%instr",
-            Metric::Time | Metric::ExactTime => "%time",
+        match self.has_cost() {
+            true => self.metric.facts().share,
+            false => "",
         }
     }
 
     /// A cost value as text.
     fn show(&self, value: u64) -> String {
         super::units::value(self.metric, value)
+    }
+
+    /// A cost as an amount in words (`1.20 ms`, `3.40M instructions`), nothing for calls.
+    fn amount(&self, value: u64) -> String {
+        super::units::amount(self.metric, value)
     }
 }
 
@@ -224,10 +228,9 @@ fn header(out: &mut String, p: &Profile, units: Units) {
         "{BOLD}cargo-wasmprof profile{BOLD:#}: {}",
         modules.join(", ")
     );
-    let cost = match p.metric {
-        Metric::Calls => String::new(),
-        Metric::Time | Metric::ExactTime => format!("{} in ", super::units::time(units.total)),
-        Metric::Instructions => format!("{} instructions in ", super::units::count(units.total)),
+    let cost = match units.has_cost() {
+        true => format!("{} in ", units.amount(units.total)),
+        false => String::new(),
     };
     let _ = writeln!(
         out,
@@ -254,13 +257,13 @@ fn header(out: &mut String, p: &Profile, units: Units) {
         );
     }
     if let Some(view) = &p.view {
-        let part = match p.metric {
-            Metric::Calls => format!(
+        let part = match units.has_cost() {
+            false => format!(
                 "{} of {} calls",
                 p.functions.iter().map(|f| f.calls).sum::<u64>(),
                 view.whole
             ),
-            _ => format!(
+            true => format!(
                 "{} of {} ({:.2}%)",
                 units.show(units.total),
                 units.show(view.whole),
@@ -307,11 +310,7 @@ fn by_cost(p: &Profile, cost: impl Fn(&Function) -> u64) -> Vec<&Function> {
 }
 
 fn flat_profile(out: &mut String, p: &Profile, units: Units, shown: &Shown) {
-    let what = match units.metric {
-        Metric::Calls => "calls only",
-        Metric::Instructions => "executed wasm instructions; self: the function alone; total: with its callees, once per outermost call",
-        _ => "wall time; self: the function alone; total: with its callees, once per outermost call",
-    };
+    let what = units.metric.facts().describes;
     let _ = writeln!(out, "\n{BOLD}Flat profile{BOLD:#} ({what})\n");
     let all_calls: u64 = p.functions.iter().map(|f| f.calls).sum::<u64>()
         + shown.scaffolding.map_or(0, |(_, calls, _)| calls);
@@ -346,7 +345,8 @@ fn flat_profile(out: &mut String, p: &Profile, units: Units, shown: &Shown) {
             "total/call"
         );
     } else {
-        let _ = writeln!(out, "{:>6} {:>10}  name", "%calls", "calls");
+        let share = units.metric.facts().share;
+        let _ = writeln!(out, "{share:>6} {:>10}  name", "calls");
     }
     let mut cumulative = 0;
     for f in &shown.rows {
@@ -430,7 +430,7 @@ fn notes(out: &mut String, p: &Profile, units: Units) {
                     .map_or(String::new(), |_| ", trapped".to_string()),
                 if p.sampling.is_some() {
                     "the open calls' time is sampled up to the end"
-                } else if p.metric == Metric::Calls {
+                } else if !p.metric.facts().probes.tree {
                     "the host's backtrace"
                 } else {
                     "the open calls' costs are missing"
@@ -449,7 +449,7 @@ fn notes(out: &mut String, p: &Profile, units: Units) {
             ),
         );
     }
-    if p.metric == Metric::ExactTime && p.compensation.is_none() {
+    if p.metric.facts().probes.clock && p.compensation.is_none() {
         let why = p
             .uncompensated
             .as_deref()
@@ -461,7 +461,7 @@ fn notes(out: &mut String, p: &Profile, units: Units) {
     }
     // (Sampled times are sums of intervals of about 100 µs: a clock of 5 µs does them
     // little harm.)
-    if p.metric == Metric::ExactTime
+    if p.metric.facts().probes.clock
         && p.runs
             .iter()
             .any(|r| r.clock == crate::js_runtime::BROWSER_CLOCK)

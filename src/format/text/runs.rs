@@ -6,7 +6,6 @@ use std::fmt::Write as _;
 use super::{by_cost, location, Units, BOLD};
 use crate::format::units::{percent, short_path};
 use crate::format::EmitOptions;
-use crate::meta::Metric;
 use crate::profile::Profile;
 
 /// How many of each thread's costliest functions `--threads` lists.
@@ -30,10 +29,9 @@ pub(super) fn threads(out: &mut String, p: &Profile, units: Units, options: &Emi
         let q = &t.profile;
         let calls: u64 = q.functions.iter().map(|f| f.calls).sum();
         let own = weight(q);
-        let cost = match q.metric {
-            Metric::Calls => String::new(),
-            Metric::Instructions => format!("{} instructions, ", units.show(own)),
-            _ => format!("{}, ", units.show(own)),
+        let cost = match units.has_cost() {
+            true => format!("{}, ", units.amount(own)),
+            false => String::new(),
         };
         let _ = writeln!(
             out,

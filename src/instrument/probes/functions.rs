@@ -1,12 +1,12 @@
-//! The runtime's out-of-line functions: the rare paths the inline probes call
+//! The probes' out-of-line functions: the rare paths the inline probes call
 //! (`dyn_arc`, `find_child`, `unwind_to`), and the state module's probes (`enter`, `exit`,
 //! `count_call`), generated from the same code as the inline ones.
 
 use walrus::ir::{BinaryOp, UnaryOp};
 use walrus::{FunctionBuilder, FunctionId, GlobalId, InstrSeqBuilder, LocalId, Module, ValType};
 
+use super::entry_exit::{ArcCounter, Func, Reading, SampleWord, TimedOps};
 use super::mem::Mem;
-use super::probes::{ArcCounter, Func, Reading, SampleWord, TimedOps};
 use super::tables::{count_dyn_arc, find_child, node_addr};
 use crate::layout::{self, Layout};
 

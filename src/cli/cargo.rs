@@ -1,0 +1,221 @@
+//! `test` and `bench`: cargo's flags that choose what to build, as `cargo test` and
+//! `cargo bench` spell them, and the harness's arguments.
+
+use std::path::PathBuf;
+
+use clap::Args;
+
+use super::profile::ProfileArgs;
+use super::requests::{DocTests, TestRequest};
+use super::value_enums::TargetArg;
+use super::UiOptions;
+use crate::build::{BuildRequest, Mode};
+use crate::meta::Metric;
+
+/// `cargo test`'s and `cargo bench`'s flags that choose what to build.
+#[derive(Debug, Clone, Default, Args)]
+#[command(next_help_heading = "Cargo options")]
+pub struct CargoArgs {
+    /// Package(s) to test.
+    #[arg(short, long = "package", value_name = "SPEC")]
+    pub packages: Vec<String>,
+    /// Test all packages in the workspace.
+    #[arg(long)]
+    pub workspace: bool,
+    /// Exclude packages from the test (with --workspace).
+    #[arg(long, value_name = "SPEC")]
+    pub exclude: Vec<String>,
+    /// Test only this package's library.
+    #[arg(long)]
+    pub lib: bool,
+    /// Test all binaries.
+    #[arg(long)]
+    pub bins: bool,
+    /// Test only the named binary.
+    #[arg(long = "bin", value_name = "NAME")]
+    pub bin: Vec<String>,
+    /// Test only the named integration test.
+    #[arg(long = "test", value_name = "NAME")]
+    pub test: Vec<String>,
+    /// Test all integration tests.
+    #[arg(long)]
+    pub tests: bool,
+    /// Only the named bench target.
+    #[arg(long = "bench", value_name = "NAME")]
+    pub bench: Vec<String>,
+    /// All bench targets.
+    #[arg(long)]
+    pub benches: bool,
+    /// Only the named example.
+    #[arg(long = "example", value_name = "NAME")]
+    pub example: Vec<String>,
+    /// All examples.
+    #[arg(long)]
+    pub examples: bool,
+    /// All targets (lib, bins, tests, benches, examples).
+    #[arg(long)]
+    pub all_targets: bool,
+    /// Only the library's doc tests (each profiled as a binary of its own). Without a
+    /// target selection, `test` runs them after the other binaries, as cargo does.
+    #[arg(long, conflicts_with_all = ["lib", "bins", "bin", "test", "tests", "bench", "benches", "example", "examples", "all_targets"])]
+    pub doc: bool,
+    /// Space or comma separated features to activate.
+    #[arg(short = 'F', long, value_name = "FEATURES")]
+    pub features: Vec<String>,
+    /// Activate all features.
+    #[arg(long)]
+    pub all_features: bool,
+    /// Do not activate the `default` feature.
+    #[arg(long)]
+    pub no_default_features: bool,
+    /// Build in release mode (names and DWARF are kept; the opt-level is the profile's).
+    #[arg(short, long)]
+    pub release: bool,
+    /// Build with the given profile.
+    #[arg(long, value_name = "NAME")]
+    pub profile: Option<String>,
+    /// Build for this target: wasm32-wasip1 runs in the embedded wasmtime, and so does
+    /// wasm32-wasip1-threads (wasi-threads: a profile per thread, merged by default, `report
+    /// --threads` for each); wasm32-unknown-emscripten links through wasmprof-emcc (wrapping the linker you
+    /// configured for it, else emcc) and runs under node; wasm32-unknown-unknown is for
+    /// wasm-bindgen crates, whose wasm-bindgen-test binaries wasm-bindgen-test-runner runs
+    /// under node, or in headless Chromium when the crate (`run_in_browser`) or
+    /// WASM_BINDGEN_USE_BROWSER asks.
+    #[arg(long, value_name = "TRIPLE", default_value = "wasm32-wasip1")]
+    pub target: TargetArg,
+    /// Path to Cargo.toml.
+    #[arg(long, value_name = "PATH")]
+    pub manifest_path: Option<PathBuf>,
+    /// Directory for all generated artifacts (profiles go to its wasmprof/ folder).
+    #[arg(long, value_name = "DIRECTORY")]
+    pub target_dir: Option<PathBuf>,
+    /// Number of parallel build jobs.
+    #[arg(short, long, value_name = "N")]
+    pub jobs: Option<String>,
+    /// Require Cargo.lock to be up to date.
+    #[arg(long)]
+    pub locked: bool,
+    /// Run without accessing the network.
+    #[arg(long)]
+    pub offline: bool,
+    /// Require Cargo.lock and the cache to be up to date.
+    #[arg(long)]
+    pub frozen: bool,
+}
+
+impl CargoArgs {
+    /// Whether the flags choose targets (`--lib`, `--tests`, ...): cargo runs no doc tests
+    /// then.
+    pub fn selects_targets(&self) -> bool {
+        self.lib
+            || self.bins
+            || self.tests
+            || self.benches
+            || self.examples
+            || self.all_targets
+            || !self.bin.is_empty()
+            || !self.test.is_empty()
+            || !self.bench.is_empty()
+            || !self.example.is_empty()
+    }
+
+    /// The build these flags ask for, in `mode`, instrumenting an Emscripten link for
+    /// `metric`.
+    fn to_request(&self, mode: Mode, metric: Metric) -> BuildRequest {
+        let mut out = Vec::new();
+        let mut values = |flag: &str, values: &[String]| {
+            for v in values {
+                out.push(flag.to_string());
+                out.push(v.clone());
+            }
+        };
+        values("--package", &self.packages);
+        values("--exclude", &self.exclude);
+        values("--bin", &self.bin);
+        values("--test", &self.test);
+        values("--bench", &self.bench);
+        values("--example", &self.example);
+        values("--features", &self.features);
+        let flags = [
+            (self.workspace, "--workspace"),
+            (self.lib, "--lib"),
+            (self.bins, "--bins"),
+            (self.tests, "--tests"),
+            (self.benches, "--benches"),
+            (self.examples, "--examples"),
+            (self.all_targets, "--all-targets"),
+            (self.all_features, "--all-features"),
+            (self.no_default_features, "--no-default-features"),
+            (self.release, "--release"),
+            (self.locked, "--locked"),
+            (self.offline, "--offline"),
+            (self.frozen, "--frozen"),
+        ];
+        out.extend(
+            flags
+                .iter()
+                .filter(|(on, _)| *on)
+                .map(|(_, flag)| flag.to_string()),
+        );
+        if let Some(jobs) = &self.jobs {
+            out.extend(["--jobs".to_string(), jobs.clone()]);
+        }
+        BuildRequest {
+            mode,
+            target: self.target.into(),
+            cargo_args: out,
+            manifest_path: self.manifest_path.clone(),
+            target_dir: self.target_dir.clone(),
+            profile: self.profile.clone(),
+            metric,
+        }
+    }
+}
+
+/// `cargo wasmprof test` and `cargo wasmprof bench`.
+#[derive(Debug, Args)]
+pub struct TestArgs {
+    /// Only run tests (or benches) whose names contain this string (passed to the harness).
+    #[arg(value_name = "NAME")]
+    pub testname: Option<String>,
+    /// Arguments for the test harness (after `--`).
+    #[arg(last = true, value_name = "ARGS")]
+    pub harness_args: Vec<String>,
+    /// Run every test binary, even after one fails.
+    #[arg(long)]
+    pub no_fail_fast: bool,
+    /// What to build.
+    #[command(flatten)]
+    pub cargo: CargoArgs,
+    /// The profile and report.
+    #[command(flatten)]
+    pub profile: ProfileArgs,
+    /// Colors and status lines.
+    #[command(flatten)]
+    pub ui: UiOptions,
+}
+
+impl TestArgs {
+    /// The request these arguments make of `test` (`mode` [`Mode::Test`]) or `bench`.
+    pub fn to_request(&self, mode: Mode) -> TestRequest {
+        let profile = self.profile.to_request();
+        let doc_tests = match (mode, self.cargo.doc, self.cargo.selects_targets()) {
+            (_, true, _) => DocTests::Only,
+            (Mode::Test, false, false) => DocTests::AfterBinaries,
+            _ => DocTests::None,
+        };
+        TestRequest {
+            build: self.cargo.to_request(mode, profile.instrument.metric),
+            doc_tests,
+            harness: mode
+                .harness_args()
+                .iter()
+                .map(|a| a.to_string())
+                .chain(self.testname.iter().cloned())
+                .chain(self.harness_args.iter().cloned())
+                .collect(),
+            fail_fast: !self.no_fail_fast,
+            profile,
+        }
+    }
+}

@@ -1,0 +1,112 @@
+//! How the commands that run programs profile them: the instrumentation's flags
+//! (`--metric`, `--max-contexts`, `--state`), the sampler's interval, the probes' cost, and
+//! what is written and reported.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::Args;
+
+use super::requests::{ProfileRequest, ReportRequest};
+use super::value_enums::{FormatArg, MetricArg, StateArg};
+use super::view::ViewArgs;
+use crate::instrument::Options;
+
+/// Options of the profile and its report, shared by the commands that run a program.
+#[derive(Debug, Clone, Args)]
+#[command(next_help_heading = "Profile options")]
+pub struct ProfileArgs {
+    /// Also write the merged profile of all binaries of the run to FILE.
+    #[arg(short, long, value_name = "FILE")]
+    pub output: Option<PathBuf>,
+    /// The report's formats, comma-separated: text goes to the terminal, the others to
+    /// files beside the profiles (see `cargo wasmprof report --help`).
+    #[arg(
+        long,
+        value_name = "FORMAT",
+        value_delimiter = ',',
+        default_value = "text"
+    )]
+    pub format: Vec<FormatArg>,
+    /// What the report shows.
+    #[command(flatten)]
+    pub view: ViewArgs,
+    /// Write the profiles but no report.
+    #[arg(long)]
+    pub no_report: bool,
+    /// With `--metric exact-time`: keep the times as measured, do not subtract the probes'
+    /// own cost (which is measured at start-up otherwise).
+    #[arg(long)]
+    pub no_compensation: bool,
+    /// With `--metric time`: sample every US microseconds (each sample is credited with
+    /// the time that actually passed since the previous one).
+    #[arg(
+        long,
+        value_name = "US",
+        default_value_t = crate::sampling::DEFAULT_INTERVAL.as_micros() as u64,
+        value_parser = clap::value_parser!(u64).range(10..=1_000_000)
+    )]
+    pub sample_interval: u64,
+    /// What the instrumentation measures.
+    #[command(flatten)]
+    pub instrument: InstrumentFlags,
+}
+
+/// What the instrumented module measures.
+#[derive(Debug, Clone, Args)]
+#[command(next_help_heading = "Instrumentation options")]
+pub struct InstrumentFlags {
+    /// What to measure besides exact calls and arcs: `time` (wall time, self and
+    /// inclusive, sampled: estimates, with the probes' own time left out), `exact-time`
+    /// (wall time read at every entry and exit: every call timed, the probes' calibrated
+    /// cost subtracted), `instructions` (executed wasm instructions: the same on every run
+    /// and machine, for CI), or `calls` (nothing more: the cheapest).
+    #[arg(long, value_name = "METRIC", default_value = "time")]
+    pub metric: MetricArg,
+    /// The most calling contexts to keep: the profiler's memory grows with the tree up to
+    /// room for N (48 bytes each); past it, entries are folded per function (counts and
+    /// times stay exact, their paths are lost, and the report says how many).
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = crate::instrument::DEFAULT_MAX_CONTEXTS,
+        value_parser = clap::value_parser!(u32).range(1..=i64::from(crate::layout::MAX_CONTEXTS))
+    )]
+    pub max_contexts: u32,
+    /// Where the profiler keeps its state: `own-memory` (a memory of its own in the module:
+    /// the fastest, for wasmtime and current browsers) or `state-module` (a small module
+    /// carried inside the instrumented one, for hosts that allow one memory per module,
+    /// such as node 20).
+    #[arg(long, value_name = "WHERE", default_value = "own-memory")]
+    pub state: StateArg,
+}
+
+impl InstrumentFlags {
+    /// The instrumenter's options.
+    pub fn to_options(&self) -> Options {
+        Options {
+            max_contexts: self.max_contexts,
+            metric: self.metric.into(),
+            state: self.state.into(),
+            host_exceptions: false,
+        }
+    }
+}
+
+impl ProfileArgs {
+    /// The request these flags make.
+    pub fn to_request(&self) -> ProfileRequest {
+        ProfileRequest {
+            instrument: self.instrument.to_options(),
+            sample_interval: Duration::from_micros(self.sample_interval),
+            compensate: !self.no_compensation,
+            report: ReportRequest {
+                output: self.output.clone(),
+                formats: self.format.iter().map(|&f| f.into()).collect(),
+                show: !self.no_report,
+                emit: self.view.to_emit_options(),
+                filter: self.view.filter.to_filter(),
+            },
+        }
+    }
+}

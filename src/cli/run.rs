@@ -1,0 +1,145 @@
+//! `run`: one program, profiled in its host or run as it is; and the doc tests' runner,
+//! the same command with hidden flags that `test` has rustdoc call for each doc test
+//! ([`DoctestRunner::to_args`] writes them, [`RunArgs::to_request`] reads them back).
+
+use std::path::PathBuf;
+
+use clap::Args;
+
+use super::profile::ProfileArgs;
+use super::requests::{doctest_compensation, DoctestRunner, RunRequest};
+use super::UiOptions;
+use crate::profile::ProbeCost;
+
+/// `cargo wasmprof run`.
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// Run the module as it is, without the profiler.
+    #[arg(long)]
+    pub no_instrument: bool,
+    /// Write the profile into DIR, named after the doc test the module is, and no report:
+    /// how `cargo wasmprof test` has rustdoc run each doc test.
+    #[arg(long, value_name = "DIR", hide = true)]
+    pub doctest_dir: Option<PathBuf>,
+    /// With `--doctest-dir` and `--metric exact-time`: the probes' cost that `test`
+    /// measured, `IN_CALLEE,IN_CALLER` nanoseconds per call, to subtract.
+    #[arg(long, value_name = "NS,NS", hide = true, value_parser = parse_probe_cost)]
+    pub probe_cost: Option<ProbeCost>,
+    /// The wasip1 command module (or a .js program linked by wasmprof-emcc), then the
+    /// program's arguments: everything after it goes to the program, even what looks like
+    /// our own options.
+    #[arg(
+        value_name = "FILE.wasm [ARGS]",
+        required = true,
+        num_args = 1..,
+        trailing_var_arg = true,
+        allow_hyphen_values = true
+    )]
+    pub command: Vec<String>,
+    /// The profile and report (the profile goes to FILE.wasmprof.json unless --output).
+    #[command(flatten)]
+    pub profile: ProfileArgs,
+    /// Colors and status lines.
+    #[command(flatten)]
+    pub ui: UiOptions,
+}
+
+impl RunArgs {
+    /// The request these arguments make: the program, its arguments, and, when rustdoc
+    /// runs it for `test` (`--doctest-dir`), the doc test's runner they describe.
+    pub fn to_request(&self) -> RunRequest {
+        let profile = self.profile.to_request();
+        let doctest = self.doctest_dir.as_ref().map(|dir| DoctestRunner {
+            dir: dir.clone(),
+            instrument: profile.instrument.clone(),
+            sample_interval: profile.sample_interval,
+            compensation: doctest_compensation(
+                &profile.instrument,
+                self.probe_cost,
+                profile.compensate,
+            ),
+        });
+        RunRequest {
+            program: PathBuf::from(&self.command[0]),
+            args: self.command[1..].to_vec(),
+            instrument: !self.no_instrument,
+            profile,
+            doctest,
+        }
+    }
+}
+
+/// `IN_CALLEE,IN_CALLER` as a probe cost.
+fn parse_probe_cost(text: &str) -> Result<ProbeCost, String> {
+    let (callee, caller) = text
+        .split_once(',')
+        .ok_or("expected IN_CALLEE,IN_CALLER nanoseconds")?;
+    let ns = |s: &str| s.trim().parse::<f64>().map_err(|e| format!("{s}: {e}"));
+    Ok(ProbeCost {
+        in_callee_ns: ns(callee)?,
+        in_caller_ns: ns(caller)?,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::cli::{Cli, Command};
+    use crate::instrument::Options;
+    use crate::meta::{Metric, StateLocation};
+    use crate::profile::Compensation;
+
+    /// The runner `to_args` describes, as `run` reads it back.
+    fn parsed(runner: &DoctestRunner) -> Option<DoctestRunner> {
+        let mut argv = vec![
+            "cargo-wasmprof".to_string(),
+            "wasmprof".into(),
+            "run".into(),
+        ];
+        argv.extend(runner.to_args());
+        argv.extend(["doctest.wasm".to_string(), "--quiet".into()]);
+        let Command::Run(args) = Cli::parse_args(argv.into_iter().map(Into::into)).command else {
+            panic!("not the run command");
+        };
+        let request = args.to_request();
+        assert_eq!(request.program, PathBuf::from("doctest.wasm"));
+        assert_eq!(request.args, ["--quiet"]);
+        request.doctest
+    }
+
+    #[test]
+    fn the_doc_tests_runner_arguments_read_back_as_written() {
+        let cost = ProbeCost {
+            in_callee_ns: 1.0 / 3.0,
+            in_caller_ns: 12.75,
+        };
+        for metric in Metric::ALL {
+            for state in StateLocation::ALL {
+                let clocked = metric.facts().probes.clock;
+                let compensations = match clocked {
+                    true => vec![
+                        Compensation::Subtract(cost),
+                        Compensation::Keep(crate::cli::NO_COMPENSATION.into()),
+                    ],
+                    false => vec![Compensation::None],
+                };
+                for compensation in compensations {
+                    let runner = DoctestRunner {
+                        dir: PathBuf::from("/tmp/a dir/doctests.tmp"),
+                        instrument: Options {
+                            max_contexts: 1234,
+                            metric,
+                            state,
+                            host_exceptions: false,
+                        },
+                        sample_interval: Duration::from_micros(250),
+                        compensation,
+                    };
+                    assert_eq!(parsed(&runner).as_ref(), Some(&runner));
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,306 @@
+//! A WASI program in wasmtime, as both ways of running one use it (a single-threaded
+//! program in `embedded`, each thread of a wasi-threads program in `threads`): the module
+//! compiled ([`compile`]), what the host links into it besides WASI ([`HostLinks`],
+//! [`link_host`]), the program's WASI context, how a run ended ([`Ending`]), and the
+//! profiler's state read back out of an instance once its code has stopped ([`collect`]).
+
+use std::sync::{Arc, OnceLock};
+
+use anyhow::Context as _;
+use wasmtime::{Engine, Linker, Module, Store};
+use wasmtime_wasi::p1::WasiP1Ctx;
+use wasmtime_wasi::{FsPerms, I32Exit, WasiCtxBuilder};
+
+use super::sampler::{self, SampleTarget};
+use super::RunConfig;
+use crate::clock::Clock;
+use crate::meta::{self, Meta, Metric};
+use crate::profile::Dump;
+
+/// Exit status the wasmtime CLI uses for a trap on Unix (128 + SIGABRT).
+pub const TRAP_EXIT_CODE: i32 = 134;
+
+/// How a call into the program (`_start`, a thread's entry point) ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum Ending {
+    /// It returned.
+    Returned,
+    /// It called `proc_exit` with this code.
+    Exited(i32),
+    /// It trapped (or wasmtime stopped it), with this message.
+    Trapped(String),
+}
+
+impl Ending {
+    /// How `result` ended.
+    pub(super) fn of(result: &wasmtime::Result<()>) -> Ending {
+        match result {
+            Ok(()) => Ending::Returned,
+            Err(error) => match error.downcast_ref::<I32Exit>() {
+                Some(exit) => Ending::Exited(exit.0),
+                None => Ending::Trapped(trap_message(error)),
+            },
+        }
+    }
+
+    /// The program's exit code and trap message, had it ended this way.
+    pub(super) fn exit(&self) -> (i32, Option<String>) {
+        match self {
+            Ending::Returned => (0, None),
+            Ending::Exited(code) => (*code, None),
+            Ending::Trapped(trap) => (TRAP_EXIT_CODE, Some(trap.clone())),
+        }
+    }
+}
+
+/// A module compiled for a run: the engine, the module and its state module (if it
+/// carries one), its meta, and what the host links into it.
+pub(super) struct Compiled {
+    pub(super) engine: Engine,
+    pub(super) module: Module,
+    pub(super) state_module: Option<Module>,
+    pub(super) meta: Option<Meta>,
+    pub(super) links: HostLinks,
+}
+
+/// Compiles `wasm` (and its state module) in an engine of its own: with the epoch
+/// interruption a `threaded` program's end needs (see `threads`).
+pub(super) fn compile(
+    wasm: &[u8],
+    meta: Option<&Meta>,
+    threaded: bool,
+) -> anyhow::Result<Compiled> {
+    let mut engine_config = wasmtime::Config::new();
+    // Single-threaded programs may use a shared memory, and the sampled time metric's
+    // profiler memory is one.
+    engine_config.shared_memory(true).wasm_threads(true);
+    engine_config.epoch_interruption(threaded);
+    let engine = Engine::new(&engine_config)
+        .map_err(anyhow::Error::from)
+        .context("cannot set up wasmtime")?;
+    let module = Module::new(&engine, wasm)
+        .map_err(anyhow::Error::from)
+        .context("wasmtime could not compile the module")?;
+    anyhow::ensure!(
+        module.get_export("_start").is_some(),
+        "the module exports no `_start` function, so it is not a WASI command"
+    );
+    let state_module = meta::custom_section(wasm, meta::STATE_SECTION)?
+        .map(|bytes| Module::new(&engine, bytes))
+        .transpose()
+        .map_err(anyhow::Error::from)
+        .context("wasmtime could not compile the profiler's state module")?;
+    let profiled = state_module.is_some() || module.get_export(meta::MEMORY_EXPORT).is_some();
+    // The meta of a profiled module, read from it when the caller has none.
+    let meta = match meta {
+        Some(meta) => Some(meta.clone()),
+        None if profiled => Meta::from_module(wasm).ok().flatten(),
+        None => None,
+    };
+    let links = HostLinks::of(&module, state_module.as_ref(), meta.as_ref())?;
+    Ok(Compiled {
+        engine,
+        module,
+        state_module,
+        meta,
+        links,
+    })
+}
+
+/// What the host links into an instrumented module besides WASI, and what it reads back.
+#[derive(Debug, Clone, Copy, Default)]
+pub(super) struct HostLinks {
+    /// The module carries the profiler (its memory is exported, or a state module's).
+    pub(super) profiled: bool,
+    /// It imports the clock (exact time).
+    pub(super) timed: bool,
+    /// It counts instructions (the instructions metric).
+    pub(super) instructions: bool,
+    /// Its profiler memory is shared and sampled (the sampled time metric).
+    pub(super) sampled: bool,
+    /// It imports the sampler's test hook.
+    pub(super) hooked: bool,
+}
+
+impl HostLinks {
+    /// What `module` (and its `state_module`, which holds the profiler's memory when there
+    /// is one) needs and leaves, with its `meta`. A sampled module must come with its meta:
+    /// the sampler needs the layout.
+    pub(super) fn of(
+        module: &Module,
+        state_module: Option<&Module>,
+        meta: Option<&Meta>,
+    ) -> anyhow::Result<HostLinks> {
+        let imports = |pair: (&str, &str)| module.imports().any(|i| (i.module(), i.name()) == pair);
+        let memory = state_module
+            .unwrap_or(module)
+            .get_export(meta::MEMORY_EXPORT);
+        let shared = matches!(&memory, Some(wasmtime::ExternType::Memory(ty)) if ty.is_shared());
+        let metric = meta.map(|m| m.metric);
+        let links = HostLinks {
+            profiled: state_module.is_some() || memory.is_some(),
+            timed: imports((meta::CLOCK_MODULE, meta::CLOCK_NAME)),
+            instructions: metric == Some(Metric::Instructions),
+            sampled: metric == Some(Metric::Time) && shared,
+            hooked: imports(sampler::HOOK),
+        };
+        if links.sampled {
+            meta.context("the instrumented module has no meta")?;
+        }
+        Ok(links)
+    }
+}
+
+/// Where a trap or an exit left the program, from wasmtime's backtrace, as function ids
+/// outermost first: the profile's open stack where the metric keeps no context tree.
+pub(super) fn frames_of(result: &wasmtime::Result<()>, meta: Option<&Meta>) -> Vec<u32> {
+    let backtrace: Vec<u32> = match result {
+        Err(error) => error
+            .downcast_ref::<wasmtime::WasmBacktrace>()
+            .map(|bt| bt.frames().iter().map(|f| f.func_index()).collect())
+            .unwrap_or_default(),
+        Ok(()) => Vec::new(),
+    };
+    meta.map_or_else(Vec::new, |meta| {
+        meta.frame_functions(backtrace.into_iter().rev())
+    })
+}
+
+/// Links WASI preview 1 and, as the module needs them, the clock and the sampler's test
+/// hook (which samples `target`, once set).
+pub(super) fn link_host(
+    linker: &mut Linker<WasiP1Ctx>,
+    links: &HostLinks,
+    clock: Clock,
+    target: &Arc<OnceLock<SampleTarget>>,
+) -> anyhow::Result<()> {
+    wasmtime_wasi::p1::add_to_linker_sync(linker, |cx| cx)?;
+    if links.timed {
+        linker.func_wrap(meta::CLOCK_MODULE, meta::CLOCK_NAME, clock.reader())?;
+    }
+    if links.hooked {
+        let target = Arc::clone(target);
+        linker.func_wrap(sampler::HOOK.0, sampler::HOOK.1, move || {
+            if let Some(target) = target.get() {
+                target.take(sampler::HOOK_SAMPLE_NS, false);
+            }
+        })?;
+    }
+    Ok(())
+}
+
+/// The WASI context of a run: inherited stdio (unless not asked for) and environment, the
+/// arguments, the working directory preopened as `.`.
+pub(super) fn wasi_context(config: &RunConfig) -> anyhow::Result<WasiP1Ctx> {
+    let mut argv = vec![config.program.clone()];
+    argv.extend(config.args.iter().cloned());
+    let mut wasi = WasiCtxBuilder::new();
+    if config.inherit_stdio {
+        wasi.inherit_stdio();
+    }
+    Ok(wasi
+        .inherit_env()
+        .args(&argv)
+        .preopened_dir(&config.dir, ".", FsPerms::ReadWrite)
+        .map_err(anyhow::Error::from)
+        .with_context(|| format!("cannot open {} for the program", config.dir.display()))?
+        .build_p1())
+}
+
+/// The profiler's state in `instance` (the instrumented module or its state module) once
+/// its code has stopped: the memory, the current context, and what closes the open
+/// activations (the instruction counter, or the clock's reading `ended`). `None` for a
+/// module that is not profiled.
+pub(super) fn collect<T: 'static>(
+    store: &mut Store<T>,
+    instance: &wasmtime::Instance,
+    links: &HostLinks,
+    clock: Clock,
+    ended: u64,
+    frames: Vec<u32>,
+) -> anyhow::Result<Option<Dump>> {
+    if !links.profiled {
+        return Ok(None);
+    }
+    let memory = profiler_memory(store, instance)
+        .context("the instrumented module exports no profiler memory")?;
+    let cur = instance
+        .get_global(&mut *store, meta::CUR_EXPORT)
+        .and_then(|g| g.get(&mut *store).i32())
+        .context("the instrumented module exports no current-context global")?;
+    // What closes the activations still open: the instruction counter, or the clock.
+    let instructions = instance
+        .get_global(&mut *store, meta::INSTRUCTIONS_EXPORT)
+        .and_then(|g| g.get(&mut *store).i64());
+    let end = match instructions {
+        Some(count) => Some(count as u64),
+        None => links.timed.then_some(ended),
+    };
+    Ok(Some(Dump {
+        memory,
+        cur: cur as u32,
+        ticks_per_ns: clock.ticks_per_ns(),
+        clock: if links.timed { clock.name() } else { "none" }.to_string(),
+        end,
+        frames,
+    }))
+}
+
+/// The bytes of the profiler's memory that `instance` (the instrumented module, or its
+/// state module) exports, a plain or (with the sampled time metric) a shared one; read
+/// once the program has returned and no sampler runs.
+pub fn profiler_memory<T: 'static>(
+    store: &mut Store<T>,
+    instance: &wasmtime::Instance,
+) -> Option<Vec<u8>> {
+    match instance.get_export(&mut *store, meta::MEMORY_EXPORT)? {
+        wasmtime::Extern::Memory(memory) => Some(memory.data(&*store).to_vec()),
+        wasmtime::Extern::SharedMemory(memory) => Some(shared_bytes(&memory)),
+        _ => None,
+    }
+}
+
+/// A copy of a shared memory's bytes, taken when no thread writes them (the program has
+/// returned and no sampler runs, or its one thread waits).
+pub(super) fn shared_bytes(memory: &wasmtime::SharedMemory) -> Vec<u8> {
+    let data = memory.data();
+    // SAFETY: the memory's bytes, which live as long as `memory`; no thread writes them
+    // while they are copied (the callers' condition).
+    let bytes = unsafe { std::slice::from_raw_parts(data.as_ptr() as *const u8, data.len()) };
+    bytes.to_vec()
+}
+
+/// Gives the module the memories it imports (wasm32-wasip1-threads programs import their
+/// shared memory as `env.memory`), each of the type it asks for.
+pub(super) fn provide_memories(
+    linker: &mut Linker<WasiP1Ctx>,
+    store: &mut Store<WasiP1Ctx>,
+    module: &Module,
+) -> anyhow::Result<()> {
+    for import in module.imports() {
+        let wasmtime::ExternType::Memory(ty) = import.ty() else {
+            continue;
+        };
+        let memory: wasmtime::Extern = if ty.is_shared() {
+            wasmtime::SharedMemory::new(module.engine(), ty)?.into()
+        } else {
+            wasmtime::Memory::new(&mut *store, ty)?.into()
+        };
+        linker.define(&*store, import.module(), import.name(), memory)?;
+    }
+    Ok(())
+}
+
+/// The trap's reason in one line (`wasm `unreachable` instruction executed`); the
+/// profile's open stack says where, with demangled names.
+pub(super) fn trap_message(error: &wasmtime::Error) -> String {
+    match error.downcast_ref::<wasmtime::Trap>() {
+        Some(trap) => trap.to_string(),
+        None => error
+            .to_string()
+            .lines()
+            .next()
+            .unwrap_or_default()
+            .to_string(),
+    }
+}
