@@ -177,58 +177,11 @@ pub fn build(args: &BuildRequest) -> Result<Built, Error> {
 
     let mut binaries = Vec::new();
     for message in Message::parse_stream(BufReader::new(stdout)) {
-        let Message::CompilerArtifact(artifact) =
+        if let Message::CompilerArtifact(artifact) =
             message.context("cannot read cargo's messages")?
-        else {
-            continue;
-        };
-        let Some(executable) = artifact.executable else {
-            continue;
-        };
-        // The binaries cargo would run: those built with the test harness, and test or
-        // bench targets that have a harness of their own (`harness = false`).
-        let own_harness = artifact.target.kind.iter().any(|k| {
-            matches!(
-                k,
-                cargo_metadata::TargetKind::Test | cargo_metadata::TargetKind::Bench
-            )
-        });
-        if !artifact.profile.test && !own_harness {
-            continue;
+        {
+            binaries.extend(test_binary(artifact, &metadata, &dir));
         }
-        let package_dir = artifact
-            .manifest_path
-            .parent()
-            .map(|p| p.as_std_path().to_path_buf())
-            .unwrap_or_else(|| dir.clone());
-        let kind = artifact
-            .target
-            .kind
-            .first()
-            .map(|k| k.to_string())
-            .unwrap_or_default();
-        let src = artifact.target.src_path.as_std_path();
-        let src = src
-            .strip_prefix(&package_dir)
-            .unwrap_or(src)
-            .display()
-            .to_string();
-        let label = match kind.as_str() {
-            "test" | "bench" | "example" => src,
-            _ => format!("unittests {src}"),
-        };
-        binaries.push(TestBinary {
-            path: executable.into_std_path_buf(),
-            package: metadata
-                .packages
-                .iter()
-                .find(|p| p.id == artifact.package_id)
-                .map_or_else(|| artifact.target.name.clone(), |p| p.name.to_string()),
-            target: artifact.target.name.clone(),
-            kind,
-            label,
-            package_dir,
-        });
     }
     let status = child.wait().context("cargo did not finish")?;
     if !status.success() {
@@ -249,6 +202,59 @@ pub fn build(args: &BuildRequest) -> Result<Built, Error> {
             .target_dir
             .clone()
             .unwrap_or_else(|| metadata.target_directory.clone().into_std_path_buf()),
+    })
+}
+
+/// The binary cargo would run that `artifact` is, if it is one: an executable built with
+/// the test harness, or a test or bench target with a harness of its own (`harness =
+/// false`). `dir` is the package's directory when the artifact does not say.
+fn test_binary(
+    artifact: cargo_metadata::Artifact,
+    metadata: &cargo_metadata::Metadata,
+    dir: &Path,
+) -> Option<TestBinary> {
+    let executable = artifact.executable?;
+    let own_harness = artifact.target.kind.iter().any(|k| {
+        matches!(
+            k,
+            cargo_metadata::TargetKind::Test | cargo_metadata::TargetKind::Bench
+        )
+    });
+    if !artifact.profile.test && !own_harness {
+        return None;
+    }
+    let package_dir = artifact
+        .manifest_path
+        .parent()
+        .map(|p| p.as_std_path().to_path_buf())
+        .unwrap_or_else(|| dir.to_path_buf());
+    let kind = artifact
+        .target
+        .kind
+        .first()
+        .map(|k| k.to_string())
+        .unwrap_or_default();
+    let src = artifact.target.src_path.as_std_path();
+    let src = src
+        .strip_prefix(&package_dir)
+        .unwrap_or(src)
+        .display()
+        .to_string();
+    let label = match kind.as_str() {
+        "test" | "bench" | "example" => src,
+        _ => format!("unittests {src}"),
+    };
+    Some(TestBinary {
+        path: executable.into_std_path_buf(),
+        package: metadata
+            .packages
+            .iter()
+            .find(|p| p.id == artifact.package_id)
+            .map_or_else(|| artifact.target.name.clone(), |p| p.name.to_string()),
+        target: artifact.target.name.clone(),
+        kind,
+        label,
+        package_dir,
     })
 }
 

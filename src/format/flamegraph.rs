@@ -67,27 +67,7 @@ pub(super) fn write(
             show(frame.total),
             100.0 * frame.total as f64 / total as f64
         );
-        let chars = ((w - 6.0) / CHAR_WIDTH).floor().max(0.0) as usize;
-        let label = fit(frame.name, chars);
-        let _ = write!(
-            boxes,
-            "<g><title>{}</title><rect x=\"{:.2}\" y=\"{y:.1}\" width=\"{w:.2}\" height=\"{:.1}\" \
-             fill=\"{}\" rx=\"2\"/>",
-            escape(&tip),
-            left,
-            FRAME_HEIGHT - 1.0,
-            color(frame.name)
-        );
-        if !label.is_empty() {
-            let _ = write!(
-                boxes,
-                "<text x=\"{:.2}\" y=\"{:.1}\">{}</text>",
-                left + 3.0,
-                y + FRAME_HEIGHT - 5.0,
-                escape(&label)
-            );
-        }
-        boxes.push_str("</g>\n");
+        draw_box(&mut boxes, frame.name, &tip, (left, y, w));
     });
     write!(
         out,
@@ -103,6 +83,32 @@ pub(super) fn write(
         escape(&title)
     )?;
     Ok(())
+}
+
+/// One frame's box: a rectangle at (`left`, `y`), `w` wide, with its `tip`, labelled with
+/// as much of `name` as fits.
+fn draw_box(boxes: &mut String, name: &str, tip: &str, (left, y, w): (f64, f64, f64)) {
+    let chars = ((w - 6.0) / CHAR_WIDTH).floor().max(0.0) as usize;
+    let label = fit(name, chars);
+    let _ = write!(
+        boxes,
+        "<g><title>{}</title><rect x=\"{:.2}\" y=\"{y:.1}\" width=\"{w:.2}\" height=\"{:.1}\" \
+         fill=\"{}\" rx=\"2\"/>",
+        escape(tip),
+        left,
+        FRAME_HEIGHT - 1.0,
+        color(name)
+    );
+    if !label.is_empty() {
+        let _ = write!(
+            boxes,
+            "<text x=\"{:.2}\" y=\"{:.1}\">{}</text>",
+            left + 3.0,
+            y + FRAME_HEIGHT - 5.0,
+            escape(&label)
+        );
+    }
+    boxes.push_str("</g>\n");
 }
 
 /// `name` cut to `chars` characters, with `..` when cut; empty when fewer than 3 fit.

@@ -131,25 +131,6 @@ pub(super) fn write(
         })
         .collect();
     let (lines, sources) = annotated(profile, &index);
-    // The flat profile grouped by file and by crate, exact (views of the profile).
-    let mut groups = serde_json::Map::new();
-    for (key, by) in [("file", Grouping::File), ("crate", Grouping::Crate)] {
-        let filter = Filter {
-            by,
-            ..Filter::default()
-        };
-        if let Ok(view) = profile.view(&filter) {
-            let rows: Vec<_> = view
-                .functions
-                .iter()
-                .map(|g| {
-                    let (own, total) = g.cost.get(metric);
-                    json!([g.name, g.calls, own, total])
-                })
-                .collect();
-            groups.insert(key.to_string(), json!(rows));
-        }
-    }
     let arcs: Vec<_> = profile
         .arcs
         .iter()
@@ -164,38 +145,7 @@ pub(super) fn write(
             ])
         })
         .collect();
-    // The tree's frames, parents first: [parent, function (-1: lost paths), calls, self,
-    // total]. Frames under a fraction of the whole that no zoom would draw wider than a
-    // pixel are left out (their cost stays in their parents' totals), and counted.
-    let mut pruned = (0u64, 0u64);
-    let frames: Vec<_> = match Tree::of(profile) {
-        Ok(tree) => {
-            let least = tree.frames[0].total / PRUNE_BELOW;
-            let mut kept = vec![-1i64; tree.frames.len()];
-            let mut frames = Vec::new();
-            for (k, f) in tree.frames.iter().enumerate() {
-                let parent = f.parent.map_or(-1, |p| kept[p]);
-                if k > 0 && (parent < 0 || f.total < least.max(1)) {
-                    // Every context left out is counted, the cost once per subtree.
-                    pruned.0 += 1;
-                    if parent >= 0 {
-                        pruned.1 += f.total;
-                    }
-                    continue;
-                }
-                kept[k] = frames.len() as i64;
-                frames.push(json!([
-                    parent,
-                    f.function.map_or(-1, i64::from),
-                    f.calls,
-                    f.self_weight,
-                    f.total
-                ]));
-            }
-            frames
-        }
-        Err(_) => Vec::new(),
-    };
+    let (frames, pruned) = frames(profile);
     let run = profile.runs.first();
     let data = json!({
         "title": title(&profile.modules),
@@ -212,7 +162,7 @@ pub(super) fn write(
         "pruned": [pruned.0, pruned.1, PRUNE_BELOW],
         "lines": lines,
         "sources": sources,
-        "groups": groups,
+        "groups": groups(profile),
         "generator": concat!("cargo-wasmprof ", env!("CARGO_PKG_VERSION")),
     });
     // Inside <script>, `<` must not start `</script>` or `<!--`.
@@ -220,4 +170,61 @@ pub(super) fn write(
     let page = TEMPLATE.replacen(DATA_MARK, &data, 1);
     out.write_all(page.as_bytes())?;
     Ok(())
+}
+
+/// The flat profile grouped by file and by crate, exact (views of the profile).
+fn groups(profile: &Profile) -> serde_json::Map<String, serde_json::Value> {
+    let mut groups = serde_json::Map::new();
+    for (key, by) in [("file", Grouping::File), ("crate", Grouping::Crate)] {
+        let filter = Filter {
+            by,
+            ..Filter::default()
+        };
+        if let Ok(view) = profile.view(&filter) {
+            let rows: Vec<_> = view
+                .functions
+                .iter()
+                .map(|g| {
+                    let (own, total) = g.cost.get(profile.metric);
+                    json!([g.name, g.calls, own, total])
+                })
+                .collect();
+            groups.insert(key.to_string(), json!(rows));
+        }
+    }
+    groups
+}
+
+/// The tree's frames, parents first: [parent, function (-1: lost paths), calls, self,
+/// total]. Frames under a fraction of the whole that no zoom would draw wider than a pixel
+/// are left out (their cost stays in their parents' totals), and counted: how many, and
+/// their cost.
+fn frames(profile: &Profile) -> (Vec<serde_json::Value>, (u64, u64)) {
+    let mut pruned = (0u64, 0u64);
+    let Ok(tree) = Tree::of(profile) else {
+        return (Vec::new(), pruned);
+    };
+    let least = tree.frames[0].total / PRUNE_BELOW;
+    let mut kept = vec![-1i64; tree.frames.len()];
+    let mut frames = Vec::new();
+    for (k, f) in tree.frames.iter().enumerate() {
+        let parent = f.parent.map_or(-1, |p| kept[p]);
+        if k > 0 && (parent < 0 || f.total < least.max(1)) {
+            // Every context left out is counted, the cost once per subtree.
+            pruned.0 += 1;
+            if parent >= 0 {
+                pruned.1 += f.total;
+            }
+            continue;
+        }
+        kept[k] = frames.len() as i64;
+        frames.push(json!([
+            parent,
+            f.function.map_or(-1, i64::from),
+            f.calls,
+            f.self_weight,
+            f.total
+        ]));
+    }
+    (frames, pruned)
 }

@@ -288,52 +288,9 @@ pub(super) fn write(
     _options: &EmitOptions,
     out: &mut dyn Write,
 ) -> anyhow::Result<()> {
-    let metric = profile.metric;
     let mut b = Builder::new(profile);
-    let mut types = vec![("calls", "count")];
-    match metric.facts().unit {
-        Unit::Nanoseconds => types.push(("wall", "nanoseconds")),
-        Unit::Instructions => types.push(("instructions", "count")),
-        Unit::Calls => {}
-    }
-    let by_line = metric.facts().unit == Unit::Instructions && !profile.lines.is_empty();
-    if by_line {
-        types.push(("line_instructions", "count"));
-    }
-    for (kind, unit) in &types {
-        let value_type = ValueType {
-            r#type: b.string(kind),
-            unit: b.string(unit),
-        };
-        b.out.sample_type.push(value_type);
-    }
-    // The stacks' cost is the default view; the per-line costs are asked for.
-    let default = types[..types.len() - usize::from(by_line)].last();
-    b.out.default_sample_type = b.string(default.map_or("calls", |t| t.0));
-    // pprof's `File:` line shows what follows the first mapping's last `/`: every
-    // module's file name with no `/` in it, so that a merged profile names them all (a doc
-    // test's label, `doc test src/lib.rs (line 7)`, word by word).
-    let files: Vec<String> = profile
-        .modules
-        .iter()
-        .map(|m| {
-            m.split(' ')
-                .map(|word| word.rsplit(['/', '\\']).next().unwrap_or(word))
-                .collect::<Vec<_>>()
-                .join(" ")
-        })
-        .collect();
-    let module = b.string(&files.join(", "));
-    b.out.mapping.push(Mapping {
-        id: 1,
-        filename: module,
-        has_functions: true,
-        has_filenames: true,
-        has_line_numbers: true,
-    });
-    let comment = b.string(concat!("cargo-wasmprof ", env!("CARGO_PKG_VERSION")));
-    b.out.comment.push(comment);
-    b.out.duration_nanos = profile.runs.iter().map(|r| r.wall_ns as i64).sum();
+    let by_line = sample_types(&mut b, profile);
+    describe(&mut b, profile);
 
     // A threaded program's samples are each thread's, labelled with it (pprof's
     // `-tagfocus thread=...`, `-tags`); their sums are the whole profile's.
@@ -369,6 +326,61 @@ pub(super) fn write(
     gz.write_all(&bytes)?;
     gz.finish()?;
     Ok(())
+}
+
+/// The profile's sample types: calls, the metric's cost, and with the instructions metric's
+/// per-line costs, those (asked for; the stacks' cost is the default view). Says whether
+/// the per-line samples are there.
+fn sample_types(b: &mut Builder<'_>, profile: &Profile) -> bool {
+    let unit = profile.metric.facts().unit;
+    let mut types = vec![("calls", "count")];
+    match unit {
+        Unit::Nanoseconds => types.push(("wall", "nanoseconds")),
+        Unit::Instructions => types.push(("instructions", "count")),
+        Unit::Calls => {}
+    }
+    let by_line = unit == Unit::Instructions && !profile.lines.is_empty();
+    if by_line {
+        types.push(("line_instructions", "count"));
+    }
+    for (kind, unit) in &types {
+        let value_type = ValueType {
+            r#type: b.string(kind),
+            unit: b.string(unit),
+        };
+        b.out.sample_type.push(value_type);
+    }
+    let default = types[..types.len() - usize::from(by_line)].last();
+    b.out.default_sample_type = b.string(default.map_or("calls", |t| t.0));
+    by_line
+}
+
+/// The profile's mapping (its modules), comment and duration.
+fn describe(b: &mut Builder<'_>, profile: &Profile) {
+    // pprof's `File:` line shows what follows the first mapping's last `/`: every
+    // module's file name with no `/` in it, so that a merged profile names them all (a doc
+    // test's label, `doc test src/lib.rs (line 7)`, word by word).
+    let files: Vec<String> = profile
+        .modules
+        .iter()
+        .map(|m| {
+            m.split(' ')
+                .map(|word| word.rsplit(['/', '\\']).next().unwrap_or(word))
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
+        .collect();
+    let module = b.string(&files.join(", "));
+    b.out.mapping.push(Mapping {
+        id: 1,
+        filename: module,
+        has_functions: true,
+        has_filenames: true,
+        has_line_numbers: true,
+    });
+    let comment = b.string(concat!("cargo-wasmprof ", env!("CARGO_PKG_VERSION")));
+    b.out.comment.push(comment);
+    b.out.duration_nanos = profile.runs.iter().map(|r| r.wall_ns as i64).sum();
 }
 
 /// The samples of `profile`'s stacks, each labelled `label`: one per calling context (the

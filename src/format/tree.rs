@@ -54,60 +54,7 @@ impl<'a> Tree<'a> {
             }
         );
         let metric = profile.metric;
-        let mut frames = vec![Frame {
-            name: crate::profile::HOST,
-            function: None,
-            parent: None,
-            calls: 0,
-            self_weight: 0,
-            total: 0,
-            children: Vec::new(),
-        }];
-        let mut frame_of: Vec<Option<usize>> = vec![None; profile.contexts.len()];
-        frame_of[0] = Some(0);
-        let mut lost = None;
-        for start in 0..profile.contexts.len() {
-            // Resolve the unresolved ancestors of `start`, outermost first.
-            let mut pending = Vec::new();
-            let mut at = start;
-            while frame_of[at].is_none() {
-                pending.push(at);
-                at = profile.contexts[at].parent.unwrap_or(0) as usize;
-            }
-            for &id in pending.iter().rev() {
-                let c = &profile.contexts[id];
-                let mut parent = frame_of[c.parent.unwrap_or(0) as usize].unwrap_or(0);
-                if c.folded {
-                    parent = *lost.get_or_insert_with(|| {
-                        frames.push(Frame {
-                            name: LOST_PATHS,
-                            function: None,
-                            parent: Some(0),
-                            calls: 0,
-                            self_weight: 0,
-                            total: 0,
-                            children: Vec::new(),
-                        });
-                        let index = frames.len() - 1;
-                        frames[0].children.push(index);
-                        index
-                    });
-                }
-                let function = c.function.and_then(|f| profile.functions.get(f as usize));
-                frames.push(Frame {
-                    name: function.map_or("<unknown>", |f| f.name.as_str()),
-                    function: c.function,
-                    parent: Some(parent),
-                    calls: c.calls,
-                    self_weight: c.cost.get(metric).0,
-                    total: 0,
-                    children: Vec::new(),
-                });
-                let index = frames.len() - 1;
-                frames[parent].children.push(index);
-                frame_of[id] = Some(index);
-            }
-        }
+        let mut frames = frames(profile);
         for i in (0..frames.len()).rev() {
             frames[i].total += frames[i].self_weight;
             if let Some(parent) = frames[i].parent {
@@ -155,4 +102,61 @@ impl<'a> Tree<'a> {
         names.reverse();
         names
     }
+}
+
+/// A frame of no function, with no weight yet, under `parent`.
+fn empty_frame(name: &str, parent: Option<usize>) -> Frame<'_> {
+    Frame {
+        name,
+        function: None,
+        parent,
+        calls: 0,
+        self_weight: 0,
+        total: 0,
+        children: Vec::new(),
+    }
+}
+
+/// The frames of `profile`'s contexts, parents before their children: the root, and the
+/// lost paths (the fold nodes, under one frame of their own, when the tree was full).
+fn frames(profile: &Profile) -> Vec<Frame<'_>> {
+    let mut frames = vec![empty_frame(crate::profile::HOST, None)];
+    let mut frame_of: Vec<Option<usize>> = vec![None; profile.contexts.len()];
+    frame_of[0] = Some(0);
+    let mut lost = None;
+    for start in 0..profile.contexts.len() {
+        // Resolve the unresolved ancestors of `start`, outermost first.
+        let mut pending = Vec::new();
+        let mut at = start;
+        while frame_of[at].is_none() {
+            pending.push(at);
+            at = profile.contexts[at].parent.unwrap_or(0) as usize;
+        }
+        for &id in pending.iter().rev() {
+            let c = &profile.contexts[id];
+            let mut parent = frame_of[c.parent.unwrap_or(0) as usize].unwrap_or(0);
+            if c.folded {
+                parent = *lost.get_or_insert_with(|| {
+                    frames.push(empty_frame(LOST_PATHS, Some(0)));
+                    let index = frames.len() - 1;
+                    frames[0].children.push(index);
+                    index
+                });
+            }
+            let function = c.function.and_then(|f| profile.functions.get(f as usize));
+            frames.push(Frame {
+                name: function.map_or("<unknown>", |f| f.name.as_str()),
+                function: c.function,
+                parent: Some(parent),
+                calls: c.calls,
+                self_weight: c.cost.get(profile.metric).0,
+                total: 0,
+                children: Vec::new(),
+            });
+            let index = frames.len() - 1;
+            frames[parent].children.push(index);
+            frame_of[id] = Some(index);
+        }
+    }
+    frames
 }

@@ -89,47 +89,11 @@ struct WasmThread {
 
 /// Runs a threaded instrumented module (or, without a meta, a plain one) to its end.
 pub(super) fn run(compiled: Compiled, config: &RunConfig) -> anyhow::Result<Outcome> {
-    let Compiled {
-        engine,
-        module,
-        meta,
-        links,
-        ..
-    } = compiled;
-    let memories = module
-        .imports()
-        .filter_map(|import| match import.ty() {
-            wasmtime::ExternType::Memory(ty) if ty.is_shared() => Some(
-                SharedMemory::new(&engine, ty)
-                    .map(|m| (import.module().to_string(), import.name().to_string(), m)),
-            ),
-            _ => None,
-        })
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(anyhow::Error::from)?;
-    let layout = meta
-        .as_ref()
-        .map_or(Layout::new(0, 0, 0, 0, 0), |m| m.layout);
-    let (ended, ends) = mpsc::channel();
-    let program = Arc::new(Program {
-        engine,
-        module,
-        memories,
-        config: config.clone(),
-        links,
-        layout,
-        meta,
-        clock: Clock::start(config.clock),
-        next_tid: AtomicU32::new(1),
-        threads: Mutex::new(Vec::new()),
-        ending: AtomicBool::new(false),
-        ended: Mutex::new(Some(ended)),
-        targets: Targets::default(),
-        pre: OnceLock::new(),
-    });
+    let sampled = compiled.links.sampled;
+    let (program, ends) = Program::new(compiled, config)?;
     let pre = program.link()?;
     let _ = program.pre.set(pre);
-    let sampler = (links.sampled && !config.sample_interval.is_zero())
+    let sampler = (sampled && !config.sample_interval.is_zero())
         .then(|| Sampler::start(program.targets.clone(), config.sample_interval));
     let started = Instant::now();
     // The main thread: `_start` on a thread of its own, so that the host can end the
@@ -175,6 +139,53 @@ pub(super) fn run(compiled: Compiled, config: &RunConfig) -> anyhow::Result<Outc
 }
 
 impl Program {
+    /// The program `compiled` is, run as `config` says, with its imported shared memories
+    /// made; and where it hears how it ended.
+    fn new(
+        compiled: Compiled,
+        config: &RunConfig,
+    ) -> anyhow::Result<(Arc<Program>, mpsc::Receiver<Ending>)> {
+        let Compiled {
+            engine,
+            module,
+            meta,
+            links,
+            ..
+        } = compiled;
+        let memories = module
+            .imports()
+            .filter_map(|import| match import.ty() {
+                wasmtime::ExternType::Memory(ty) if ty.is_shared() => Some(
+                    SharedMemory::new(&engine, ty)
+                        .map(|m| (import.module().to_string(), import.name().to_string(), m)),
+                ),
+                _ => None,
+            })
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(anyhow::Error::from)?;
+        let layout = meta
+            .as_ref()
+            .map_or(Layout::new(0, 0, 0, 0, 0), |m| m.layout);
+        let (ended, ends) = mpsc::channel();
+        let program = Arc::new(Program {
+            engine,
+            module,
+            memories,
+            config: config.clone(),
+            links,
+            layout,
+            meta,
+            clock: Clock::start(config.clock),
+            next_tid: AtomicU32::new(1),
+            threads: Mutex::new(Vec::new()),
+            ending: AtomicBool::new(false),
+            ended: Mutex::new(Some(ended)),
+            targets: Targets::default(),
+            pre: OnceLock::new(),
+        });
+        Ok((program, ends))
+    }
+
     /// Runs one thread: the main thread (`tid` 0: `_start`) or a spawned one
     /// (`wasi_thread_start(tid, arg)`), then collects its state and, if it ended the
     /// program, says so. `ready` hears once the instance exists (or why it does not).

@@ -126,7 +126,7 @@ pub(super) fn threads(
     module: &walrus::Module,
     state: StateLocation,
 ) -> Result<Threads, InstrumentError> {
-    use walrus::{ExportItem, ImportKind, ValType};
+    use walrus::ImportKind;
     let spawn = module.imports.iter().find_map(|import| match import.kind {
         ImportKind::Function(f)
             if (import.module.as_str(), import.name.as_str()) == meta::THREAD_SPAWN =>
@@ -139,34 +139,56 @@ pub(super) fn threads(
         ImportKind::Memory(m) => module.memories.get(m).shared,
         _ => false,
     });
-    let Some(spawn) = spawn else {
-        if !module
+    match spawn {
+        Some(spawn) => wasi_threads(module, spawn, shared_import, state),
+        None if module
             .exports
             .iter()
-            .any(|e| e.name == EMSCRIPTEN_THREAD_INIT)
+            .any(|e| e.name == EMSCRIPTEN_THREAD_INIT) =>
         {
-            return Ok(Threads::None);
+            emscripten_threads(shared_import, state)
         }
-        let refuse = |why: &str| {
-            Err(InstrumentError::Unsupported(format!(
-                "an Emscripten -pthread module (it exports `{EMSCRIPTEN_THREAD_INIT}`): {why}"
-            )))
-        };
-        if !shared_import {
-            return refuse(
-                "it imports no shared memory, so its workers would share no memory (the glue \
-                 gives every worker's instance the imported shared memory)",
-            );
-        }
-        if state != StateLocation::StateModule {
-            return refuse(
-                "its threads run in JS workers, whose runtime keeps each worker's profiler \
-                 state in a state module: instrument it with `--state state-module` (as \
-                 wasmprof-emcc does)",
-            );
-        }
-        return Ok(Threads::Emscripten);
+        None => Ok(Threads::None),
+    }
+}
+
+/// An Emscripten `-pthread` module, checked: it imports a shared memory (`shared_import`)
+/// and its state is in a state module, one per worker.
+fn emscripten_threads(
+    shared_import: bool,
+    state: StateLocation,
+) -> Result<Threads, InstrumentError> {
+    let refuse = |why: &str| {
+        Err(InstrumentError::Unsupported(format!(
+            "an Emscripten -pthread module (it exports `{EMSCRIPTEN_THREAD_INIT}`): {why}"
+        )))
     };
+    if !shared_import {
+        return refuse(
+            "it imports no shared memory, so its workers would share no memory (the glue \
+             gives every worker's instance the imported shared memory)",
+        );
+    }
+    if state != StateLocation::StateModule {
+        return refuse(
+            "its threads run in JS workers, whose runtime keeps each worker's profiler \
+             state in a state module: instrument it with `--state state-module` (as \
+             wasmprof-emcc does)",
+        );
+    }
+    Ok(Threads::Emscripten)
+}
+
+/// A wasi-threads module (it imports `spawn`), checked: the import's type, an imported
+/// shared memory (`shared_import`), the `wasi_thread_start` export, and the state in each
+/// instance's own memory.
+fn wasi_threads(
+    module: &walrus::Module,
+    spawn: walrus::FunctionId,
+    shared_import: bool,
+    state: StateLocation,
+) -> Result<Threads, InstrumentError> {
+    use walrus::{ExportItem, ValType};
     let refuse = |why: String| {
         Err(InstrumentError::Unsupported(format!(
             "a threaded module (it imports `{}.{}`): {why}",

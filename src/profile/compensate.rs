@@ -55,6 +55,15 @@ impl Profile {
                 self.folded_entries
             ));
         }
+        let (self_ns, total_ns) = self.compensate_contexts(cost);
+        self.sum_compensated(&self_ns, &total_ns);
+        self.compensation = Some(cost);
+        Ok(())
+    }
+
+    /// Subtracts `cost` from every context's self time, and sums its inclusive times again
+    /// from the leaves up; the contexts' new self and inclusive times.
+    fn compensate_contexts(&mut self, cost: ProbeCost) -> (Vec<u64>, Vec<u64>) {
         let n = self.contexts.len();
         let parent = |c: &Context| c.parent.map(|p| p as usize);
         let mut child_calls = vec![0u64; n];
@@ -77,8 +86,12 @@ impl Profile {
             c.cost.self_ns = self_ns[i];
             c.cost.total_ns = total_ns[i];
         }
+        (self_ns, total_ns)
+    }
 
-        // Functions: self over all their contexts, total over their outermost ones.
+    /// Functions' and arcs' times summed again from the contexts' compensated ones: self
+    /// over all their contexts, total over their outermost ones.
+    fn sum_compensated(&mut self, self_ns: &[u64], total_ns: &[u64]) {
         let tree: Vec<TreeNode> = self
             .contexts
             .iter()
@@ -86,27 +99,25 @@ impl Profile {
             .collect();
         let parents = || tree.iter().map(|&(parent, _)| parent);
         let functions: Vec<Option<usize>> = tree.iter().map(|&(_, function)| function).collect();
-        let totals = outermost_sums(parents(), &functions, &total_ns, self.functions.len());
+        let totals = outermost_sums(parents(), &functions, total_ns, self.functions.len());
         for (f, total) in self.functions.iter_mut().zip(totals) {
             f.cost.self_ns = 0;
             f.cost.total_ns = total;
         }
-        for (c, &ns) in self.contexts.iter().zip(&self_ns) {
+        for (c, &ns) in self.contexts.iter().zip(self_ns) {
             if let Some(f) = c.function {
                 self.functions[f as usize].cost.self_ns += ns;
             }
         }
-
-        // Arcs: the callee's contexts under the caller; self over all of them, total over
-        // the outermost ones.
+        // Arcs: the callee's contexts under the caller.
         let (keys, tree_arcs) = arc_keys(&tree, |_| true);
         let mut arc_self = vec![0u64; tree_arcs.len()];
-        for (key, &ns) in keys.iter().zip(&self_ns) {
+        for (key, &ns) in keys.iter().zip(self_ns) {
             if let Some(k) = *key {
                 arc_self[k] += ns;
             }
         }
-        let arc_total = outermost_sums(parents(), &keys, &total_ns, tree_arcs.len());
+        let arc_total = outermost_sums(parents(), &keys, total_ns, tree_arcs.len());
         let name = |f: usize| self.functions[f].name.clone();
         let sums: HashMap<(String, String), (u64, u64)> = tree_arcs
             .iter()
@@ -124,8 +135,6 @@ impl Profile {
             arc.cost.self_ns = self_;
             arc.cost.total_ns = total;
         }
-        self.compensation = Some(cost);
-        Ok(())
     }
 }
 

@@ -413,62 +413,15 @@ impl Decoder<'_> {
 
     /// The arcs: counts and sites from the arc tables, costs from the context tree.
     fn arcs(&self) -> anyhow::Result<Vec<Arc>> {
-        let (meta, l) = (self.meta, self.layout);
-        let mut arcs: BTreeMap<(String, String), Arc> = BTreeMap::new();
-        let mut add = |caller: String, callee: u32, count: u64, pos: Option<&SourcePos>| {
-            let arc = arcs
-                .entry((caller.clone(), self.name(callee)))
-                .or_insert_with(|| Arc {
-                    caller,
-                    callee: self.name(callee),
-                    count: 0,
-                    cost: Costs::default(),
-                    sites: Vec::new(),
-                });
-            arc.count += count;
-            if let Some(pos) = pos {
-                match arc.sites.iter_mut().find(|s| s.pos == *pos) {
-                    Some(site) => site.count += count,
-                    None => arc.sites.push(ArcSite {
-                        pos: pos.clone(),
-                        count,
-                    }),
-                }
-            }
-        };
-        for (site, &(callee, count)) in meta.direct_sites.iter().zip(&self.direct) {
+        let mut arcs = ArcCounts::default();
+        for (site, &(callee, count)) in self.meta.direct_sites.iter().zip(&self.direct) {
             if count > 0 {
-                add(self.name(site.caller), callee, count, site.pos.as_ref());
+                let callee = self.name(callee);
+                arcs.add(self.name(site.caller), callee, count, site.pos.as_ref());
             }
         }
-        for slot in 0..l.dyn_arcs_cap {
-            let at = l.dyn_arcs_off + slot * layout::DYN_ARC_SIZE;
-            let callee_plus_one = self.raw.u32(at + 4)?;
-            if callee_plus_one == 0 {
-                continue;
-            }
-            let site = self.raw.u32(at)?;
-            let count = self.raw.u64(at + 8)?;
-            if site == 0 {
-                add(HOST.to_string(), callee_plus_one - 1, count, None);
-            } else if site & layout::INDIRECT_SITE == 0 && site & layout::IMPORT_ENTRY != 0 {
-                // The host called in while this import ran.
-                let import = site & !layout::IMPORT_ENTRY;
-                anyhow::ensure!(import < l.functions, "an arc from an unknown import");
-                add(self.name(import), callee_plus_one - 1, count, None);
-            } else {
-                let s = meta
-                    .indirect_sites
-                    .get((site & !layout::INDIRECT_SITE) as usize)
-                    .context("an arc from an unknown call site")?;
-                add(
-                    self.name(s.caller),
-                    callee_plus_one - 1,
-                    count,
-                    s.pos.as_ref(),
-                );
-            }
-        }
+        self.dynamic_arcs(&mut arcs)?;
+        let mut arcs = arcs.0;
         // Costs from the context nodes (fold nodes' callers are lost): self over all the
         // arc's nodes, inclusive over its outermost ones; raw readings, converted once
         // summed.
@@ -500,6 +453,38 @@ impl Decoder<'_> {
                 .sort_by(|x, y| (&x.pos.file, x.pos.line).cmp(&(&y.pos.file, y.pos.line)));
         }
         Ok(arcs)
+    }
+
+    /// The dynamic arc table's arcs (from the host, from an import's callbacks, through
+    /// indirect call sites), added to `arcs`.
+    fn dynamic_arcs(&self, arcs: &mut ArcCounts) -> anyhow::Result<()> {
+        let l = self.layout;
+        for slot in 0..l.dyn_arcs_cap {
+            let at = l.dyn_arcs_off + slot * layout::DYN_ARC_SIZE;
+            let callee_plus_one = self.raw.u32(at + 4)?;
+            if callee_plus_one == 0 {
+                continue;
+            }
+            let site = self.raw.u32(at)?;
+            let count = self.raw.u64(at + 8)?;
+            let callee = self.name(callee_plus_one - 1);
+            if site == 0 {
+                arcs.add(HOST.to_string(), callee, count, None);
+            } else if site & layout::INDIRECT_SITE == 0 && site & layout::IMPORT_ENTRY != 0 {
+                // The host called in while this import ran.
+                let import = site & !layout::IMPORT_ENTRY;
+                anyhow::ensure!(import < l.functions, "an arc from an unknown import");
+                arcs.add(self.name(import), callee, count, None);
+            } else {
+                let s = self
+                    .meta
+                    .indirect_sites
+                    .get((site & !layout::INDIRECT_SITE) as usize)
+                    .context("an arc from an unknown call site")?;
+                arcs.add(self.name(s.caller), callee, count, s.pos.as_ref());
+            }
+        }
+        Ok(())
     }
 
     /// The instructions of each function per source line: each counted segment's runs
@@ -555,5 +540,35 @@ impl Decoder<'_> {
         }
         open_stack.reverse();
         open_stack
+    }
+}
+
+/// Arcs as the arc tables count them, by caller and callee name.
+#[derive(Default)]
+struct ArcCounts(BTreeMap<(String, String), Arc>);
+
+impl ArcCounts {
+    /// Counts `count` calls from `caller` to `callee`, made at `pos` when it is known.
+    fn add(&mut self, caller: String, callee: String, count: u64, pos: Option<&SourcePos>) {
+        let arc = self
+            .0
+            .entry((caller.clone(), callee.clone()))
+            .or_insert_with(|| Arc {
+                caller,
+                callee,
+                count: 0,
+                cost: Costs::default(),
+                sites: Vec::new(),
+            });
+        arc.count += count;
+        if let Some(pos) = pos {
+            match arc.sites.iter_mut().find(|s| s.pos == *pos) {
+                Some(site) => site.count += count,
+                None => arc.sites.push(ArcSite {
+                    pos: pos.clone(),
+                    count,
+                }),
+            }
+        }
     }
 }

@@ -14,158 +14,201 @@ impl Profile {
     /// call path. A name stays unique: functions of one name but different definitions
     /// get their definition's place as a suffix (` [src/a.rs:10]`).
     pub fn merge(profiles: &[Profile]) -> Profile {
-        let mut out = Profile {
-            format: FORMAT.to_string(),
-            version: FORMAT_VERSION,
-            modules: Vec::new(),
-            complete: true,
-            runs: Vec::new(),
-            // The profiles of one run share their metric.
-            metric: profiles.first().map_or(Metric::ExactTime, |p| p.metric),
-            functions: Vec::new(),
-            arcs: Vec::new(),
-            contexts: vec![Context {
-                id: 0,
-                parent: None,
-                function: None,
-                folded: false,
-                calls: 0,
-                cost: Costs::default(),
-            }],
-            folded_entries: 0,
-            arcs_dropped: 0,
-            // The profiles of one run were compensated alike.
-            compensation: profiles.first().and_then(|p| p.compensation),
-            uncompensated: profiles.iter().find_map(|p| p.uncompensated.clone()),
-            sampling: None,
-            lines: Vec::new(),
-            view: None,
-            threads: Vec::new(),
-        };
         let names = MergedNames::of(profiles);
-        let mut function_ids: HashMap<FnKey, u32> = HashMap::new();
-        let mut arc_ids: HashMap<(String, String), usize> = HashMap::new();
-        let mut context_ids: HashMap<(u32, Option<u32>, bool), u32> = HashMap::new();
-        type LineKey = (String, Option<String>, u32, Vec<crate::symbols::Inlined>);
-        let mut line_ids: HashMap<LineKey, usize> = HashMap::new();
+        let mut merger = Merger::new(profiles);
         for p in profiles {
-            out.modules.extend(p.modules.iter().cloned());
-            out.threads.extend(p.threads.iter().cloned());
-            out.complete &= p.complete;
-            out.folded_entries += p.folded_entries;
-            out.arcs_dropped += p.arcs_dropped;
-            if let Some(sampling) = &p.sampling {
-                out.sampling
-                    .get_or_insert_with(Default::default)
-                    .add(sampling);
-            }
-            let mut fmap = Vec::with_capacity(p.functions.len());
-            let mut renamed: HashMap<&str, &str> = HashMap::new();
-            for f in &p.functions {
-                let key = identity(f);
-                let name = names.name(f);
-                renamed.insert(&f.name, name);
-                let id = *function_ids.entry(key).or_insert_with(|| {
-                    out.functions.push(Function {
-                        id: out.functions.len() as u32,
-                        name: name.to_string(),
-                        calls: 0,
-                        cost: Costs::default(),
-                        ..f.clone()
-                    });
-                    out.functions.len() as u32 - 1
-                });
-                let g = &mut out.functions[id as usize];
-                g.calls += f.calls;
-                g.cost.add(&f.cost);
-                fmap.push(id);
-            }
-            // Open stacks name functions too; their suffixes were their module's.
-            out.runs.extend(p.runs.iter().map(|run| {
-                let mut run = run.clone();
-                for name in &mut run.open_stack {
-                    if let Some(merged) = renamed.get(name.as_str()) {
-                        *name = merged.to_string();
-                    }
-                }
-                run
-            }));
-            for a in &p.arcs {
-                let rename = |name: &str| renamed.get(name).map_or(name, |n| n).to_string();
-                let key = (rename(&a.caller), rename(&a.callee));
-                let i = *arc_ids.entry(key.clone()).or_insert_with(|| {
-                    out.arcs.push(Arc {
-                        caller: key.0,
-                        callee: key.1,
-                        count: 0,
-                        cost: Costs::default(),
-                        sites: Vec::new(),
-                    });
-                    out.arcs.len() - 1
-                });
-                let b = &mut out.arcs[i];
-                b.count += a.count;
-                b.cost.add(&a.cost);
-                for s in &a.sites {
-                    match b.sites.iter_mut().find(|t| t.pos == s.pos) {
-                        Some(t) => t.count += s.count,
-                        None => b.sites.push(s.clone()),
-                    }
-                }
-            }
-            for l in &p.lines {
-                let function = renamed.get(l.function.as_str()).map_or(&*l.function, |n| n);
-                let key = (
-                    function.to_string(),
-                    l.file.clone(),
-                    l.line,
-                    l.inlined.clone(),
-                );
-                let i = *line_ids.entry(key).or_insert_with(|| {
-                    out.lines.push(LineCost {
-                        function: function.to_string(),
-                        instructions: 0,
-                        ..l.clone()
-                    });
-                    out.lines.len() - 1
-                });
-                out.lines[i].instructions += l.instructions;
-            }
-            // Contexts come parents first, so a parent's new id is known before its children.
-            let mut cmap = vec![0u32; p.contexts.len()];
-            for c in &p.contexts {
-                let new_id = match c.parent {
-                    None => 0,
-                    Some(parent) => {
-                        let key = (
-                            cmap[parent as usize],
-                            c.function.map(|f| fmap[f as usize]),
-                            c.folded,
-                        );
-                        *context_ids.entry(key).or_insert_with(|| {
-                            out.contexts.push(Context {
-                                id: out.contexts.len() as u32,
-                                parent: Some(key.0),
-                                function: key.1,
-                                folded: c.folded,
-                                calls: 0,
-                                cost: Costs::default(),
-                            });
-                            out.contexts.len() as u32 - 1
-                        })
-                    }
-                };
-                cmap[c.id as usize] = new_id;
-                let d = &mut out.contexts[new_id as usize];
-                d.calls += c.calls;
-                d.cost.add(&c.cost);
-            }
+            merger.add(p, &names);
         }
+        let mut out = merger.out;
         // Profiles without a context tree (the calls metric) merge into one without.
         if profiles.iter().all(|p| p.contexts.is_empty()) {
             out.contexts.clear();
         }
         out
+    }
+}
+
+/// A merge in progress: the merged profile so far, and where each function, arc, context
+/// and line of it is by its key.
+struct Merger {
+    out: Profile,
+    function_ids: HashMap<FnKey, u32>,
+    arc_ids: HashMap<(String, String), usize>,
+    context_ids: HashMap<(u32, Option<u32>, bool), u32>,
+    line_ids: HashMap<LineKey, usize>,
+}
+
+/// What makes two lines' costs one: the function, the file and line, the inlined chain.
+type LineKey = (String, Option<String>, u32, Vec<crate::symbols::Inlined>);
+
+impl Merger {
+    /// An empty merge of `profiles` (which share their metric and compensation, being of
+    /// one run).
+    fn new(profiles: &[Profile]) -> Merger {
+        Merger {
+            out: Profile {
+                format: FORMAT.to_string(),
+                version: FORMAT_VERSION,
+                modules: Vec::new(),
+                complete: true,
+                runs: Vec::new(),
+                metric: profiles.first().map_or(Metric::ExactTime, |p| p.metric),
+                functions: Vec::new(),
+                arcs: Vec::new(),
+                contexts: vec![Context {
+                    id: 0,
+                    parent: None,
+                    function: None,
+                    folded: false,
+                    calls: 0,
+                    cost: Costs::default(),
+                }],
+                folded_entries: 0,
+                arcs_dropped: 0,
+                compensation: profiles.first().and_then(|p| p.compensation),
+                uncompensated: profiles.iter().find_map(|p| p.uncompensated.clone()),
+                sampling: None,
+                lines: Vec::new(),
+                view: None,
+                threads: Vec::new(),
+            },
+            function_ids: HashMap::new(),
+            arc_ids: HashMap::new(),
+            context_ids: HashMap::new(),
+            line_ids: HashMap::new(),
+        }
+    }
+
+    /// Adds profile `p` in, its functions named as `names` says.
+    fn add(&mut self, p: &Profile, names: &MergedNames) {
+        let out = &mut self.out;
+        out.modules.extend(p.modules.iter().cloned());
+        out.threads.extend(p.threads.iter().cloned());
+        out.complete &= p.complete;
+        out.folded_entries += p.folded_entries;
+        out.arcs_dropped += p.arcs_dropped;
+        if let Some(sampling) = &p.sampling {
+            out.sampling
+                .get_or_insert_with(Default::default)
+                .add(sampling);
+        }
+        let mut renamed: HashMap<&str, &str> = HashMap::new();
+        let fmap: Vec<u32> = p
+            .functions
+            .iter()
+            .map(|f| {
+                renamed.insert(&f.name, names.name(f));
+                self.function(f, names.name(f))
+            })
+            .collect();
+        let rename = |name: &str| renamed.get(name).map_or(name, |n| n).to_string();
+        // Open stacks name functions too; their suffixes were their module's.
+        self.out.runs.extend(p.runs.iter().map(|run| {
+            let mut run = run.clone();
+            for name in &mut run.open_stack {
+                *name = rename(name);
+            }
+            run
+        }));
+        for a in &p.arcs {
+            self.arc(a, (rename(&a.caller), rename(&a.callee)));
+        }
+        for l in &p.lines {
+            self.line(l, rename(&l.function));
+        }
+        self.contexts(p, &fmap);
+    }
+
+    /// Adds function `f` in as `name`; its id in the merged profile.
+    fn function(&mut self, f: &Function, name: &str) -> u32 {
+        let out = &mut self.out;
+        let id = *self.function_ids.entry(identity(f)).or_insert_with(|| {
+            out.functions.push(Function {
+                id: out.functions.len() as u32,
+                name: name.to_string(),
+                calls: 0,
+                cost: Costs::default(),
+                ..f.clone()
+            });
+            out.functions.len() as u32 - 1
+        });
+        let g = &mut out.functions[id as usize];
+        g.calls += f.calls;
+        g.cost.add(&f.cost);
+        id
+    }
+
+    /// Adds arc `a` in, between its caller and callee as merged (`key`).
+    fn arc(&mut self, a: &Arc, key: (String, String)) {
+        let out = &mut self.out;
+        let i = *self.arc_ids.entry(key.clone()).or_insert_with(|| {
+            out.arcs.push(Arc {
+                caller: key.0,
+                callee: key.1,
+                count: 0,
+                cost: Costs::default(),
+                sites: Vec::new(),
+            });
+            out.arcs.len() - 1
+        });
+        let b = &mut out.arcs[i];
+        b.count += a.count;
+        b.cost.add(&a.cost);
+        for s in &a.sites {
+            match b.sites.iter_mut().find(|t| t.pos == s.pos) {
+                Some(t) => t.count += s.count,
+                None => b.sites.push(s.clone()),
+            }
+        }
+    }
+
+    /// Adds line cost `l` in, of `function` as merged.
+    fn line(&mut self, l: &LineCost, function: String) {
+        let out = &mut self.out;
+        let key = (function.clone(), l.file.clone(), l.line, l.inlined.clone());
+        let i = *self.line_ids.entry(key).or_insert_with(|| {
+            out.lines.push(LineCost {
+                function,
+                instructions: 0,
+                ..l.clone()
+            });
+            out.lines.len() - 1
+        });
+        out.lines[i].instructions += l.instructions;
+    }
+
+    /// Adds `p`'s context tree in, its function ids mapped by `fmap`. Contexts come parents
+    /// first, so a parent's new id is known before its children.
+    fn contexts(&mut self, p: &Profile, fmap: &[u32]) {
+        let out = &mut self.out;
+        let mut cmap = vec![0u32; p.contexts.len()];
+        for c in &p.contexts {
+            let new_id = match c.parent {
+                None => 0,
+                Some(parent) => {
+                    let key = (
+                        cmap[parent as usize],
+                        c.function.map(|f| fmap[f as usize]),
+                        c.folded,
+                    );
+                    *self.context_ids.entry(key).or_insert_with(|| {
+                        out.contexts.push(Context {
+                            id: out.contexts.len() as u32,
+                            parent: Some(key.0),
+                            function: key.1,
+                            folded: c.folded,
+                            calls: 0,
+                            cost: Costs::default(),
+                        });
+                        out.contexts.len() as u32 - 1
+                    })
+                }
+            };
+            cmap[c.id as usize] = new_id;
+            let d = &mut out.contexts[new_id as usize];
+            d.calls += c.calls;
+            d.cost.add(&c.cost);
+        }
     }
 }
 

@@ -202,7 +202,54 @@ impl Profile {
         groups: &[Function],
         group_of: &[usize],
     ) -> (Vec<Function>, Vec<Arc>, Vec<Context>) {
+        let nodes = self.view_nodes(focused, ignored, by, group_of);
+        // Parents come before their children: inclusive costs from the leaves up.
+        let mut total: Vec<u64> = nodes.iter().map(|node| node.self_).collect();
+        for j in (1..nodes.len()).rev() {
+            let parent = nodes[j].parent.expect("non-root nodes have a parent");
+            total[parent] += total[j];
+        }
         let metric = self.metric;
+        let (mut functions, fid) = view_functions(metric, &nodes, groups);
+        let tree: Vec<TreeNode> = nodes
+            .iter()
+            .map(|node| (node.parent, node.group.and_then(|g| fid[g])))
+            .collect();
+        let parents = || tree.iter().map(|&(parent, _)| parent);
+        let keys: Vec<Option<usize>> = tree.iter().map(|&(_, f)| f).collect();
+        for (f, sum) in
+            functions
+                .iter_mut()
+                .zip(outermost_sums(parents(), &keys, &total, fid.len()))
+        {
+            f.cost.set_total(metric, sum);
+        }
+        let contexts = nodes
+            .iter()
+            .enumerate()
+            .map(|(j, node)| Context {
+                id: j as u32,
+                parent: node.parent.map(|p| p as u32),
+                function: tree[j].1.map(|f| f as u32),
+                folded: node.folded,
+                calls: node.calls,
+                cost: Costs::in_unit(metric, node.self_, total[j], node.samples),
+            })
+            .collect();
+        let arcs = self.view_arcs(&nodes, &tree, &total, &functions, by);
+        (functions, arcs, contexts)
+    }
+
+    /// The view's tree: the contexts through a `focused` function (or all) and none of
+    /// the `ignored`, the outermost focused one hanging from the root, grouped by
+    /// `group_of` (a call inside a group is the group's own cost).
+    fn view_nodes(
+        &self,
+        focused: Option<&[bool]>,
+        ignored: &[bool],
+        by: Grouping,
+        group_of: &[usize],
+    ) -> Vec<Node> {
         let n = self.contexts.len();
         // alive: no ignored function on the path; inside: a focused one is (or no focus).
         let mut alive = vec![true; n];
@@ -224,7 +271,7 @@ impl Profile {
             // The outermost focused function hangs from the root.
             let up = if inside[parent] { new_of[parent] } else { 0 };
             let group = group_of[f];
-            let (self_, _) = c.cost.get(metric);
+            let (self_, _) = c.cost.get(self.metric);
             let grouped = by != Grouping::Function;
             if grouped && up != 0 && nodes[up].group == Some(group) && !c.folded {
                 // A call inside the group: its cost is the group's own.
@@ -249,61 +296,22 @@ impl Profile {
             node.samples = add(node.samples, c.cost.self_samples);
             new_of[i] = id;
         }
-        // Parents come before their children: inclusive costs from the leaves up.
-        let mut total: Vec<u64> = nodes.iter().map(|node| node.self_).collect();
-        for j in (1..nodes.len()).rev() {
-            let parent = nodes[j].parent.expect("non-root nodes have a parent");
-            total[parent] += total[j];
-        }
+        nodes
+    }
 
-        // Functions: the groups that ran, renumbered densely.
-        let mut fid = vec![None; groups.len()];
-        let mut functions: Vec<Function> = Vec::new();
-        for node in &nodes[1..] {
-            let g = node.group.expect("non-root nodes have a group");
-            let id = *fid[g].get_or_insert_with(|| {
-                functions.push(Function {
-                    id: functions.len() as u32,
-                    calls: 0,
-                    cost: Costs::default(),
-                    ..groups[g].clone()
-                });
-                functions.len() - 1
-            });
-            let f = &mut functions[id];
-            f.calls += node.calls;
-            f.cost
-                .add(&Costs::in_unit(metric, node.self_, 0, node.samples));
-        }
-        let tree: Vec<TreeNode> = nodes
-            .iter()
-            .map(|node| (node.parent, node.group.and_then(|g| fid[g])))
-            .collect();
-        let parents = || tree.iter().map(|&(parent, _)| parent);
-        let keys: Vec<Option<usize>> = tree.iter().map(|&(_, f)| f).collect();
-        for (f, sum) in
-            functions
-                .iter_mut()
-                .zip(outermost_sums(parents(), &keys, &total, fid.len()))
-        {
-            f.cost.set_total(metric, sum);
-        }
-
-        let contexts = nodes
-            .iter()
-            .enumerate()
-            .map(|(j, node)| Context {
-                id: j as u32,
-                parent: node.parent.map(|p| p as u32),
-                function: tree[j].1.map(|f| f as u32),
-                folded: node.folded,
-                calls: node.calls,
-                cost: Costs::in_unit(metric, node.self_, total[j], node.samples),
-            })
-            .collect();
-
-        // Arcs: each node's caller and callee; a fold node's caller is lost.
-        let (arc_of, tree_arcs) = arc_keys(&tree, |j| !nodes[j].folded);
+    /// The view's arcs: each node's caller and callee (a fold node's caller is lost), their
+    /// calls and costs summed from the `nodes` of `tree`, inclusive costs once per
+    /// outermost call.
+    fn view_arcs(
+        &self,
+        nodes: &[Node],
+        tree: &[TreeNode],
+        total: &[u64],
+        functions: &[Function],
+        by: Grouping,
+    ) -> Vec<Arc> {
+        let metric = self.metric;
+        let (arc_of, tree_arcs) = arc_keys(tree, |j| !nodes[j].folded);
         let mut arcs: Vec<Arc> = tree_arcs
             .iter()
             .map(|&(caller, callee)| Arc {
@@ -322,9 +330,10 @@ impl Profile {
                     .add(&Costs::in_unit(metric, node.self_, 0, node.samples));
             }
         }
+        let parents = tree.iter().map(|&(parent, _)| parent);
         for (arc, sum) in
             arcs.iter_mut()
-                .zip(outermost_sums(parents(), &arc_of, &total, tree_arcs.len()))
+                .zip(outermost_sums(parents, &arc_of, total, tree_arcs.len()))
         {
             arc.cost.set_total(metric, sum);
             // The call sites stay where the view kept every call of the arc.
@@ -334,7 +343,7 @@ impl Profile {
                 }
             }
         }
-        (functions, arcs, contexts)
+        arcs
     }
 
     /// Grouped counts without a tree (the calls metric): a group's calls are the calls
@@ -388,6 +397,34 @@ impl Profile {
         arcs.sort_by(|a, b| (&a.caller, &a.callee).cmp(&(&b.caller, &b.callee)));
         (functions, arcs)
     }
+}
+
+/// The view's functions: the groups its `nodes` ran, renumbered densely, their calls and
+/// self costs summed; and each group's function id.
+fn view_functions(
+    metric: crate::meta::Metric,
+    nodes: &[Node],
+    groups: &[Function],
+) -> (Vec<Function>, Vec<Option<usize>>) {
+    let mut fid = vec![None; groups.len()];
+    let mut functions: Vec<Function> = Vec::new();
+    for node in &nodes[1..] {
+        let g = node.group.expect("non-root nodes have a group");
+        let id = *fid[g].get_or_insert_with(|| {
+            functions.push(Function {
+                id: functions.len() as u32,
+                calls: 0,
+                cost: Costs::default(),
+                ..groups[g].clone()
+            });
+            functions.len() - 1
+        });
+        let f = &mut functions[id];
+        f.calls += node.calls;
+        f.cost
+            .add(&Costs::in_unit(metric, node.self_, 0, node.samples));
+    }
+    (functions, fid)
 }
 
 /// The groups of a profile's functions (each a [`Function`] without calls or costs) and

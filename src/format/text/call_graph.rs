@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::fmt::Write as _;
 
-use super::{by_cost, location, self_cost, Shown, Units, BOLD};
+use super::{by_cost, location, self_cost, FlatRows, Units, BOLD};
 use crate::format::units::percent;
 use crate::format::{CallGraph, EmitOptions};
 use crate::profile::{Arc, Costs, Function, Profile};
@@ -13,13 +13,13 @@ use crate::profile::{Arc, Costs, Function, Profile};
 const UNKNOWN_CALLER: &str = "<caller unknown>";
 
 /// Writes the call graph of `p`: the entries `options.call_graph` asks for, among the
-/// flat profile's `shown` rows.
+/// flat profile's `rows`.
 pub(super) fn call_graph(
     out: &mut String,
     p: &Profile,
     units: Units,
     options: &EmitOptions,
-    shown: &Shown,
+    rows: &FlatRows,
 ) {
     if options.call_graph == CallGraph::Top(0) {
         return;
@@ -29,46 +29,25 @@ pub(super) fn call_graph(
     order.retain(|f| f.calls > 0);
     if let CallGraph::Top(n) = options.call_graph {
         let listed: std::collections::HashSet<&str> =
-            shown.rows.iter().map(|f| f.name.as_str()).collect();
+            rows.rows.iter().map(|f| f.name.as_str()).collect();
         order.retain(|f| listed.contains(f.name.as_str()));
         order.truncate(n);
     }
-    let index: HashMap<&str, usize> = order
-        .iter()
-        .enumerate()
-        .map(|(i, f)| (f.name.as_str(), i + 1))
-        .collect();
-    let by_name: HashMap<&str, &Function> =
-        p.functions.iter().map(|f| (f.name.as_str(), f)).collect();
-    let mut callers: HashMap<&str, Vec<&Arc>> = HashMap::new();
-    let mut callees: HashMap<&str, Vec<&Arc>> = HashMap::new();
-    for a in &p.arcs {
-        callers.entry(a.callee.as_str()).or_default().push(a);
-        callees.entry(a.caller.as_str()).or_default().push(a);
+    heading(out, p, units, options, order.len());
+    let graph = Graph::of(p, units, &order);
+    for f in order {
+        graph.entry(out, f);
     }
-    let name_of = |name: &str| match index.get(name) {
-        Some(i) => format!("{} [{i}]", units.name(name)),
-        None => units.name(name),
-    };
-    // Self and children columns, or nothing for the calls metric.
-    let costs = |cost: &Costs| -> String {
-        if !units.has_cost() {
-            return String::new();
-        }
-        let (self_, total) = units.get(cost);
-        format!(
-            "{:>11} {:>11} ",
-            self_cost(units, cost),
-            units.show(total.saturating_sub(self_))
-        )
-    };
+}
+
+/// The call graph's heading and its columns' header.
+fn heading(out: &mut String, p: &Profile, units: Units, options: &EmitOptions, entries: usize) {
     let _ = writeln!(
         out,
         "\n{BOLD}Call graph{BOLD:#} ({}callers above each function, callees below{})\n",
         match options.call_graph {
             CallGraph::Top(_) => format!(
-                "the {} costliest of the flat profile's functions, --call-graph N or full for more; ",
-                order.len()
+                "the {entries} costliest of the flat profile's functions, --call-graph N or full for more; "
             ),
             CallGraph::Full => String::new(),
         },
@@ -90,30 +69,86 @@ pub(super) fn call_graph(
         units.percent_header(),
         "called"
     );
-    // A caller's or a callee's row: the arc's costs (blank where no arc tells them), its
-    // calls, the other function.
-    let row = |out: &mut String, cost: Option<&Costs>, called: String, other: &str| {
+}
+
+/// The profile as the call graph reads it: each entry's index, each function by name, the
+/// arcs into and out of each.
+struct Graph<'a> {
+    units: Units,
+    index: HashMap<&'a str, usize>,
+    by_name: HashMap<&'a str, &'a Function>,
+    callers: HashMap<&'a str, Vec<&'a Arc>>,
+    callees: HashMap<&'a str, Vec<&'a Arc>>,
+}
+
+impl<'a> Graph<'a> {
+    /// The graph of `p` whose entries are `order`, in that order.
+    fn of(p: &'a Profile, units: Units, order: &[&'a Function]) -> Graph<'a> {
+        let mut callers: HashMap<&str, Vec<&Arc>> = HashMap::new();
+        let mut callees: HashMap<&str, Vec<&Arc>> = HashMap::new();
+        for a in &p.arcs {
+            callers.entry(a.callee.as_str()).or_default().push(a);
+            callees.entry(a.caller.as_str()).or_default().push(a);
+        }
+        Graph {
+            units,
+            index: order
+                .iter()
+                .enumerate()
+                .map(|(i, f)| (f.name.as_str(), i + 1))
+                .collect(),
+            by_name: p.functions.iter().map(|f| (f.name.as_str(), f)).collect(),
+            callers,
+            callees,
+        }
+    }
+
+    /// A function's name, with its entry's index when it has one.
+    fn name_of(&self, name: &str) -> String {
+        match self.index.get(name) {
+            Some(i) => format!("{} [{i}]", self.units.name(name)),
+            None => self.units.name(name),
+        }
+    }
+
+    /// Self and children columns, or nothing for the calls metric.
+    fn costs(&self, cost: &Costs) -> String {
+        let units = self.units;
+        if !units.has_cost() {
+            return String::new();
+        }
+        let (self_, total) = units.get(cost);
+        format!(
+            "{:>11} {:>11} ",
+            self_cost(units, cost),
+            units.show(total.saturating_sub(self_))
+        )
+    }
+
+    /// A caller's or a callee's row: the arc's costs (blank where no arc tells them), its
+    /// calls, the other function.
+    fn row(&self, out: &mut String, cost: Option<&Costs>, called: String, other: &str) {
         let cost = match cost {
-            Some(cost) => costs(cost),
-            None if units.has_cost() => format!("{:>11} {:>11} ", "", ""),
+            Some(cost) => self.costs(cost),
+            None if self.units.has_cost() => format!("{:>11} {:>11} ", "", ""),
             None => String::new(),
         };
         let _ = writeln!(out, "{:<7} {:>6} {cost}{called:>15}      {other}", "", "");
-    };
-    let arc_row = |out: &mut String, a: &Arc, called: String, other: &str| {
-        row(out, Some(&a.cost), called, &name_of(other));
-    };
-    for f in order {
+    }
+
+    /// `f`'s entry: its callers, itself, its callees, and a rule.
+    fn entry(&self, out: &mut String, f: &Function) {
+        let units = self.units;
         let name = f.name.as_str();
-        let incoming = callers.get(name).map_or(&[][..], Vec::as_slice);
-        let outgoing = callees.get(name).map_or(&[][..], Vec::as_slice);
+        let incoming = self.callers.get(name).map_or(&[][..], Vec::as_slice);
+        let outgoing = self.callees.get(name).map_or(&[][..], Vec::as_slice);
         let recursive = incoming
             .iter()
             .find(|a| a.caller == f.name)
             .map_or(0, |a| a.count);
         for a in incoming.iter().filter(|a| a.caller != f.name) {
             let called = format!("{}/{}", a.count, f.calls - recursive);
-            arc_row(out, a, called, &a.caller);
+            self.row(out, Some(&a.cost), called, &self.name_of(&a.caller));
         }
         // Calls no arc tells the caller of (a full arc table; a JS shim that wasm-bindgen
         // writes at bindgen time, which has no thunk of ours), so the rows add up.
@@ -122,7 +157,7 @@ pub(super) fn call_graph(
             .saturating_sub(incoming.iter().map(|a| a.count).sum::<u64>());
         if unknown > 0 {
             let called = format!("{unknown}/{}", f.calls - recursive);
-            row(out, None, called, UNKNOWN_CALLER);
+            self.row(out, None, called, UNKNOWN_CALLER);
         }
         let called = match recursive {
             0 => f.calls.to_string(),
@@ -136,15 +171,18 @@ pub(super) fn call_graph(
         let _ = writeln!(
             out,
             "{:<7} {share:>6} {}{called:>15}  {}{}",
-            format!("[{}]", index[name]),
-            costs(&f.cost),
-            name_of(name),
+            format!("[{}]", self.index[name]),
+            self.costs(&f.cost),
+            self.name_of(name),
             location(f)
         );
         for a in outgoing.iter().filter(|a| a.callee != f.name) {
-            let callee_calls = by_name.get(a.callee.as_str()).map_or(a.count, |c| c.calls);
+            let callee_calls = self
+                .by_name
+                .get(a.callee.as_str())
+                .map_or(a.count, |c| c.calls);
             let called = format!("{}/{callee_calls}", a.count);
-            arc_row(out, a, called, &a.callee);
+            self.row(out, Some(&a.cost), called, &self.name_of(&a.callee));
         }
         let _ = writeln!(out, "{}", "-".repeat(60));
     }

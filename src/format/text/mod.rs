@@ -2,8 +2,9 @@
 //! each test, all read from a [`Profile`] alone. Costs are shown in the profile's metric: time, executed
 //! instructions, or, for the calls metric, counts alone.
 //!
-//! This module writes the summary, the flat profile and the notes; `call_graph` the call
-//! graph, `runs` the tables of what ran (tests, benchmarks' iterations, threads).
+//! This module writes the summary and the flat profile; `call_graph` the call graph, `runs`
+//! the tables of what ran (tests, benchmarks' iterations, threads), `notes` the notes that
+//! say what the figures leave out or how far to trust them.
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
@@ -11,9 +12,11 @@ use std::fmt::Write as _;
 use anstyle::Style;
 
 mod call_graph;
+mod notes;
 mod runs;
 
 use call_graph::call_graph;
+use notes::notes;
 use runs::{iterations, tests, threads};
 
 use super::units::{elide, percent, short_path, NAME_WIDTH};
@@ -107,7 +110,7 @@ pub(super) fn render(p: &Profile, options: &EmitOptions) -> String {
     let q = program.as_ref().unwrap_or(p);
     let with_inlined = (options.inlined && !q.lines.is_empty()).then(|| inlined_rows(q));
     let q = with_inlined.as_ref().unwrap_or(q);
-    let shown = Shown::of(p, q, folded, options, units);
+    let rows = FlatRows::of(p, q, folded, options, units);
     header(&mut out, p, units);
     // Tests and harness loops are found by their callers, which a view of the program's
     // stacks leaves out.
@@ -116,8 +119,8 @@ pub(super) fn render(p: &Profile, options: &EmitOptions) -> String {
     if options.threads {
         threads(&mut out, p, units, options);
     }
-    flat_profile(&mut out, q, units, &shown);
-    call_graph(&mut out, q, units, options, &shown);
+    flat_profile(&mut out, q, units, &rows);
+    call_graph(&mut out, q, units, options, &rows);
     notes(&mut out, p, units);
     out
 }
@@ -160,7 +163,7 @@ fn inlined_rows(p: &Profile) -> Profile {
 const INLINED: &str = "[inlined]";
 
 /// What the flat profile shows: its rows, and what it leaves out.
-struct Shown<'a> {
+struct FlatRows<'a> {
     /// The rows, costliest first.
     rows: Vec<&'a Function>,
     /// The program's functions past `--top`.
@@ -170,7 +173,7 @@ struct Shown<'a> {
     scaffolding: Option<(usize, u64, u64)>,
 }
 
-impl<'a> Shown<'a> {
+impl<'a> FlatRows<'a> {
     /// The rows of `q`, the view of `p` the sections show (`folded`: without the
     /// runtime's scaffolding).
     fn of(
@@ -179,7 +182,7 @@ impl<'a> Shown<'a> {
         folded: bool,
         options: &EmitOptions,
         units: Units,
-    ) -> Shown<'a> {
+    ) -> FlatRows<'a> {
         let mut rows = by_cost(q, |f| units.get(&f.cost).0);
         let rest = rows.split_off(rows.len().min(options.top.unwrap_or(usize::MAX)));
         let sum = |p: &Profile| -> (u64, u64) {
@@ -202,7 +205,7 @@ impl<'a> Shown<'a> {
                 self_.saturating_sub(q_self),
             )
         });
-        Shown {
+        FlatRows {
             rows,
             rest,
             scaffolding,
@@ -309,30 +312,11 @@ fn by_cost(p: &Profile, cost: impl Fn(&Function) -> u64) -> Vec<&Function> {
     rows
 }
 
-fn flat_profile(out: &mut String, p: &Profile, units: Units, shown: &Shown) {
+fn flat_profile(out: &mut String, p: &Profile, units: Units, rows: &FlatRows) {
     let what = units.metric.facts().describes;
     let _ = writeln!(out, "\n{BOLD}Flat profile{BOLD:#} ({what})\n");
     let all_calls: u64 = p.functions.iter().map(|f| f.calls).sum::<u64>()
-        + shown.scaffolding.map_or(0, |(_, calls, _)| calls);
-    // A line for what is left out: its share, its calls and self cost, and why.
-    let left_out = |out: &mut String, calls: u64, self_: u64, what: String| {
-        let _ = match units.has_cost() {
-            true => writeln!(
-                out,
-                "{:>6.2} {:>11} {:>11} {calls:>10} {:>11} {:>11}  {what}",
-                percent(self_, units.total),
-                "",
-                units.show(self_),
-                "",
-                ""
-            ),
-            false => writeln!(
-                out,
-                "{:>6.2} {calls:>10}  {what}",
-                percent(calls, all_calls)
-            ),
-        };
-    };
+        + rows.scaffolding.map_or(0, |(_, calls, _)| calls);
     if units.has_cost() {
         let _ = writeln!(
             out,
@@ -349,168 +333,87 @@ fn flat_profile(out: &mut String, p: &Profile, units: Units, shown: &Shown) {
         let _ = writeln!(out, "{share:>6} {:>10}  name", "calls");
     }
     let mut cumulative = 0;
-    for f in &shown.rows {
-        if !units.has_cost() {
-            let _ = writeln!(
-                out,
-                "{:>6.2} {:>10}  {}{}",
-                percent(f.calls, all_calls),
-                f.calls,
-                units.name(&f.name),
-                location(f)
-            );
-            continue;
-        }
-        let (self_, total) = units.get(&f.cost);
-        cumulative += self_;
-        // An inlined function's row has no calls of its own.
-        let per_call = |cost: u64| match f.calls {
-            0 => "-".to_string(),
-            n => units.show(cost / n),
-        };
-        let _ = writeln!(
-            out,
-            "{:>6.2} {:>11} {:>11} {:>10} {:>11} {:>11}  {}{}",
-            percent(self_, units.total),
-            units.show(cumulative),
-            self_cost(units, &f.cost),
-            match f.calls {
-                0 => "-".to_string(),
-                n => n.to_string(),
-            },
-            per_call(self_),
-            per_call(total),
-            units.name(&f.name),
-            location(f)
-        );
+    for f in &rows.rows {
+        flat_row(out, f, units, all_calls, &mut cumulative);
     }
-    if !shown.rest.is_empty() {
-        let (calls, self_) = shown
+    if !rows.rest.is_empty() {
+        let (calls, self_) = rows
             .rest
             .iter()
             .fold((0, 0), |(c, s), f| (c + f.calls, s + units.get(&f.cost).0));
-        let what = format!("[{} more: --top all lists them]", shown.rest.len());
-        left_out(out, calls, self_, what);
+        let what = format!("[{} more: --top all lists them]", rows.rest.len());
+        left_out(out, units, all_calls, (calls, self_), &what);
     }
-    if let Some((unreached, calls, self_)) = shown.scaffolding {
+    if let Some((unreached, calls, self_)) = rows.scaffolding {
         let what = format!(
             "[the runtime's scaffolding: the start-up, the harness and what only they call ({unreached} functions the program never calls); --show-runtime lists it]"
         );
-        left_out(out, calls, self_, what);
+        left_out(out, units, all_calls, (calls, self_), &what);
     }
 }
 
-fn notes(out: &mut String, p: &Profile, units: Units) {
-    let mut first = true;
-    let mut note = |out: &mut String, text: String| {
-        if first {
-            out.push('\n');
-            first = false;
-        }
-        let _ = writeln!(out, "note: {text}");
+/// One function's row of the flat profile (`cumulative` its running sum of self costs).
+fn flat_row(out: &mut String, f: &Function, units: Units, all_calls: u64, cumulative: &mut u64) {
+    if !units.has_cost() {
+        let _ = writeln!(
+            out,
+            "{:>6.2} {:>10}  {}{}",
+            percent(f.calls, all_calls),
+            f.calls,
+            units.name(&f.name),
+            location(f)
+        );
+        return;
+    }
+    let (self_, total) = units.get(&f.cost);
+    *cumulative += self_;
+    // An inlined function's row has no calls of its own.
+    let per_call = |cost: u64| match f.calls {
+        0 => "-".to_string(),
+        n => units.show(cost / n),
     };
-    for run in p.runs.iter().filter(|r| !r.open_stack.is_empty()) {
-        const SHOWN: usize = 8;
-        let stack = &run.open_stack;
-        let shown: Vec<String> = stack[stack.len().saturating_sub(SHOWN)..]
-            .iter()
-            .map(|name| units.name(name))
-            .collect();
-        note(
+    let _ = writeln!(
+        out,
+        "{:>6.2} {:>11} {:>11} {:>10} {:>11} {:>11}  {}{}",
+        percent(self_, units.total),
+        units.show(*cumulative),
+        self_cost(units, &f.cost),
+        match f.calls {
+            0 => "-".to_string(),
+            n => n.to_string(),
+        },
+        per_call(self_),
+        per_call(total),
+        units.name(&f.name),
+        location(f)
+    );
+}
+
+/// A line of the flat profile for what it leaves out (`what`): its share, its calls and
+/// self cost.
+fn left_out(
+    out: &mut String,
+    units: Units,
+    all_calls: u64,
+    (calls, self_): (u64, u64),
+    what: &str,
+) {
+    let _ = match units.has_cost() {
+        true => writeln!(
             out,
-            format!(
-                "{} ended inside {} (exit code {}{}); {}: {}{}",
-                run.module,
-                stack
-                    .last()
-                    .map_or("?".to_string(), |name| units.name(name)),
-                run.exit_code,
-                run.trap
-                    .as_ref()
-                    .map_or(String::new(), |_| ", trapped".to_string()),
-                if p.sampling.is_some() {
-                    "the open calls' time is sampled up to the end"
-                } else if !p.metric.facts().probes.tree {
-                    "the host's backtrace"
-                } else {
-                    "the open calls' costs are missing"
-                },
-                if stack.len() > SHOWN { "... -> " } else { "" },
-                shown.join(" -> ")
-            ),
-        );
-    }
-    if let Some(cost) = p.compensation {
-        note(
+            "{:>6.2} {:>11} {:>11} {calls:>10} {:>11} {:>11}  {what}",
+            percent(self_, units.total),
+            "",
+            units.show(self_),
+            "",
+            ""
+        ),
+        false => writeln!(
             out,
-            format!(
-                "times exclude the probes' own cost, measured at start-up: {:.1} ns per call in the callee, {:.1} ns per call in the caller (--no-compensation keeps the raw times)",
-                cost.in_callee_ns, cost.in_caller_ns
-            ),
-        );
-    }
-    if p.metric.facts().probes.clock && p.compensation.is_none() {
-        let why = p
-            .uncompensated
-            .as_deref()
-            .unwrap_or("it was not measured for this run");
-        note(
-            out,
-            format!("times include the probes' own cost, a clock read at every entry and exit (not subtracted: {why}); --metric time samples without it"),
-        );
-    }
-    // (Sampled times are sums of intervals of about 100 µs: a clock of 5 µs does them
-    // little harm.)
-    if p.metric.facts().probes.clock
-        && p.runs
-            .iter()
-            .any(|r| r.clock == crate::js_runtime::BROWSER_CLOCK)
-    {
-        note(
-            out,
-            "times come from a browser's performance.now(), which browsers coarsen (Chromium: to 5 µs in a cross-origin isolated page, 100 µs in others), so short calls' times are rough; --metric instructions gives exact costs".to_string(),
-        );
-    }
-    if let Some(s) = p.sampling.filter(|s| s.in_probes > 0) {
-        note(
-            out,
-            format!(
-                "{} samples ({:.1}%) found the profiler's probes running and were left out of the times",
-                s.in_probes,
-                percent(s.in_probes, s.samples + s.in_probes + s.idle)
-            ),
-        );
-    }
-    if let Some(s) = p
-        .sampling
-        .filter(|s| s.late * 20 > s.samples + s.in_probes + s.idle)
-    {
-        note(
-            out,
-            format!(
-                "{:.0}% of the samples came late: the sampler waited for a CPU (the machine was busy), so those fell where the program let it run, often a host call that blocked, and the times lean toward there",
-                percent(s.late, s.samples + s.in_probes + s.idle)
-            ),
-        );
-    }
-    if p.folded_entries > 0 {
-        note(
-            out,
-            format!(
-                "the calling-context tree was full: {} entries were folded per function (raise --max-contexts)",
-                p.folded_entries
-            ),
-        );
-    }
-    if p.arcs_dropped > 0 {
-        note(
-            out,
-            format!(
-                "{} calls could not be recorded as arcs (the arc table was full)",
-                p.arcs_dropped
-            ),
-        );
-    }
+            "{:>6.2} {calls:>10}  {what}",
+            percent(calls, all_calls)
+        ),
+    };
 }
 
 fn location(f: &Function) -> String {

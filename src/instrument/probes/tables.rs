@@ -42,56 +42,8 @@ pub(super) fn count_dyn_arc(
         let done_id = done.id();
         done.loop_(None, |lp| {
             let lp_id = lp.id();
-            // addr = slot * 16; empty slot: claim it.
-            lp.local_get(slot).i32_const(4).binop(BinaryOp::I32Shl);
-            mem.load32(lp, off + 4);
-            lp.unop(UnaryOp::I32Eqz);
-            lp.if_else(
-                None,
-                |claim| {
-                    claim
-                        .local_get(slot)
-                        .i32_const(4)
-                        .binop(BinaryOp::I32Shl)
-                        .local_get(s);
-                    mem.store32(claim, off);
-                    claim.local_get(slot).i32_const(4).binop(BinaryOp::I32Shl);
-                    claim.local_get(f).i32_const(1).binop(BinaryOp::I32Add);
-                    mem.store32(claim, off + 4);
-                    claim
-                        .local_get(slot)
-                        .i32_const(4)
-                        .binop(BinaryOp::I32Shl)
-                        .i64_const(1);
-                    mem.store64(claim, off + 8);
-                    claim.br(done_id);
-                },
-                |_| {},
-            );
-            // Our slot: count.
-            lp.local_get(slot).i32_const(4).binop(BinaryOp::I32Shl);
-            mem.load32(lp, off + 4);
-            lp.local_get(f)
-                .i32_const(1)
-                .binop(BinaryOp::I32Add)
-                .binop(BinaryOp::I32Eq);
-            lp.local_get(slot).i32_const(4).binop(BinaryOp::I32Shl);
-            mem.load32(lp, off);
-            lp.local_get(s)
-                .binop(BinaryOp::I32Eq)
-                .binop(BinaryOp::I32And);
-            lp.if_else(
-                None,
-                |hit| {
-                    hit.local_get(slot).i32_const(4).binop(BinaryOp::I32Shl);
-                    hit.local_get(slot).i32_const(4).binop(BinaryOp::I32Shl);
-                    mem.load64(hit, off + 8);
-                    hit.i64_const(1).binop(BinaryOp::I64Add);
-                    mem.store64(hit, off + 8);
-                    hit.br(done_id);
-                },
-                |_| {},
-            );
+            claim_if_empty(lp, mem, off, [slot, s, f], done_id);
+            count_if_ours(lp, mem, off, [slot, s, f], done_id);
             // Next slot; back at the start means the table is full.
             lp.local_get(slot)
                 .i32_const(1)
@@ -105,6 +57,77 @@ pub(super) fn count_dyn_arc(
             mem.bump64(lp, layout::HDR_ARCS_DROPPED);
         });
     });
+}
+
+/// Claims the arc table's `slot` (at `off`) for arc (s, f) with a count of 1 when it is
+/// empty, and leaves the search (`done`).
+fn claim_if_empty(
+    lp: &mut InstrSeqBuilder,
+    mem: &Mem,
+    off: u32,
+    [slot, s, f]: [LocalId; 3],
+    done: walrus::ir::InstrSeqId,
+) {
+    // addr = slot * 16; empty slot: claim it.
+    lp.local_get(slot).i32_const(4).binop(BinaryOp::I32Shl);
+    mem.load32(lp, off + 4);
+    lp.unop(UnaryOp::I32Eqz);
+    lp.if_else(
+        None,
+        |claim| {
+            claim
+                .local_get(slot)
+                .i32_const(4)
+                .binop(BinaryOp::I32Shl)
+                .local_get(s);
+            mem.store32(claim, off);
+            claim.local_get(slot).i32_const(4).binop(BinaryOp::I32Shl);
+            claim.local_get(f).i32_const(1).binop(BinaryOp::I32Add);
+            mem.store32(claim, off + 4);
+            claim
+                .local_get(slot)
+                .i32_const(4)
+                .binop(BinaryOp::I32Shl)
+                .i64_const(1);
+            mem.store64(claim, off + 8);
+            claim.br(done);
+        },
+        |_| {},
+    );
+}
+
+/// Counts arc (s, f) in the arc table's `slot` (at `off`) when the slot is the arc's, and
+/// leaves the search (`done`).
+fn count_if_ours(
+    lp: &mut InstrSeqBuilder,
+    mem: &Mem,
+    off: u32,
+    [slot, s, f]: [LocalId; 3],
+    done: walrus::ir::InstrSeqId,
+) {
+    lp.local_get(slot).i32_const(4).binop(BinaryOp::I32Shl);
+    mem.load32(lp, off + 4);
+    lp.local_get(f)
+        .i32_const(1)
+        .binop(BinaryOp::I32Add)
+        .binop(BinaryOp::I32Eq);
+    lp.local_get(slot).i32_const(4).binop(BinaryOp::I32Shl);
+    mem.load32(lp, off);
+    lp.local_get(s)
+        .binop(BinaryOp::I32Eq)
+        .binop(BinaryOp::I32And);
+    lp.if_else(
+        None,
+        |hit| {
+            hit.local_get(slot).i32_const(4).binop(BinaryOp::I32Shl);
+            hit.local_get(slot).i32_const(4).binop(BinaryOp::I32Shl);
+            mem.load64(hit, off + 8);
+            hit.i64_const(1).binop(BinaryOp::I64Add);
+            mem.store64(hit, off + 8);
+            hit.br(done);
+        },
+        |_| {},
+    );
 }
 
 /// Pushes the address of node `n`, relative to the node region.
@@ -161,44 +184,58 @@ pub(super) fn find_child(
                 lp.local_set(node).br(lp_id);
             });
         });
-        // A new child: node = header.node_count; when the tree is full (or its memory
-        // cannot grow), the fold node.
-        done.i32_const(0);
-        mem.load32(done, layout::HDR_NODE_COUNT);
-        done.local_tee(node)
-            .i32_const(layout.nodes_cap as i32)
-            .binop(BinaryOp::I32GeU);
-        done.if_else(
-            ValType::I32,
-            |full| {
-                full.i32_const(1);
-            },
-            |room| grow_for(room, layout, mem, node, at),
-        );
-        done.if_else(
-            None,
-            |full| {
-                full.local_get(f)
-                    .i32_const(1)
-                    .binop(BinaryOp::I32Add)
-                    .local_set(node);
-                mem.bump64(full, layout::HDR_FOLDED);
-                full.br(done_id);
-            },
-            |_| {},
-        );
-        done.i32_const(0)
-            .local_get(node)
-            .i32_const(1)
-            .binop(BinaryOp::I32Add);
-        mem.store32(done, layout::HDR_NODE_COUNT);
-        node_addr(done, node);
-        done.local_tee(at).local_get(parent);
-        mem.store32(done, nodes + layout::NODE_PARENT);
-        done.local_get(at).local_get(f);
-        mem.store32(done, nodes + layout::NODE_FUNC);
-        link_first(done, layout, mem, [parent, node, at]);
+        add_child(done, layout, mem, [parent, f, node], at, done_id);
     });
+}
+
+/// Adds `node`, a new child of `parent` for function `f` (its address left in `at`), as
+/// the next node of the tree; when the tree is full (or its memory cannot grow), leaves
+/// f's fold node in `node`, counts the entry as folded and leaves (`done`).
+fn add_child(
+    done: &mut InstrSeqBuilder,
+    layout: &Layout,
+    mem: &Mem,
+    [parent, f, node]: [LocalId; 3],
+    at: LocalId,
+    done_id: walrus::ir::InstrSeqId,
+) {
+    let nodes = layout.nodes_off;
+    // node = header.node_count
+    done.i32_const(0);
+    mem.load32(done, layout::HDR_NODE_COUNT);
+    done.local_tee(node)
+        .i32_const(layout.nodes_cap as i32)
+        .binop(BinaryOp::I32GeU);
+    done.if_else(
+        ValType::I32,
+        |full| {
+            full.i32_const(1);
+        },
+        |room| grow_for(room, layout, mem, node, at),
+    );
+    done.if_else(
+        None,
+        |full| {
+            full.local_get(f)
+                .i32_const(1)
+                .binop(BinaryOp::I32Add)
+                .local_set(node);
+            mem.bump64(full, layout::HDR_FOLDED);
+            full.br(done_id);
+        },
+        |_| {},
+    );
+    done.i32_const(0)
+        .local_get(node)
+        .i32_const(1)
+        .binop(BinaryOp::I32Add);
+    mem.store32(done, layout::HDR_NODE_COUNT);
+    node_addr(done, node);
+    done.local_tee(at).local_get(parent);
+    mem.store32(done, nodes + layout::NODE_PARENT);
+    done.local_get(at).local_get(f);
+    mem.store32(done, nodes + layout::NODE_FUNC);
+    link_first(done, layout, mem, [parent, node, at]);
 }
 
 /// Pushes 0 when node `node` fits in the profiler's memory, growing the memory (doubling

@@ -1,0 +1,119 @@
+//! The report's notes: what the figures leave out (runs that ended inside functions, a
+//! full tree or arc table) and how far to trust them (the probes' cost in exact times, a
+//! browser's coarse clock, samples that found the probes or came late).
+
+use std::fmt::Write as _;
+
+use super::Units;
+use crate::format::units::percent;
+use crate::profile::Profile;
+
+/// The notes, after a blank line when there are any.
+pub(super) fn notes(out: &mut String, p: &Profile, units: Units) {
+    let mut notes = Vec::new();
+    open_stacks(&mut notes, p, units);
+    exact_times(&mut notes, p);
+    sampling(&mut notes, p);
+    full_tables(&mut notes, p);
+    if !notes.is_empty() {
+        out.push('\n');
+    }
+    for note in notes {
+        let _ = writeln!(out, "note: {note}");
+    }
+}
+
+/// Each run that ended inside functions: where, and what its open calls' costs are.
+fn open_stacks(notes: &mut Vec<String>, p: &Profile, units: Units) {
+    for run in p.runs.iter().filter(|r| !r.open_stack.is_empty()) {
+        const SHOWN: usize = 8;
+        let stack = &run.open_stack;
+        let shown: Vec<String> = stack[stack.len().saturating_sub(SHOWN)..]
+            .iter()
+            .map(|name| units.name(name))
+            .collect();
+        notes.push(format!(
+            "{} ended inside {} (exit code {}{}); {}: {}{}",
+            run.module,
+            stack
+                .last()
+                .map_or("?".to_string(), |name| units.name(name)),
+            run.exit_code,
+            run.trap
+                .as_ref()
+                .map_or(String::new(), |_| ", trapped".to_string()),
+            if p.sampling.is_some() {
+                "the open calls' time is sampled up to the end"
+            } else if !p.metric.facts().probes.tree {
+                "the host's backtrace"
+            } else {
+                "the open calls' costs are missing"
+            },
+            if stack.len() > SHOWN { "... -> " } else { "" },
+            shown.join(" -> ")
+        ));
+    }
+}
+
+/// Exact times: the probes' cost subtracted or not (and why), and a browser's coarse clock.
+fn exact_times(notes: &mut Vec<String>, p: &Profile) {
+    if let Some(cost) = p.compensation {
+        notes.push(format!(
+            "times exclude the probes' own cost, measured at start-up: {:.1} ns per call in the callee, {:.1} ns per call in the caller (--no-compensation keeps the raw times)",
+            cost.in_callee_ns, cost.in_caller_ns
+        ));
+    }
+    let clocked = p.metric.facts().probes.clock;
+    if clocked && p.compensation.is_none() {
+        let why = p
+            .uncompensated
+            .as_deref()
+            .unwrap_or("it was not measured for this run");
+        notes.push(format!("times include the probes' own cost, a clock read at every entry and exit (not subtracted: {why}); --metric time samples without it"));
+    }
+    // (Sampled times are sums of intervals of about 100 µs: a clock of 5 µs does them
+    // little harm.)
+    if clocked
+        && p.runs
+            .iter()
+            .any(|r| r.clock == crate::js_runtime::BROWSER_CLOCK)
+    {
+        notes.push("times come from a browser's performance.now(), which browsers coarsen (Chromium: to 5 µs in a cross-origin isolated page, 100 µs in others), so short calls' times are rough; --metric instructions gives exact costs".to_string());
+    }
+}
+
+/// Sampled times: the samples that found the probes running, and those that came late.
+fn sampling(notes: &mut Vec<String>, p: &Profile) {
+    if let Some(s) = p.sampling.filter(|s| s.in_probes > 0) {
+        notes.push(format!(
+            "{} samples ({:.1}%) found the profiler's probes running and were left out of the times",
+            s.in_probes,
+            percent(s.in_probes, s.samples + s.in_probes + s.idle)
+        ));
+    }
+    if let Some(s) = p
+        .sampling
+        .filter(|s| s.late * 20 > s.samples + s.in_probes + s.idle)
+    {
+        notes.push(format!(
+            "{:.0}% of the samples came late: the sampler waited for a CPU (the machine was busy), so those fell where the program let it run, often a host call that blocked, and the times lean toward there",
+            percent(s.late, s.samples + s.in_probes + s.idle)
+        ));
+    }
+}
+
+/// A full calling-context tree or arc table: what was folded or dropped.
+fn full_tables(notes: &mut Vec<String>, p: &Profile) {
+    if p.folded_entries > 0 {
+        notes.push(format!(
+            "the calling-context tree was full: {} entries were folded per function (raise --max-contexts)",
+            p.folded_entries
+        ));
+    }
+    if p.arcs_dropped > 0 {
+        notes.push(format!(
+            "{} calls could not be recorded as arcs (the arc table was full)",
+            p.arcs_dropped
+        ));
+    }
+}
