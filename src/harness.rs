@@ -86,12 +86,13 @@ pub fn measured_routines(p: &Profile) -> Vec<Routine<'_>> {
     found
 }
 
-/// Whether a function is the runtime's rather than the program's: an import (the host);
+/// Whether a function is the program's runtime's scaffolding rather than the program's own
+/// code (what the report folds into one line): an import (the host);
 /// the toolchain's sources (the standard library, libtest, the C library and start-up);
 /// a harness ([`is_harness`]); wasm-bindgen's glue between JS and the module
 /// ([`BINDGEN_RUNTIME`]); or, without a source file, one of the names the toolchains give
 /// their start-up and glue (rustc's `main` that calls `lang_start`).
-pub fn is_runtime(f: &Function) -> bool {
+pub fn is_scaffolding(f: &Function) -> bool {
     let library = f.file.as_deref().and_then(crate::source::library_of);
     if f.import
         || is_harness_of(f, library.as_deref())
@@ -165,10 +166,10 @@ fn wasm_bindgen_test_of(export: &str) -> Option<&str> {
 }
 
 /// The program's own functions, indexed by function id: all but the runtime's
-/// ([`is_runtime`]), and but the `main` that libtest's harness generates in the crate (it
+/// ([`is_scaffolding`]), and but the `main` that libtest's harness generates in the crate (it
 /// calls `test::test_main*`).
 pub fn program_functions(p: &Profile) -> Vec<bool> {
-    let mut program: Vec<bool> = p.functions.iter().map(|f| !is_runtime(f)).collect();
+    let mut program: Vec<bool> = p.functions.iter().map(|f| !is_scaffolding(f)).collect();
     for a in p
         .arcs
         .iter()

@@ -38,9 +38,13 @@ pub const NODE_CLOCK: &str = "hrtime";
 /// browsers coarsen.
 pub const BROWSER_CLOCK: &str = "performance.now";
 
-/// The runtime, with [`WASM_FILE_MARK`] standing for the module's file name and
-/// [`CONTRACT_MARK`] for the [`contract`].
+/// The runtime, with [`WASM_FILE_MARK`] standing for the module's file name,
+/// [`CONTRACT_MARK`] for the [`contract`] and [`SAMPLER_MARK`] for the sampler's source.
 const RUNTIME: &str = include_str!("../templates/wasmprof-runtime.js");
+/// The sampled time metric's sampler, a function the runtime runs in a worker of its own.
+const SAMPLER: &str = include_str!("../templates/wasmprof-sampler.js");
+/// What the runtime template has where the sampler's source goes, as a string.
+const SAMPLER_MARK: &str = "__WASMPROF_SAMPLER__";
 /// What the runtime template has where the .wasm file's name goes.
 const WASM_FILE_MARK: &str = "__WASMPROF_WASM_FILE__";
 /// What the runtime template has where the contract goes.
@@ -54,9 +58,15 @@ const DUMP_URL_MARK: &str = "__WASMPROF_DUMP_URL__";
 /// The runtime for the module `wasm_file` (its file name), instrumented for `metric`, as
 /// Emscripten's `--pre-js` takes it.
 pub fn for_emscripten(wasm_file: &str, metric: Metric) -> String {
+    // The sampler's source without its leading comment.
+    let sampler: Vec<&str> = SAMPLER
+        .lines()
+        .skip_while(|line| line.starts_with("//"))
+        .collect();
     RUNTIME
         .replace(&format!("'{WASM_FILE_MARK}'"), &quoted(wasm_file)) // a JS string literal
         .replace(&format!("'{CONTRACT_MARK}'"), &contract(metric).to_string())
+        .replace(&format!("'{SAMPLER_MARK}'"), &quoted(&sampler.join("\n")))
 }
 
 /// The CommonJS module `wasmprof` for a wasm-bindgen program under node (its module

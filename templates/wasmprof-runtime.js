@@ -327,57 +327,13 @@ var wasmprof = (function () {
     return {};
   };
 
-  // The sampler, run in a worker: every interval (densely, spinning, at first, so that a
-  // short run still gets samples: SAMPLING, src/sampling.rs), credit the time since the
-  // previous sample to the context node that the probes say runs; the same accounting as
-  // src/host/sampler.rs.
-  function sampler(d) {
-    var i32 = new Int32Array(d.memory.buffer);
-    var u64 = new BigUint64Array(d.memory.buffer); // views: renewed when the memory grows
-    var L = d.layout, S = d.sampling;
-    var pause = new Int32Array(new SharedArrayBuffer(4));
-    var clock = typeof process === 'object' && process.hrtime ? process.hrtime.bigint
-      : function () { return BigInt(Math.round(performance.now() * 1e6)); };
-    var interval = BigInt(d.interval_us) * 1000n;
-    var floor = BigInt(S.dense_floor_ns), divided = interval / BigInt(S.dense_divisor);
-    var dense = divided > floor ? divided : floor;
-    var phase = BigInt(S.dense_phase_ns), factor = BigInt(S.late_factor), slack = BigInt(S.late_slack_ns);
-    var began = clock(), last = began;
-    for (;;) {
-      var t, wait;
-      if (last - began < phase) {
-        wait = dense;
-        do { t = clock(); } while (t - last < dense);
-      } else {
-        wait = interval;
-        Atomics.wait(pause, 0, 0, d.interval_us / 1000);
-        t = clock();
-      }
-      var ns = t - last;
-      last = t;
-      var node = Atomics.load(i32, L.where / 4) >>> 0;
-      Atomics.add(u64, L.samples / 8, 1n);
-      if (ns > factor * wait + slack) Atomics.add(u64, L.late_samples / 8, 1n); // it waited for a CPU
-      if (node === L.in_probes) {
-        Atomics.add(u64, L.probe_samples / 8, 1n);
-      } else if (node === 0 || node >= d.nodes_cap) {
-        Atomics.add(u64, L.idle_samples / 8, 1n);
-      } else {
-        var at = d.nodes_off + node * L.node_size;
-        if (at + L.node_size > u64.byteLength) { // the tree grew the memory
-          i32 = new Int32Array(d.memory.buffer);
-          u64 = new BigUint64Array(d.memory.buffer);
-        }
-        Atomics.add(u64, (at + L.node_samples) / 8, 1n);
-        Atomics.add(u64, (at + L.node_sample_ns) / 8, ns);
-      }
-    }
-  }
+  // The sampler's source (templates/wasmprof-sampler.js), run in a worker of its own.
+  var SAMPLER = '__WASMPROF_SAMPLER__';
 
   // The worker starts with the runtime, so that it is up by the time the program runs (a
   // worker takes tens of milliseconds to start, and a browser starts it only once the page
   // yields, which a program's main does not); it waits for the memory.
-  var SOURCE = '(' + sampler.toString() + ')';
+  var SOURCE = '(' + SAMPLER + ')';
   var early = null;
   var ready = Promise.resolve(); // a browser's worker says when it is up
   var isolated = isNode || (typeof Worker === 'function' && !!self.crossOriginIsolated);

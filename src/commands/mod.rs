@@ -3,8 +3,9 @@
 //!
 //! `pipeline` holds the steps every command that runs a program shares (prepare and run in
 //! the chosen host, decode, compensate, write the profile and the views); `test` is `test`
-//! and `bench`, `run` is `run`, and `files` the commands that work on files alone
-//! (`instrument`, `report`, `diff`).
+//! and `bench`, `run` is `run` (and the doc tests' runner), and `files` the commands that
+//! work on files alone (`instrument`, `report`, `annotate`, `diff`). Each takes the plain
+//! request its arguments became (`crate::cli::requests`), never clap's types.
 
 mod files;
 mod pipeline;

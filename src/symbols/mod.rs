@@ -18,7 +18,8 @@ mod tables;
 pub use tables::Inlined;
 use tables::{InlineTable, LineTable};
 
-type R<'a> = EndianSlice<'a, LittleEndian>;
+/// How gimli reads the module's DWARF sections: borrowed slices, little-endian (wasm's).
+type DwarfReader<'a> = EndianSlice<'a, LittleEndian>;
 
 /// What is known of one function of the original module.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -206,11 +207,11 @@ impl SymbolTable {
     }
 }
 
-fn load_dwarf<'a>(debug: &HashMap<&'a str, &'a [u8]>) -> Option<gimli::Dwarf<R<'a>>> {
+fn load_dwarf<'a>(debug: &HashMap<&'a str, &'a [u8]>) -> Option<gimli::Dwarf<DwarfReader<'a>>> {
     if !debug.contains_key(".debug_info") {
         return None;
     }
-    let dwarf = gimli::Dwarf::load(|id| -> Result<R<'a>, gimli::Error> {
+    let dwarf = gimli::Dwarf::load(|id| -> Result<DwarfReader<'a>, gimli::Error> {
         let data = debug.get(id.name()).copied().unwrap_or(&[]);
         Ok(EndianSlice::new(data, LittleEndian))
     });
@@ -219,7 +220,10 @@ fn load_dwarf<'a>(debug: &HashMap<&'a str, &'a [u8]>) -> Option<gimli::Dwarf<R<'
 
 /// The first `DW_TAG_subprogram` that starts at each of the function bodies `bodies`,
 /// keyed by its `DW_AT_low_pc`.
-fn subprograms(dwarf: &gimli::Dwarf<R<'_>>, bodies: &[u64]) -> gimli::Result<HashMap<u64, Symbol>> {
+fn subprograms(
+    dwarf: &gimli::Dwarf<DwarfReader<'_>>,
+    bodies: &[u64],
+) -> gimli::Result<HashMap<u64, Symbol>> {
     let bodies: HashSet<u64> = bodies.iter().copied().collect();
     let mut found = HashMap::new();
     let mut headers = dwarf.units();
@@ -251,9 +255,9 @@ fn subprograms(dwarf: &gimli::Dwarf<R<'_>>, bodies: &[u64]) -> gimli::Result<Has
 /// Name and declaration of a subprogram, following `DW_AT_specification` and
 /// `DW_AT_abstract_origin` to the declaration where the definition lacks them.
 fn describe<'a>(
-    dwarf: &gimli::Dwarf<R<'a>>,
-    unit: &gimli::Unit<R<'a>>,
-    entry: &gimli::DebuggingInformationEntry<R<'a>>,
+    dwarf: &gimli::Dwarf<DwarfReader<'a>>,
+    unit: &gimli::Unit<DwarfReader<'a>>,
+    entry: &gimli::DebuggingInformationEntry<DwarfReader<'a>>,
 ) -> gimli::Result<Option<Symbol>> {
     let mut linkage = None;
     let mut short = None;
@@ -333,7 +337,11 @@ fn qualify_generic(demangled: String, short: Option<&str>) -> String {
     }
 }
 
-fn file_name(dwarf: &gimli::Dwarf<R<'_>>, unit: &gimli::Unit<R<'_>>, index: u64) -> Option<String> {
+fn file_name(
+    dwarf: &gimli::Dwarf<DwarfReader<'_>>,
+    unit: &gimli::Unit<DwarfReader<'_>>,
+    index: u64,
+) -> Option<String> {
     let header = unit.line_program.as_ref()?.header();
     let file = header.file(index)?;
     let text = |value| {

@@ -8,7 +8,7 @@ use addr2line::gimli;
 use gimli::AttributeValue;
 use serde::{Deserialize, Serialize};
 
-use super::{describe, SourcePos, R};
+use super::{describe, DwarfReader, SourcePos};
 
 /// A function inlined where an instruction is: its name, and the line of the code it was
 /// inlined into (`DW_AT_call_line`, in the caller's file).
@@ -31,7 +31,7 @@ pub(super) struct InlineTable {
 }
 
 impl InlineTable {
-    pub(super) fn read(dwarf: &gimli::Dwarf<R<'_>>) -> gimli::Result<InlineTable> {
+    pub(super) fn read(dwarf: &gimli::Dwarf<DwarfReader<'_>>) -> gimli::Result<InlineTable> {
         let mut raw: Vec<(u64, u64, Inlined)> = Vec::new();
         let mut headers = dwarf.units();
         while let Some(header) = headers.next()? {
@@ -133,7 +133,7 @@ pub(super) struct LineTable {
 }
 
 impl LineTable {
-    pub(super) fn read(dwarf: gimli::Dwarf<R<'_>>) -> LineTable {
+    pub(super) fn read(dwarf: gimli::Dwarf<DwarfReader<'_>>) -> LineTable {
         let mut table = LineTable::default();
         let Ok(context) = addr2line::Context::from_dwarf(dwarf) else {
             return table;

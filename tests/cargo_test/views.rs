@@ -1,0 +1,161 @@
+//! The report's views: the program's own code first, `--focus`, `--ignore` and `--by`
+//! with exact counts.
+
+use super::*;
+
+/// The default report leads with the program: a summary, the tests by cost, the flat
+/// profile of the crate's own calls with the runtime's scaffolding folded into one line,
+/// and a short call graph, on a screen or two.
+#[test]
+fn the_default_report_leads_with_the_programs_own_code() {
+    let out = stdout(&calls_run().out);
+    let report = &out[out.find("cargo-wasmprof profile:").expect("a report")..];
+    let lines: Vec<&str> = report.lines().collect();
+    assert!(lines.len() < 80, "{} lines:\n{report}", lines.len());
+    let at = |needle: &str| {
+        lines
+            .iter()
+            .position(|l| l.contains(needle))
+            .unwrap_or_else(|| panic!("no {needle:?} in\n{report}"))
+    };
+    assert!(at("Tests by cost") < at("Flat profile"));
+    assert!(at("Flat profile") < at("Call graph"));
+    // The crate's hottest function leads the flat profile; the scaffolding is one line
+    // after the rows, and libtest's console is in none of them.
+    let flat = &lines[at("Flat profile")..at("Call graph")];
+    let first_row = flat.iter().find(|l| l.contains("  calls::")).unwrap();
+    assert!(
+        first_row.contains("calls::fib  (src/lib.rs:"),
+        "{first_row}"
+    );
+    assert!(flat
+        .iter()
+        .any(|l| l.contains("[the runtime's scaffolding:")));
+    assert!(
+        !report.contains("test::console::run_tests_console"),
+        "{report}"
+    );
+    assert!(!report.contains("wasi_snapshot_preview1.path_filestat_get"));
+
+    // --show-runtime lists it; --top all lists every function.
+    let merged = calls_run().dir.path().join("merged.json");
+    let all = stdout(&output(
+        wasmprof().args(["wasmprof", "report"]).arg(&merged).args([
+            "--show-runtime",
+            "--top",
+            "all",
+        ]),
+    ));
+    assert!(all.contains("test::console::run_tests_console"), "{all}");
+    assert!(!all.contains("[the runtime's scaffolding:"));
+    assert!(!all.contains("more: --top all"));
+}
+
+/// `--focus`, `--ignore` and `--by`, with counts that follow from the fixture's code.
+#[test]
+fn focus_ignore_and_grouping_views_keep_exact_counts() {
+    let run = calls_run();
+    let merged = run.dir.path().join("merged.json");
+    let view = |args: &[&str]| -> Profile {
+        let file = run.dir.path().join(format!(
+            "view-{}.json",
+            args.join("_").replace(['$', ':', '\''], "")
+        ));
+        let out = output(
+            wasmprof()
+                .args(["wasmprof", "report"])
+                .arg(&merged)
+                .args(["--format", "json", "-o"])
+                .arg(&file)
+                .args(args),
+        );
+        assert!(out.status.success(), "{}", stderr(&out));
+        Profile::read(&file).unwrap()
+    };
+    // is_even(10) and is_odd(7): the stacks through is_even hold all of the first chain's
+    // 11 calls and the second's from is_even(6) on: is_even 6 + 4, is_odd 5 + 3, both
+    // entries re-rooted at the host.
+    let even = view(&["--focus", "calls::is_even$"]);
+    assert_eq!(calls(&even, "calls::is_even"), 6 + 4);
+    assert_eq!(calls(&even, "calls::is_odd"), 5 + 3);
+    assert_eq!(arc(&even, HOST, "calls::is_even"), 2);
+    assert_eq!(arc(&even, "calls::is_odd", "calls::is_even"), 5 + 3);
+    assert_eq!(even.functions.len(), 2);
+    // Without the stacks through is_odd, is_even(10) alone is left.
+    let odd = view(&["--ignore", "calls::is_odd$"]);
+    assert_eq!(calls(&odd, "calls::is_even"), 1);
+    assert!(odd.function_named("calls::is_odd").is_none());
+    assert_eq!(calls(&odd, "calls::fib"), fib_calls(20) + fib_calls(10));
+    // fib calls nothing: its stacks by crate are one group, entered twice (fib(20) and
+    // fib(10)), its recursion inside the group.
+    let whole = Profile::read(&merged).unwrap();
+    let fib = view(&["--focus", "calls::fib$", "--by", "crate"]);
+    assert_eq!(fib.functions.len(), 1);
+    assert_eq!(fib.functions[0].name, "calls");
+    assert_eq!(fib.functions[0].calls, 2);
+    assert_eq!(
+        fib.functions[0].cost.self_ns,
+        whole.function_named("calls::fib").unwrap().cost.self_ns
+    );
+    // By crate, every unit of cost is some group's own, and the crates are there.
+    let crates = view(&["--by", "crate"]);
+    let self_sum = |p: &Profile| p.functions.iter().map(|f| f.cost.self_ns).sum::<u64>();
+    assert_eq!(self_sum(&crates), self_sum(&whole));
+    for name in [
+        "calls",
+        "integration",
+        "std",
+        "core",
+        "test",
+        "libc",
+        "wasi_snapshot_preview1",
+    ] {
+        assert!(crates.function_named(name).is_some(), "no crate {name}");
+    }
+    // Every format draws the view: the folded stacks of a focus start there (counted
+    // instructions, so that every stack has a weight), and weigh fib's whole self cost.
+    let counted = instructions_run().dir.path().join("merged.json");
+    let folded = stdout(&output(
+        wasmprof().args(["wasmprof", "report"]).arg(&counted).args([
+            "--format",
+            "folded",
+            "--focus",
+            "calls::fib$",
+        ]),
+    ));
+    assert!(!folded.is_empty());
+    assert!(
+        folded.lines().all(|l| l.starts_with("calls::fib")),
+        "{folded}"
+    );
+    let weight: u64 = folded
+        .lines()
+        .map(|l| l.rsplit(' ').next().unwrap().parse::<u64>().unwrap())
+        .sum();
+    let fib = Profile::read(&counted).unwrap();
+    let fib = fib.function_named("calls::fib").unwrap();
+    assert_eq!(Some(weight), fib.cost.self_instructions);
+    let text = stdout(&output(
+        wasmprof().args(["wasmprof", "report"]).arg(&merged).args([
+            "--focus",
+            "calls::is_even$",
+            "--top",
+            "all",
+        ]),
+    ));
+    assert!(text.contains("view: focus 'calls::is_even$':"), "{text}");
+    let rows: Vec<&str> = text
+        .lines()
+        .filter(|l| l.contains("(src/lib.rs:"))
+        .collect();
+    assert!(rows.iter().all(|l| l.contains("calls::is_")), "{text}");
+    // A bad expression is one line naming the option.
+    let bad = output(
+        wasmprof()
+            .args(["wasmprof", "report"])
+            .arg(&merged)
+            .args(["--focus", "fib("]),
+    );
+    assert!(!bad.status.success());
+    assert!(stderr(&bad).contains("--focus"), "{}", stderr(&bad));
+}

@@ -1,0 +1,307 @@
+//! C and C++ through `wasmprof-emcc` under node: a Makefile's build, exact counts and
+//! demangled names against the code and against gprof of the native build, exits, traps,
+//! modularized programs, emcc's own errors.
+
+use super::*;
+
+#[test]
+fn a_makefile_build_profiles_c_under_node() {
+    if !have(&["emcc", "node", "make"]) {
+        return;
+    }
+    let dir = built();
+    for program in ["calls", "shapes"] {
+        let wasm = std::fs::read(dir.join(format!("build/{program}.wasm"))).unwrap();
+        validate(&wasm);
+        let original = dir.join(format!("build/{program}.orig.wasm"));
+        assert!(original.exists(), "the original is kept beside it");
+    }
+    let (code, stdout) = node("calls", &[], None);
+    assert_eq!(code, 0);
+    let p = Profile::read(&dir.join("calls.wasmprof.json")).expect("the default profile file");
+    check_invariants(&p);
+    assert!(p.complete);
+    // Recursion: fib(20) as the program's comment says.
+    assert_eq!(calls(&p, "fib"), fib_calls(20));
+    assert_eq!(arc(&p, "fib", "fib"), fib_calls(20) - 1);
+    assert_eq!(arc(&p, "main", "fib"), 1);
+    // Mutual recursion: is_even(10).
+    assert_eq!(calls(&p, "is_even"), 6);
+    assert_eq!(calls(&p, "is_odd"), 5);
+    assert_eq!(arc(&p, "is_odd", "is_even"), 5);
+    // A table of function pointers: call_indirect arcs from apply.
+    for op in ["add", "sub", "mul"] {
+        assert_eq!(arc(&p, "apply", op), 3, "apply -> {op}");
+    }
+    // libc calling back into user code: qsort's comparator, counted by the program too.
+    let comparisons = printed(&stdout, "by_value calls:");
+    assert_eq!(calls(&p, "by_value"), comparisons);
+    let from_libc: u64 = p
+        .arcs
+        .iter()
+        .filter(|a| a.callee == "by_value" && a.caller != "main")
+        .map(|a| a.count)
+        .sum();
+    assert_eq!(
+        from_libc, comparisons,
+        "every comparison comes from qsort's code"
+    );
+    // Imports implemented in JS, and the host's entry into the module.
+    assert!(p.arcs.iter().any(|a| a.callee.ends_with("fd_write")));
+    assert!(p.arcs.iter().any(|a| a.caller == HOST));
+    // Source locations from the original module's DWARF.
+    let fib = p.function_named("fib").unwrap();
+    let source = dir.join("calls.c");
+    assert!(fib.file.as_deref().unwrap().ends_with("calls.c"));
+    assert_eq!(fib.line, Some(line_of(&source, "int fib(")));
+    assert!(fib.cost.total_ns > 0, "fib was timed");
+
+    // The report reads it like any other profile.
+    let out = output(
+        wasmprof()
+            .arg("report")
+            .arg(dir.join("calls.wasmprof.json")),
+    );
+    assert!(out.status.success());
+    assert!(String::from_utf8_lossy(&out.stdout).contains("calls.c:"));
+}
+
+#[test]
+fn cpp_virtual_calls_and_templates_have_exact_counts_and_demangled_names() {
+    if !have(&["emcc", "node", "make"]) {
+        return;
+    }
+    let out = built().join("shapes.test.json");
+    let (code, _) = node("shapes", &[], Some(&out));
+    assert_eq!(code, 0);
+    let p = Profile::read(&out).unwrap();
+    check_invariants(&p);
+    assert_eq!(calls(&p, "Square::area() const"), 4);
+    assert_eq!(calls(&p, "Circle::area() const"), 2);
+    let total_area = p
+        .functions
+        .iter()
+        .find(|f| f.name.starts_with("total_area("))
+        .expect("total_area");
+    assert_eq!(arc(&p, &total_area.name, "Square::area() const"), 4);
+    assert_eq!(arc(&p, &total_area.name, "Circle::area() const"), 2);
+    assert_eq!(calls(&p, "int bigger<int>(int, int)"), 4);
+    assert_eq!(calls(&p, "double bigger<double>(double, double)"), 2);
+    assert_eq!(calls(&p, "int largest<int>(int const*, int)"), 1);
+    assert_eq!(calls(&p, "double largest<double>(double const*, int)"), 1);
+}
+
+#[test]
+fn exit_3_leaves_the_profile_and_exits_3() {
+    if !have(&["emcc", "node", "make"]) {
+        return;
+    }
+    let out = built().join("calls.exit.json");
+    let (code, _) = node("calls", &["12", "exit"], Some(&out));
+    assert_eq!(code, 3, "the program's exit code");
+    let p = Profile::read(&out).expect("a profile after exit(3)");
+    assert_eq!(p.runs[0].exit_code, 3);
+    assert!(!p.complete);
+    assert_eq!(
+        p.runs[0].open_stack.first().map(String::as_str),
+        Some("main")
+    );
+    assert!(p.runs[0].open_stack.iter().any(|f| f == "leave"));
+    assert_eq!(calls(&p, "fib"), fib_calls(12));
+}
+
+/// `-sMODULARIZE`: the glue is a factory that the page or script calls; the runtime goes
+/// inside it with --pre-js and works the same.
+#[test]
+fn a_modularized_program_profiles_itself() {
+    if !have(&["emcc", "node"]) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/emcc/calls.c");
+    let link = output(
+        Command::new(env!("CARGO_BIN_EXE_wasmprof-emcc"))
+            .current_dir(dir.path())
+            .arg(&source)
+            .args([
+                "-O1",
+                "-o",
+                "mod.js",
+                "-sMODULARIZE",
+                "-sEXPORT_NAME=createCalls",
+            ]),
+    );
+    assert!(link.status.success());
+    validate(&std::fs::read(dir.path().join("mod.wasm")).unwrap());
+    std::fs::write(
+        dir.path().join("main.js"),
+        "require('./mod.js')({ arguments: ['15'] });\n",
+    )
+    .unwrap();
+    let out = dir.path().join("mod.json");
+    let run = output(
+        Command::new("node")
+            .current_dir(dir.path())
+            .arg("main.js")
+            .env("WASMPROF_OUT", &out),
+    );
+    assert!(run.status.success());
+    let p = Profile::read(&out).expect("the profile");
+    check_invariants(&p);
+    assert_eq!(calls(&p, "fib"), fib_calls(15));
+    assert_eq!(arc(&p, "apply", "mul"), 3);
+}
+
+#[test]
+fn a_trap_leaves_the_profile_with_the_open_stack() {
+    if !have(&["emcc", "node", "make"]) {
+        return;
+    }
+    let out = built().join("calls.trap.json");
+    let mut cmd = Command::new("node");
+    cmd.current_dir(built())
+        .args(["build/calls.js", "12", "trap"])
+        .env("WASMPROF_OUT", &out);
+    let run = output(&mut cmd);
+    assert!(!run.status.success());
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert!(
+        stderr.contains("RuntimeError: unreachable"),
+        "the program's own error output stays: {stderr}"
+    );
+    let p = Profile::read(&out).expect("a profile after the trap");
+    assert!(!p.complete);
+    assert_eq!(p.runs[0].trap.as_deref(), Some("unreachable"));
+    assert_eq!(
+        p.runs[0].open_stack.last().map(String::as_str),
+        Some("crash")
+    );
+    assert_eq!(calls(&p, "fib"), fib_calls(12));
+}
+
+/// The calls metric keeps no context tree: the open stack at a trap is the JS error's
+/// stack, mapped back to the functions through the module's `wasmprof.frames` table.
+#[test]
+fn the_calls_metric_takes_a_traps_stack_from_the_js_error() {
+    if !have(&["emcc", "node"]) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    link_calls(dir.path(), "calls");
+    let out = dir.path().join("trap.json");
+    let run = output(
+        Command::new("node")
+            .current_dir(dir.path())
+            .args(["build/calls.js", "12", "trap"])
+            .env("WASMPROF_OUT", &out),
+    );
+    assert!(!run.status.success());
+    let p = Profile::read(&out).expect("a profile after the trap");
+    assert_eq!(p.metric, cargo_wasmprof::meta::Metric::Calls);
+    assert!(!p.complete);
+    let stack = &p.runs[0].open_stack;
+    assert_eq!(stack.last().map(String::as_str), Some("crash"), "{stack:?}");
+    assert!(stack.iter().any(|f| f == "main"), "{stack:?}");
+    assert_eq!(calls(&p, "fib"), fib_calls(12));
+}
+
+/// `called` of each function in gprof's call graph (`1+21890` counts 21891).
+fn gprof_calls(text: &str) -> Vec<(String, u64)> {
+    text.lines()
+        .filter(|l| l.starts_with('['))
+        .filter_map(|l| {
+            let words: Vec<&str> = l.split_whitespace().collect();
+            let (called, name) = (words.get(4)?, words.get(5)?);
+            if name.starts_with('<') {
+                return None; // a cycle as a whole
+            }
+            let total = called
+                .split('+')
+                .map(|n| n.parse::<u64>().ok())
+                .sum::<Option<u64>>()?;
+            Some((name.to_string(), total))
+        })
+        .collect()
+}
+
+#[test]
+fn gprof_of_the_native_build_agrees_on_call_counts() {
+    if !have(&["emcc", "node", "make", "gcc", "gprof"]) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let source = built().join("calls.c");
+    let native = dir.path().join("calls-native");
+    let gcc = output(
+        Command::new("gcc")
+            .args(["-pg", "-O1", "-o"])
+            .arg(&native)
+            .arg(&source),
+    );
+    assert!(gcc.status.success());
+    assert!(output(Command::new(&native).current_dir(dir.path()))
+        .status
+        .success());
+    let gprof = output(
+        Command::new("gprof")
+            .args(["-b", "-q"])
+            .arg(&native)
+            .arg(dir.path().join("gmon.out")),
+    );
+    let oracle = gprof_calls(&String::from_utf8_lossy(&gprof.stdout));
+    let names: Vec<&str> = oracle.iter().map(|(n, _)| n.as_str()).collect();
+    for expected in ["fib", "is_even", "is_odd", "add", "sub", "mul", "apply"] {
+        assert!(names.contains(&expected), "gprof lists {expected}");
+    }
+
+    let out = built().join("calls.gprof.json");
+    assert_eq!(node("calls", &[], Some(&out)).0, 0);
+    let p = Profile::read(&out).unwrap();
+    for (name, count) in &oracle {
+        assert_eq!(
+            calls(&p, name),
+            *count,
+            "{name}: wasm profile against gprof"
+        );
+    }
+}
+
+#[test]
+fn an_emcc_error_passes_through_unchanged() {
+    if !have(&["emcc"]) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("broken.c"),
+        "int main(void) { return nope; }\n",
+    )
+    .unwrap();
+    let run = |cmd: &mut Command| {
+        let out = output(
+            cmd.current_dir(dir.path())
+                .args(["-c", "broken.c", "-o", "broken.o"]),
+        );
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (real_code, real_err) = run(&mut Command::new("emcc"));
+    assert_ne!(real_code, Some(0));
+    // The subcommand form, and the wrapper as a link step: the same code, the same message.
+    let (code, err) = run(wasmprof().args(["emcc", "--"]));
+    assert_eq!(code, real_code);
+    assert!(err.contains("use of undeclared identifier 'nope'"), "{err}");
+    assert_eq!(
+        err.lines().filter(|l| l.contains("error")).count(),
+        real_err.lines().filter(|l| l.contains("error")).count()
+    );
+    let out = output(
+        Command::new(env!("CARGO_BIN_EXE_wasmprof-emcc"))
+            .current_dir(dir.path())
+            .args(["missing.o", "-o", "prog.js"]),
+    );
+    assert_ne!(out.status.code(), Some(0), "a failed link stays failed");
+    assert!(!dir.path().join("prog.orig.wasm").exists());
+}

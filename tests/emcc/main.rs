@@ -1,0 +1,132 @@
+//! wasmprof-emcc and wasmprof-emxx on the C and C++ fixtures: a real Makefile, the real emcc,
+//! the real node, and gprof as the native oracle of call counts.
+//!
+//! These tests need emcc, node, gcc and gprof (.ci/run installs them). Without them they
+//! say so and pass, except under CI, where a missing tool fails them.
+
+#[path = "../common/mod.rs"]
+mod common;
+
+mod browser;
+mod c;
+mod rust;
+mod threads;
+mod unwinding;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+
+use cargo_wasmprof::profile::{Profile, HOST};
+use common::{
+    arc, calls, check_invariants, context_callers, fib_calls, have, line_of, output, validate,
+    wasmprof,
+};
+
+/// fixtures/emcc, built once by its Makefile with the wrappers as CC and CXX (the C++ one
+/// through a link named `wasmprof-em++`, as a user would make it).
+fn built() -> &'static Path {
+    static BUILT: OnceLock<PathBuf> = OnceLock::new();
+    BUILT.get_or_init(|| {
+        let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("emcc-fixture");
+        let _ = std::fs::remove_dir_all(&dir);
+        common::copy_dir(
+            &Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/emcc"),
+            &dir,
+        );
+        let bin = dir.join("bin");
+        std::fs::create_dir_all(&bin).unwrap();
+        std::os::unix::fs::symlink(
+            env!("CARGO_BIN_EXE_wasmprof-emxx"),
+            bin.join("wasmprof-em++"),
+        )
+        .unwrap();
+        let out = output(
+            Command::new("make")
+                .current_dir(&dir)
+                .arg(format!("CC={}", env!("CARGO_BIN_EXE_wasmprof-emcc")))
+                .arg(format!("CXX={}", bin.join("wasmprof-em++").display())),
+        );
+        assert!(out.status.success(), "make builds the fixtures");
+        dir
+    })
+}
+
+/// Runs `node build/PROGRAM.js ARGS` in the fixture directory with the profile going to
+/// `out` (or, with None, to the default place); returns the exit code and stdout.
+fn node(program: &str, args: &[&str], out: Option<&Path>) -> (i32, String) {
+    let mut cmd = Command::new("node");
+    cmd.current_dir(built())
+        .arg(format!("build/{program}.js"))
+        .args(args)
+        .env_remove("WASMPROF_OUT");
+    if let Some(out) = out {
+        cmd.env("WASMPROF_OUT", out);
+    }
+    let out = output(&mut cmd);
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+    )
+}
+
+/// The number after `label` in the program's output.
+fn printed(stdout: &str, label: &str) -> u64 {
+    stdout
+        .lines()
+        .find_map(|l| l.strip_prefix(label))
+        .and_then(|rest| rest.trim().parse().ok())
+        .unwrap_or_else(|| panic!("`{label}` in {stdout}"))
+}
+
+/// Links fixtures/emcc/calls.c with `WASMPROF_METRIC=time` into `dir/build/calls.js`.
+fn link_calls(dir: &Path, metric: &str) {
+    std::fs::create_dir_all(dir.join("build")).unwrap();
+    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/emcc/calls.c");
+    let out = output(
+        Command::new(env!("CARGO_BIN_EXE_wasmprof-emcc"))
+            .current_dir(dir)
+            .env("WASMPROF_METRIC", metric)
+            .args(["-O1", "-g"])
+            .arg(&source)
+            .args(["-o", "build/calls.js"]),
+    );
+    assert!(out.status.success(), "wasmprof-emcc links");
+    validate(&std::fs::read(dir.join("build/calls.wasm")).unwrap());
+}
+
+/// `WASMPROF_METRIC=time`: the sampled metric under node, where a worker samples the
+/// state module's shared memory. The counts stay exact, and a run of fib(32) (7 M calls,
+/// tens of milliseconds) has its samples, most of them in fib.
+#[test]
+fn the_sampled_metric_samples_under_node() {
+    if !have(&["emcc", "node"]) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    link_calls(dir.path(), "time");
+    let profile = dir.path().join("calls.json");
+    let run = output(
+        Command::new("node")
+            .current_dir(dir.path())
+            .args(["build/calls.js", "32"])
+            .env("WASMPROF_OUT", &profile),
+    );
+    assert!(run.status.success());
+    let p = Profile::read(&profile).unwrap();
+    check_invariants(&p);
+    assert_eq!(calls(&p, "fib"), fib_calls(32));
+    let sampling = p.sampling.expect("a sampled profile");
+    assert!(sampling.samples > 0, "{sampling:?}");
+    let hottest = p.functions.iter().max_by_key(|f| f.cost.self_ns).unwrap();
+    assert_eq!(hottest.name, "fib", "{sampling:?}");
+}
+
+/// Self instructions of `name`.
+fn self_instructions(p: &Profile, name: &str) -> u64 {
+    p.function_named(name)
+        .unwrap_or_else(|| panic!("no function {name}"))
+        .cost
+        .self_instructions
+        .unwrap()
+}

@@ -1,0 +1,104 @@
+//! The profiler's tables when they fill: the context tree folds but keeps exact counts, or
+//! grows its memory; a full arc table is reported.
+
+use super::*;
+
+#[test]
+fn a_full_context_tree_folds_but_keeps_exact_counts() {
+    let wasm = wat::parse_str(PROGRAM).unwrap();
+    let (p, _) = profile_module_with(
+        &wasm,
+        &Options {
+            max_contexts: 4,
+            ..Options::default()
+        },
+    );
+    check_invariants(&p);
+    assert!(p.folded_entries > 0);
+    assert_eq!(calls(&p, "fib"), fib_calls(10));
+    assert_eq!(arc(&p, "fib", "fib"), fib_calls(10) - 1);
+}
+
+/// More (site, callee) pairs than the dynamic-arc table holds: the arcs that do not fit are
+/// counted and the report says so; the functions' call counts stay exact.
+#[test]
+fn a_full_arc_table_is_reported() {
+    let n = 5000;
+    let mut text = String::from("(module (type $t (func)) (table 5000 funcref)\n");
+    for i in 0..n {
+        text.push_str(&format!("(func $f{i})\n"));
+    }
+    text.push_str("(elem (i32.const 0)");
+    for i in 0..n {
+        text.push_str(&format!(" $f{i}"));
+    }
+    text.push_str(")\n");
+    text.push_str(&format!(
+        r#"(func (export "_start") (local $i i32)
+             (loop $next
+               (call_indirect (type $t) (local.get $i))
+               (local.set $i (i32.add (local.get $i) (i32.const 1)))
+               (br_if $next (i32.lt_u (local.get $i) (i32.const {n})))))
+        )"#
+    ));
+    let (p, _) = profile_module(&wat::parse_str(&text).unwrap());
+    assert!(p.arcs_dropped > 0, "the table filled up");
+    let recorded: u64 = p.arcs.iter().map(|a| a.count).sum::<u64>() - 1; // <host> -> _start
+    assert_eq!(
+        recorded + p.arcs_dropped,
+        n as u64,
+        "every call is an arc or a dropped one"
+    );
+    assert_eq!(calls(&p, "f4999"), 1, "counts stay exact");
+    let text = cargo_wasmprof::format::Format::Text
+        .render(&p, &Default::default())
+        .unwrap();
+    let text = String::from_utf8(text).unwrap();
+    assert!(
+        text.contains("could not be recorded as arcs"),
+        "the report says so"
+    );
+}
+
+/// A tree of calls with more paths than the profiler's memory has room for at the start:
+/// it grows with the context tree, and nothing is folded. `f(n)` calls `a(n)` and `b(n)`,
+/// each of which calls `f(n - 1)`: f runs 2^(n+1) - 1 times, each time on a path of its
+/// own, so the tree holds 2^(n+2) - 2 contexts under the root (`_start` among them).
+#[test]
+fn the_context_tree_grows_its_memory_instead_of_folding() {
+    const N: u32 = 14;
+    let wasm = wat::parse_str(format!(
+        r#"(module
+  (func $f (param i32)
+    (if (local.get 0)
+      (then (call $a (local.get 0)) (call $b (local.get 0)))))
+  (func $a (param i32) (call $f (i32.sub (local.get 0) (i32.const 1))))
+  (func $b (param i32) (call $f (i32.sub (local.get 0) (i32.const 1))))
+  (func (export "_start") (call $f (i32.const {N}))))"#
+    ))
+    .unwrap();
+    let paths = (1u64 << (N + 2)) - 2;
+    assert!(paths > u64::from(cargo_wasmprof::layout::INITIAL_CONTEXTS));
+    for metric in [Metric::Time, Metric::ExactTime, Metric::Instructions] {
+        for state in [StateLocation::OwnMemory, StateLocation::StateModule] {
+            let options = Options {
+                state,
+                ..with_metric(metric)
+            };
+            let (p, outcome) = profile_module_with(&wasm, &options);
+            assert_eq!(outcome.exit_code, 0);
+            assert_eq!(p.folded_entries, 0, "{metric:?}, {state:?}");
+            assert_eq!(calls(&p, "f"), (1 << (N + 1)) - 1);
+            assert_eq!(p.contexts.len() as u64, 1 + paths, "{metric:?}, {state:?}");
+            check_invariants(&p);
+        }
+    }
+    // A cap below that folds, and says so.
+    let options = Options {
+        max_contexts: 1000,
+        ..with_metric(Metric::Time)
+    };
+    let (p, _) = profile_module_with(&wasm, &options);
+    assert!(p.folded_entries > 0);
+    assert_eq!(calls(&p, "f"), (1 << (N + 1)) - 1);
+}
