@@ -14,7 +14,7 @@ use wasmtime_wasi::{FsPerms, I32Exit, WasiCtxBuilder};
 use super::sampler::{self, SampleTarget};
 use super::RunConfig;
 use crate::clock::Clock;
-use crate::meta::{self, Meta, Metric};
+use crate::meta::{self, Meta};
 use crate::profile::Dump;
 
 /// Exit status the wasmtime CLI uses for a trap on Unix (128 + SIGABRT).
@@ -136,12 +136,12 @@ impl HostLinks {
             .unwrap_or(module)
             .get_export(meta::MEMORY_EXPORT);
         let shared = matches!(&memory, Some(wasmtime::ExternType::Memory(ty)) if ty.is_shared());
-        let metric = meta.map(|m| m.metric);
+        let probes = meta.map(|m| m.metric.facts().probes);
         let links = HostLinks {
             profiled: state_module.is_some() || memory.is_some(),
             timed: imports((meta::CLOCK_MODULE, meta::CLOCK_NAME)),
-            instructions: metric == Some(Metric::Instructions),
-            sampled: metric == Some(Metric::Time) && shared,
+            instructions: probes.is_some_and(|p| p.counter),
+            sampled: probes.is_some_and(|p| p.sample_word) && shared,
             hooked: imports(sampler::HOOK),
         };
         if links.sampled {

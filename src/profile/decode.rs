@@ -12,7 +12,7 @@ use super::{
     FORMAT_VERSION, HOST,
 };
 use crate::layout::{self, Layout};
-use crate::meta::{Meta, Metric};
+use crate::meta::Meta;
 use crate::symbols::SourcePos;
 
 /// What the profiler left in a module after a run: the input of [`Profile::decode`].
@@ -50,9 +50,9 @@ impl Profile {
             meta,
             layout: &meta.layout,
             // The sampler credits nanoseconds; a clock's metric, ticks.
-            ticks_per_ns: match meta.metric {
-                Metric::Time => 1.0,
-                _ => dump.ticks_per_ns,
+            ticks_per_ns: match meta.metric.facts().sampled {
+                true => 1.0,
+                false => dump.ticks_per_ns,
             },
             nodes: read_nodes(&raw, &meta.layout, dump.cur, end_or_samples(meta, dump))?,
             direct: direct_sites(&raw, meta)?,
@@ -62,9 +62,9 @@ impl Profile {
         let lines = decoder.lines()?;
         let contexts = decoder.contexts(&fid);
         let arcs = decoder.arcs()?;
-        let open_stack = match meta.metric {
+        let open_stack = match meta.metric.facts().probes.tree {
             // No context tree: the host's backtrace says where the run ended.
-            Metric::Calls => dump
+            false => dump
                 .frames
                 .iter()
                 .filter_map(|&f| match f {
@@ -75,7 +75,7 @@ impl Profile {
                         .map(|f| f.symbol.name.clone()),
                 })
                 .collect(),
-            _ => decoder.open_stack(dump.cur),
+            true => decoder.open_stack(dump.cur),
         };
         Ok(Profile {
             format: FORMAT.to_string(),
@@ -95,7 +95,7 @@ impl Profile {
             arcs_dropped: decoder.raw.u64(layout::HDR_ARCS_DROPPED)?,
             compensation: None,
             uncompensated: None,
-            sampling: (meta.metric == Metric::Time).then(|| decoder.sampling()),
+            sampling: meta.metric.facts().sampled.then(|| decoder.sampling()),
             lines,
             view: None,
             threads: Vec::new(),
@@ -106,10 +106,10 @@ impl Profile {
 /// How open activations are closed: at the `end` reading, or, with the sampled metric,
 /// not at all (each node's cost is its samples').
 fn end_or_samples(meta: &Meta, dump: &Dump) -> Ending {
-    match (meta.metric, dump.end) {
-        (Metric::Time, _) => Ending::Samples,
-        (_, Some(end)) => Ending::At(end),
-        (_, None) => Ending::Unknown,
+    match (meta.metric.facts().sampled, dump.end) {
+        (true, _) => Ending::Samples,
+        (false, Some(end)) => Ending::At(end),
+        (false, None) => Ending::Unknown,
     }
 }
 
@@ -267,7 +267,7 @@ impl Decoder<'_> {
     /// [`Self::cost`], with the self samples it comes from under the sampled metric.
     fn sampled_cost(&self, self_: u64, total: u64, samples: u64) -> Costs {
         Costs {
-            self_samples: (self.meta.metric == Metric::Time).then_some(samples),
+            self_samples: self.meta.metric.facts().sampled.then_some(samples),
             ..self.cost(self_, total)
         }
     }
@@ -330,7 +330,9 @@ impl Decoder<'_> {
             node_calls[n.func as usize] += n.count;
         }
         let mut direct_calls = vec![0u64; nf];
-        if meta.metric == Metric::Calls {
+        // Without a tree, a function's calls are its direct sites' and its own counter's.
+        let tree_counts = meta.metric.facts().probes.tree;
+        if !tree_counts {
             for &(callee, count) in &self.direct {
                 let calls = &mut direct_calls[callee as usize];
                 *calls = calls.saturating_add(count);
@@ -352,12 +354,12 @@ impl Decoder<'_> {
         let mut fid = vec![u32::MAX; nf];
         let mut functions = Vec::new();
         for f in 0..nf {
-            let calls = match meta.metric {
-                Metric::Calls => self
+            let calls = match tree_counts {
+                false => self
                     .raw
                     .u64(l.calls_off + 8 * f as u32)?
                     .saturating_add(direct_calls[f]),
-                _ => node_calls[f],
+                true => node_calls[f],
             };
             if calls == 0 {
                 continue;
