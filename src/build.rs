@@ -15,16 +15,14 @@ use crate::meta::Metric;
 /// The targets cargo-wasmprof builds for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Target {
-    /// WASI preview 1: runs in the embedded wasmtime.
+    /// `wasm32-wasip1` (`host::Embedded`).
     #[default]
     Wasip1,
-    /// WASI preview 1 with wasi-threads (std::thread, rayon): runs in the embedded
-    /// wasmtime, each thread in an instance of its own.
+    /// `wasm32-wasip1-threads` (`host::Embedded`, a thread an instance).
     Wasip1Threads,
-    /// Emscripten: linked through wasmprof-emcc, run under node.
+    /// `wasm32-unknown-emscripten` (linked by `emcc`, run by `host::Node`).
     Emscripten,
-    /// wasm-bindgen crates: their wasm-bindgen-test binaries run by
-    /// `wasm-bindgen-test-runner`, under node or in a headless browser.
+    /// `wasm32-unknown-unknown` for wasm-bindgen (`host::Bindgen`).
     Unknown,
 }
 

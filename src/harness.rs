@@ -90,7 +90,7 @@ pub fn measured_routines(p: &Profile) -> Vec<Routine<'_>> {
 /// code (what the report folds into one line): an import (the host);
 /// the toolchain's sources (the standard library, libtest, the C library and start-up);
 /// a harness ([`is_harness`]); wasm-bindgen's glue between JS and the module
-/// ([`BINDGEN_RUNTIME`]); or, without a source file, one of the names the toolchains give
+/// (`BINDGEN_RUNTIME`); or, without a source file, one of the names the toolchains give
 /// their start-up and glue (rustc's `main` that calls `lang_start`).
 pub fn is_scaffolding(f: &Function) -> bool {
     let library = f.file.as_deref().and_then(crate::source::library_of);

@@ -15,7 +15,7 @@
 //! state's layout ([`crate::layout`]), every metric's facts ([`crate::meta::Metric::facts`]),
 //! the names of the profiler's exports, sections and imports ([`crate::meta`]), the
 //! environment variables it reads ([`OUT_VAR`], [`SAMPLE_INTERVAL_VAR`],
-//! [`crate::emscripten::METRIC_VAR`] in its messages), the sampler's schedule
+//! `emscripten::METRIC_VAR` in its messages), the sampler's schedule
 //! ([`crate::sampling`]), the clocks' names ([`NODE_CLOCK`], [`BROWSER_CLOCK`]), and the
 //! dump's format and fields ([`crate::profile::DumpFile`]); the runtime checks the dump it
 //! writes against those fields.

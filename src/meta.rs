@@ -51,13 +51,11 @@ pub const STATE_SECTION: &str = "wasmprof.state";
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum StateLocation {
-    /// A memory of its own inside the instrumented module: the fastest, for hosts with
-    /// multi-memory (wasmtime, current browsers).
+    /// In a memory the probes add to the module (`instrument::probes::add`).
     #[default]
     OwnMemory,
-    /// A small second module, carried in the instrumented module's `wasmprof.state`
-    /// section, that owns the memory and the probes; the instrumented module imports them.
-    /// For hosts that allow one memory per module (node 20).
+    /// In the module of [`STATE_SECTION`], which the instrumented module imports its probes,
+    /// memory and globals from (`instrument::probes::import_state_module`).
     StateModule,
 }
 
@@ -80,18 +78,15 @@ impl StateLocation {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Metric {
-    /// Calls and arcs only: no clock, no exit probes, no calling-context tree. The cheapest.
+    /// Counts and arcs at function entry alone.
     Calls,
-    /// Wall time, self and inclusive, per function, arc and calling context, estimated by
-    /// sampling: the probes keep the exact counts, arcs and context tree and say which
-    /// context runs; a sampler outside the program's thread credits each interval to it.
-    /// No clock read per call, and the probes' own time is left out of the figures.
+    /// Sampled wall time: the probes publish which context runs, a sampler beside the
+    /// program credits time to it.
     #[default]
     Time,
-    /// Wall time read from a clock at every entry and exit: every call timed, the probes'
-    /// cost (calibrated at start-up) subtracted.
+    /// Wall time from the clock the probes read at every entry and exit.
     ExactTime,
-    /// Executed wasm instructions, self and inclusive: the same on every run and machine.
+    /// Executed wasm instructions, counted per straight-line segment.
     Instructions,
 }
 

@@ -8,11 +8,11 @@ use anstyle::{AnsiColor, Style};
 /// When to color the output.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ColorChoice {
-    /// Color when writing to a terminal and NO_COLOR is not set.
+    /// As anstream decides: a terminal without NO_COLOR.
     Auto,
-    /// Always color.
+    /// Styles always.
     Always,
-    /// Never color.
+    /// Styles never.
     Never,
 }
 

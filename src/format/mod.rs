@@ -28,23 +28,23 @@ pub type Writer = fn(&Profile, &EmitOptions, &mut dyn Write) -> anyhow::Result<(
 /// The formats a profile can be written in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Format {
-    /// The gprof-style report: flat profile, call graph, tests by cost.
+    /// `text/`: gprof's report.
     Text,
-    /// The profile itself, as cargo-wasmprof reads it back.
+    /// The profile's own JSON.
     Json,
-    /// gzipped profile.proto, for `go tool pprof` and speedscope.
+    /// `pprof`: profile.proto, gzipped.
     Pprof,
-    /// A callgrind.out file, for KCachegrind, QCachegrind and callgrind_annotate.
+    /// `callgrind`: callgrind's profile format.
     Callgrind,
-    /// Folded stacks (`a;b;c value`), for flamegraph tools.
+    /// `folded`: one line per stack.
     Folded,
-    /// An SVG flame graph (`--icicle` hangs it from the top).
+    /// `flamegraph`: SVG.
     Flamegraph,
-    /// speedscope's JSON file format.
+    /// `speedscope`: its evented JSON.
     Speedscope,
-    /// The Firefox Profiler's processed format, for profiler.firefox.com.
+    /// `firefox`: the Firefox Profiler's processed profile.
     Firefox,
-    /// One self-contained HTML page: flat profile, flame graph, call graph, search.
+    /// `html`: `templates/report.html` with the profile inside.
     Html,
 }
 

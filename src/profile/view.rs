@@ -28,12 +28,12 @@ pub struct Filter {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Grouping {
-    /// Each function by itself.
+    /// No grouping.
     #[default]
     Function,
-    /// The functions defined in one source file as one.
+    /// By the file a function is defined in.
     File,
-    /// The functions of one crate (a C library, an import module) as one.
+    /// By the crate a function is of ([`crate_of`]).
     Crate,
 }
 

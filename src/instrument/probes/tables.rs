@@ -69,26 +69,20 @@ fn claim_if_empty(
     done: walrus::ir::InstrSeqId,
 ) {
     // addr = slot * 16; empty slot: claim it.
-    lp.local_get(slot).i32_const(4).binop(BinaryOp::I32Shl);
+    slot_addr(lp, slot);
     mem.load32(lp, off + 4);
     lp.unop(UnaryOp::I32Eqz);
     lp.if_else(
         None,
         |claim| {
-            claim
-                .local_get(slot)
-                .i32_const(4)
-                .binop(BinaryOp::I32Shl)
-                .local_get(s);
+            slot_addr(claim, slot);
+            claim.local_get(s);
             mem.store32(claim, off);
-            claim.local_get(slot).i32_const(4).binop(BinaryOp::I32Shl);
+            slot_addr(claim, slot);
             claim.local_get(f).i32_const(1).binop(BinaryOp::I32Add);
             mem.store32(claim, off + 4);
-            claim
-                .local_get(slot)
-                .i32_const(4)
-                .binop(BinaryOp::I32Shl)
-                .i64_const(1);
+            slot_addr(claim, slot);
+            claim.i64_const(1);
             mem.store64(claim, off + 8);
             claim.br(done);
         },
@@ -105,13 +99,13 @@ fn count_if_ours(
     [slot, s, f]: [LocalId; 3],
     done: walrus::ir::InstrSeqId,
 ) {
-    lp.local_get(slot).i32_const(4).binop(BinaryOp::I32Shl);
+    slot_addr(lp, slot);
     mem.load32(lp, off + 4);
     lp.local_get(f)
         .i32_const(1)
         .binop(BinaryOp::I32Add)
         .binop(BinaryOp::I32Eq);
-    lp.local_get(slot).i32_const(4).binop(BinaryOp::I32Shl);
+    slot_addr(lp, slot);
     mem.load32(lp, off);
     lp.local_get(s)
         .binop(BinaryOp::I32Eq)
@@ -119,8 +113,8 @@ fn count_if_ours(
     lp.if_else(
         None,
         |hit| {
-            hit.local_get(slot).i32_const(4).binop(BinaryOp::I32Shl);
-            hit.local_get(slot).i32_const(4).binop(BinaryOp::I32Shl);
+            slot_addr(hit, slot);
+            slot_addr(hit, slot);
             mem.load64(hit, off + 8);
             hit.i64_const(1).binop(BinaryOp::I64Add);
             mem.store64(hit, off + 8);
@@ -128,6 +122,11 @@ fn count_if_ours(
         },
         |_| {},
     );
+}
+
+/// Pushes the address of the arc table's `slot`, relative to the table (16 bytes a slot).
+fn slot_addr(b: &mut InstrSeqBuilder, slot: LocalId) {
+    b.local_get(slot).i32_const(4).binop(BinaryOp::I32Shl);
 }
 
 /// Pushes the address of node `n`, relative to the node region.
