@@ -30,7 +30,7 @@ use crate::sampling;
 /// (else `<program>.wasmprof.json` in the working directory).
 pub const OUT_VAR: &str = "WASMPROF_OUT";
 /// The environment variable that holds the sampled time metric's interval under node, in
-/// microseconds ([`sampling::DEFAULT_INTERVAL`] without it).
+/// microseconds ([`sampling::WORD_INTERVAL`] without it).
 pub const SAMPLE_INTERVAL_VAR: &str = "WASMPROF_SAMPLE_INTERVAL";
 /// The clock the runtime names in a dump it saves under node: `process.hrtime`.
 pub const NODE_CLOCK: &str = "hrtime";
@@ -178,7 +178,7 @@ pub fn contract(metric: Metric) -> serde_json::Value {
             "metric": METRIC_VAR,
         },
         "sampling": {
-            "default_interval_us": sampling::DEFAULT_INTERVAL.as_micros() as u64,
+            "default_interval_us": sampling::WORD_INTERVAL.as_micros() as u64,
             "dense_phase_ns": ns(sampling::DENSE_PHASE),
             "dense_divisor": sampling::DENSE_DIVISOR,
             "dense_floor_ns": ns(sampling::DENSE_FLOOR),

@@ -32,6 +32,15 @@ pub const THREAD_SPAWN: (&str, &str) = ("wasi", "thread-spawn");
 /// wasi-threads' entry point of every new thread: `wasi_thread_start(tid: i32, arg: i32)`.
 pub const THREAD_START: &str = "wasi_thread_start";
 
+/// Name of the custom section that says, for the stack sampler, what each stretch of the
+/// instrumented module's code is: little-endian `u32` pairs `(offset, what)`, sorted by
+/// offset (the offset in the module's bytes where the stretch starts), `what` the index of
+/// a line in [`Meta::line_tables`], [`NO_LINE`] for the program's code without one, or
+/// [`PROBE_CODE`] for code the instrumenter added.
+pub const ADDRESSES_SECTION: &str = "wasmprof.addresses";
+/// What [`ADDRESSES_SECTION`] says of the probes' code.
+pub const PROBE_CODE: u32 = u32::MAX - 1;
+
 /// Name of the custom section that maps each function index of the instrumented module
 /// back to its function id: one little-endian u32 per index, [`NO_FUNCTION`] for the
 /// profiler's own functions. A host's backtrace (a trap's) names instrumented indices.
@@ -39,7 +48,7 @@ pub const FRAMES_SECTION: &str = "wasmprof.frames";
 /// The function id of the profiler's own functions in [`FRAMES_SECTION`].
 pub const NO_FUNCTION: u32 = u32::MAX;
 /// Version of the [`Meta`] format and of the memory layout.
-pub const VERSION: u32 = 5;
+pub const VERSION: u32 = 6;
 /// Import module of everything an instrumented module takes from outside: the clock, and
 /// with [`StateLocation::StateModule`] the state module's exports.
 pub const STATE_MODULE: &str = "wasmprof";
@@ -68,6 +77,30 @@ impl StateLocation {
         match self {
             StateLocation::OwnMemory => "own-memory",
             StateLocation::StateModule => "state-module",
+        }
+    }
+}
+
+/// How the host samples a module of the sampled time metric.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Sampler {
+    /// The host interrupts the program's threads and walks their stacks: each sample is
+    /// where the code was, the probes' own code recognised by its address
+    /// ([`ADDRESSES_SECTION`] maps it). The embedded wasmtime on Linux.
+    Stacks,
+    /// A sampler beside the program reads which context node the probes say runs (the
+    /// sample word in the profiler's shared memory). Hosts without a stack sampler.
+    #[default]
+    Word,
+}
+
+impl Sampler {
+    /// Its name, as `--sampler` takes it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Sampler::Stacks => "stacks",
+            Sampler::Word => "word",
         }
     }
 }
@@ -123,9 +156,6 @@ pub struct Probes {
     pub clock: bool,
     /// The instruction counter, which the exit probes read, and its reading at the end.
     pub counter: bool,
-    /// The sample word a sampler reads beside the program: which context node runs (the
-    /// profiler's memory is shared for it).
-    pub sample_word: bool,
 }
 
 /// One metric's facts (see [`Metric::facts`]).
@@ -164,7 +194,6 @@ const FACTS: [MetricFacts; 4] = [
             tree: false,
             clock: false,
             counter: false,
-            sample_word: false,
         },
         describes: "calls only",
     },
@@ -179,7 +208,6 @@ const FACTS: [MetricFacts; 4] = [
             tree: true,
             clock: false,
             counter: false,
-            sample_word: true,
         },
         describes: WALL_TIME,
     },
@@ -194,7 +222,6 @@ const FACTS: [MetricFacts; 4] = [
             tree: true,
             clock: true,
             counter: false,
-            sample_word: false,
         },
         describes: WALL_TIME,
     },
@@ -209,7 +236,6 @@ const FACTS: [MetricFacts; 4] = [
             tree: true,
             clock: false,
             counter: true,
-            sample_word: false,
         },
         describes: "executed wasm instructions; self: the function alone; total: with its \
                     callees, once per outermost call",
@@ -269,6 +295,9 @@ pub struct Meta {
     /// ([`crate::instrument::Options::host_exceptions`]).
     #[serde(default)]
     pub host_exceptions: bool,
+    /// How a host samples it, with the sampled time metric.
+    #[serde(default)]
+    pub sampler: Sampler,
     /// Where the state lies in the profiler's memory.
     pub layout: Layout,
     /// One entry per function id (= the function's index in the original module).
@@ -282,14 +311,15 @@ pub struct Meta {
     /// [`FRAMES_SECTION`]; empty where the module did not come with it.
     #[serde(skip)]
     pub frames: Vec<u32>,
-    /// With the instructions metric (the state in the profiler's own memory): the source
-    /// lines of every counted straight-line segment's instructions.
+    /// The source lines the module's code is at: with the instructions metric (the state
+    /// in the profiler's own memory), every counted straight-line segment's; with the stack
+    /// sampler, those [`ADDRESSES_SECTION`] names.
     #[serde(default, skip_serializing_if = "LineTables::is_empty")]
     pub line_tables: LineTables,
 }
 
-/// Where each counted segment's instructions are in the source, compactly (a module has
-/// tens of thousands of segments): numbers into the tables of lines, files and names.
+/// Where code is in the source, compactly (a module has tens of thousands of segments and
+/// lines): numbers into the tables of lines, files and names.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct LineTables {
     /// Each counted segment, by index: its function id, and `[line, instructions]` pairs
@@ -306,9 +336,9 @@ pub struct LineTables {
 }
 
 impl LineTables {
-    /// Whether no segment is counted.
+    /// Whether it has no line.
     pub fn is_empty(&self) -> bool {
-        self.segments.is_empty()
+        self.segments.is_empty() && self.lines.is_empty()
     }
 }
 

@@ -1,19 +1,40 @@
-//! The sampled time metric's schedule, one definition for every sampler: the embedded
-//! host's sampler thread (`host::sampler`) and the JS runtime's sampler worker
-//! (`templates/wasmprof-runtime.js`, which gets these through `js_runtime`).
+//! The sampled time metric's schedule, one definition for every sampler: the word
+//! samplers (the embedded host's sampler thread, `host::sampler`, and the JS runtime's
+//! sampler worker, `templates/wasmprof-runtime.js`, which gets these through `js_runtime`)
+//! and the embedded host's stack sampler (`host::stacks`).
 //!
 //! A sampler samples densely at first ([`DENSE_PHASE`], every interval divided by
-//! [`DENSE_DIVISOR`] but not under [`DENSE_FLOOR`]), so that a run of a millisecond or two
-//! still gets a usable estimate, then every interval ([`DEFAULT_INTERVAL`] unless the user
-//! chooses). Each sample is credited with the time that actually passed since the previous
-//! one; a sample that waited much longer than it should ([`is_late`]) is counted as late:
-//! the sampler did not get a CPU in time.
+//! [`DENSE_DIVISOR`] but not under the sampler's floor), so that a run of a millisecond or
+//! two still gets a usable estimate, then every interval ([`default_interval`] unless the
+//! user chooses). Each sample is credited with the time that actually passed since the
+//! previous one; a word sample that waited much longer than it should ([`is_late`]) is
+//! counted as late: the sampler did not get a CPU in time.
 
 use std::time::Duration;
 
-/// The interval unless the user chooses one: 10 kHz, so that a test binary that runs for
-/// 10 ms still gets about a hundred samples.
-pub const DEFAULT_INTERVAL: Duration = Duration::from_micros(100);
+use crate::meta::Sampler;
+
+/// The word sampler's interval unless the user chooses one: 10 kHz, so that a test binary
+/// that runs for 10 ms still gets about a hundred samples. A word sample costs the program
+/// nothing: another thread reads the word.
+pub const WORD_INTERVAL: Duration = Duration::from_micros(100);
+
+/// The stack sampler's interval unless the user chooses one: 1 kHz. Each of its samples
+/// interrupts the program (a signal, a stack walk: about 20 us on the machine of
+/// BENCHMARKS.md), 2% of its time at this interval.
+pub const STACKS_INTERVAL: Duration = Duration::from_millis(1);
+
+/// The stack sampler's shortest wait between samples in its dense phase: 20% of the
+/// program's time for those 20 ms.
+pub const STACKS_DENSE_FLOOR: Duration = Duration::from_micros(100);
+
+/// The interval of `sampler` unless the user chooses one.
+pub fn default_interval(sampler: Sampler) -> Duration {
+    match sampler {
+        Sampler::Word => WORD_INTERVAL,
+        Sampler::Stacks => STACKS_INTERVAL,
+    }
+}
 
 /// How long a run is sampled densely at first.
 pub const DENSE_PHASE: Duration = Duration::from_millis(20);
@@ -21,7 +42,7 @@ pub const DENSE_PHASE: Duration = Duration::from_millis(20);
 /// How many times more often the dense phase samples than the interval says.
 pub const DENSE_DIVISOR: u32 = 10;
 
-/// The dense phase's shortest wait between samples.
+/// The word samplers' shortest wait between samples in the dense phase.
 pub const DENSE_FLOOR: Duration = Duration::from_micros(5);
 
 /// A sample is late when its wait took more than [`LATE_FACTOR`] times the wait it asked
@@ -31,9 +52,13 @@ pub const LATE_FACTOR: u32 = 4;
 /// See [`LATE_FACTOR`].
 pub const LATE_SLACK: Duration = Duration::from_micros(100);
 
-/// The wait between samples in the dense phase, for an `interval`.
-pub fn dense_wait(interval: Duration) -> Duration {
-    (interval / DENSE_DIVISOR).max(DENSE_FLOOR)
+/// The wait between samples of `sampler` in the dense phase, for an `interval`.
+pub fn dense_wait(sampler: Sampler, interval: Duration) -> Duration {
+    let floor = match sampler {
+        Sampler::Word => DENSE_FLOOR,
+        Sampler::Stacks => STACKS_DENSE_FLOOR,
+    };
+    (interval / DENSE_DIVISOR).max(floor).min(interval)
 }
 
 /// Whether a sample that asked to wait `wait` and waited `waited` came late.
@@ -47,8 +72,13 @@ mod tests {
 
     #[test]
     fn the_dense_phase_samples_ten_times_as_often_down_to_its_floor() {
-        assert_eq!(dense_wait(DEFAULT_INTERVAL), Duration::from_micros(10));
-        assert_eq!(dense_wait(Duration::from_micros(10)), DENSE_FLOOR);
+        let word = |us| dense_wait(Sampler::Word, Duration::from_micros(us));
+        assert_eq!(word(100), Duration::from_micros(10));
+        assert_eq!(word(10), DENSE_FLOOR);
+        let stacks = |us| dense_wait(Sampler::Stacks, Duration::from_micros(us));
+        assert_eq!(stacks(1000), STACKS_DENSE_FLOOR);
+        assert_eq!(stacks(10_000), Duration::from_millis(1));
+        assert_eq!(stacks(50), Duration::from_micros(50));
         assert!(!is_late(
             Duration::from_micros(10),
             Duration::from_micros(140)

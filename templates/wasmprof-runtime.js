@@ -220,7 +220,7 @@ var wasmprof = (function () {
     stateImports[NAMES.state_module] = clock;
     run.state = new WebAssembly.Instance(stateModule, stateImports).exports;
     var imports = Object.assign({}, clock, run.state);
-    if (probes().sample_word) startSampler();
+    if (CONTRACT.metrics[run.meta.metric].sampled) startSampler();
     else if (early) early.terminate();
     return imports;
   }
@@ -337,7 +337,7 @@ var wasmprof = (function () {
   var early = null;
   var ready = Promise.resolve(); // a browser's worker says when it is up
   var isolated = isNode || (typeof Worker === 'function' && !!self.crossOriginIsolated);
-  if (METRIC.probes.sample_word && isolated) {
+  if (METRIC.sampled && isolated) {
     try {
       if (isNode) {
         early = new (require('worker_threads').Worker)(

@@ -207,6 +207,7 @@ fn run_with_callbacks(wasm: &[u8], options: &Options) -> Profile {
         clock: "test".into(),
         end: Some(end as u64),
         frames: Vec::new(),
+        stacks: None,
     };
     let run = RunInfo {
         module: "host-calls.wasm".into(),

@@ -261,6 +261,7 @@ fn observe(engine: &Engine, wasm: &[u8], exports: &[String]) -> (Observed, Optio
                 clock: "test".into(),
                 end: Some(end as u64),
                 frames: Vec::new(),
+                stacks: None,
             })
         });
     (observed, dump)

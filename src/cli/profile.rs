@@ -8,7 +8,7 @@ use std::time::Duration;
 use clap::Args;
 
 use super::requests::{ProfileRequest, ReportRequest};
-use super::value_enums::{FormatArg, MetricArg, StateArg};
+use super::value_enums::{FormatArg, MetricArg, SamplerArg, StateArg};
 use super::view::ViewArgs;
 use crate::instrument::Options;
 
@@ -39,14 +39,14 @@ pub struct ProfileArgs {
     #[arg(long)]
     pub no_compensation: bool,
     /// With `--metric time`: sample every US microseconds (each sample is credited with
-    /// the time that actually passed since the previous one).
+    /// the time that actually passed since the previous one) [default: 100 with `--sampler
+    /// word`, 1000 with `--sampler stacks`, whose samples cost the program more]
     #[arg(
         long,
         value_name = "US",
-        default_value_t = crate::sampling::DEFAULT_INTERVAL.as_micros() as u64,
         value_parser = clap::value_parser!(u64).range(10..=1_000_000)
     )]
-    pub sample_interval: u64,
+    pub sample_interval: Option<u64>,
     /// What the instrumentation measures.
     #[command(flatten)]
     pub instrument: InstrumentFlags,
@@ -79,6 +79,14 @@ pub struct InstrumentFlags {
     /// such as node 20).
     #[arg(long, value_name = "WHERE", default_value = "own-memory")]
     pub state: StateArg,
+    /// With `--metric time`, how the host samples: `word` (a sampler beside the program
+    /// reads which calling context the probes say runs; every host) or `stacks` (the
+    /// embedded wasmtime on Linux interrupts the program's threads and walks their stacks:
+    /// time per source line, and each host call's time under its caller; the probes' own
+    /// code is left out by its address, which undercounts functions that do little between
+    /// dense calls: see BENCHMARKS.md). JS hosts always take `word`.
+    #[arg(long, value_name = "HOW", value_enum, default_value = "word")]
+    pub sampler: SamplerArg,
 }
 
 impl InstrumentFlags {
@@ -89,6 +97,7 @@ impl InstrumentFlags {
             metric: self.metric.into(),
             state: self.state.into(),
             host_exceptions: false,
+            sampler: self.sampler.into(),
         }
     }
 }
@@ -98,7 +107,10 @@ impl ProfileArgs {
     pub fn to_request(&self) -> ProfileRequest {
         ProfileRequest {
             instrument: self.instrument.to_options(),
-            sample_interval: Duration::from_micros(self.sample_interval),
+            sample_interval: self.sample_interval.map_or_else(
+                || crate::sampling::default_interval(self.instrument.sampler.into()),
+                Duration::from_micros,
+            ),
             compensate: !self.no_compensation,
             report: ReportRequest {
                 output: self.output.clone(),

@@ -178,7 +178,7 @@ impl DoctestRunner {
     /// The runner's arguments after `run` (the doc test's module and its arguments come
     /// after them).
     pub fn to_args(&self) -> Vec<String> {
-        use super::value_enums::{name_of, MetricArg, StateArg};
+        use super::value_enums::{name_of, MetricArg, SamplerArg, StateArg};
         let options = &self.instrument;
         let mut args = vec![
             "--doctest-dir".to_string(),
@@ -189,6 +189,8 @@ impl DoctestRunner {
             options.max_contexts.to_string(),
             "--state".to_string(),
             name_of(StateArg::from(options.state)),
+            "--sampler".to_string(),
+            name_of(SamplerArg::from(options.sampler)),
             "--sample-interval".to_string(),
             self.sample_interval.as_micros().to_string(),
         ];

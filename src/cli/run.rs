@@ -88,7 +88,7 @@ mod tests {
     use super::*;
     use crate::cli::{Cli, Command};
     use crate::instrument::Options;
-    use crate::meta::{Metric, StateLocation};
+    use crate::meta::{Metric, Sampler, StateLocation};
     use crate::profile::Compensation;
 
     /// The runner `to_args` describes, as `run` reads it back.
@@ -125,7 +125,10 @@ mod tests {
                     ],
                     false => vec![Compensation::None],
                 };
-                for compensation in compensations {
+                for (compensation, sampler) in compensations
+                    .into_iter()
+                    .flat_map(|c| [(c.clone(), Sampler::Stacks), (c, Sampler::Word)])
+                {
                     let runner = DoctestRunner {
                         dir: PathBuf::from("/tmp/a dir/doctests.tmp"),
                         instrument: Options {
@@ -133,6 +136,7 @@ mod tests {
                             metric,
                             state,
                             host_exceptions: false,
+                            sampler,
                         },
                         sample_interval: Duration::from_micros(250),
                         compensation,

@@ -6,7 +6,7 @@ use clap::ValueEnum;
 
 use crate::build::Target;
 use crate::format::Format;
-use crate::meta::{Metric, StateLocation};
+use crate::meta::{Metric, Sampler, StateLocation};
 use crate::profile::Grouping;
 use crate::status::ColorChoice;
 
@@ -74,6 +74,19 @@ value_enum! {
         /// section, that owns the memory and the probes; the instrumented module imports
         /// them. For hosts that allow one memory per module (node 20).
         StateModule,
+    }
+}
+
+value_enum! {
+    /// `--sampler`.
+    SamplerArg for Sampler {
+        /// Interrupt the program's threads and walk their stacks: each sample is where the
+        /// code was, the probes' own code left out by its address (the embedded wasmtime on
+        /// Linux).
+        Stacks,
+        /// A sampler beside the program reads which calling context the probes say runs
+        /// (node, browsers, a host of your own that shares the profiler's memory).
+        Word,
     }
 }
 
@@ -172,6 +185,9 @@ mod tests {
         }
         for state in StateLocation::ALL {
             assert_eq!(name_of(StateArg::from(state)), state.name());
+        }
+        for sampler in [Sampler::Stacks, Sampler::Word] {
+            assert_eq!(name_of(SamplerArg::from(sampler)), sampler.name());
         }
         for format in Format::ALL {
             assert_eq!(name_of(FormatArg::from(format)), format.name());

@@ -24,9 +24,10 @@ pub struct ViewArgs {
     /// folded line otherwise. It is measured either way.
     #[arg(long)]
     pub show_runtime: bool,
-    /// With `--metric instructions`: list the functions inlined into others as rows of
-    /// their own in the flat profile, marked `[inlined]` (their instructions leave the
-    /// self cost of the functions they were inlined into).
+    /// With per-line costs (`--metric instructions`, or `--sampler stacks`): list the
+    /// functions inlined into others as rows of their own in the flat profile, marked
+    /// `[inlined]` (their cost leaves the self cost of the functions they were inlined
+    /// into).
     #[arg(long)]
     pub inlined: bool,
     /// Draw flame graphs from the top down (icicle).

@@ -14,14 +14,17 @@ use wasmtime_wasi::p1::WasiP1Ctx;
 
 use super::instance::{
     collect, compile, frames_of, link_host, provide_memories, wasi_context, Compiled, Ending,
+    HostLinks, RunEnd,
 };
 use super::sampler::{SampleTarget, Sampler, Targets};
+use super::stacks::{CodeMap, Sampling as StackSampling, StackSampler};
 use super::{Host, Outcome, Prepared, RunConfig};
 use crate::clock::Clock;
 use crate::error::{Error, HostError};
 use crate::fsutil::relative;
 use crate::instrument::{self, Options};
 use crate::meta::{self, Meta};
+use crate::profile::StackSamples;
 use crate::status::Status;
 
 /// wasmtime, embedded: runs WASI (preview 1) command modules.
@@ -111,58 +114,43 @@ fn run_single(compiled: Compiled, config: &RunConfig) -> anyhow::Result<Outcome>
         state_module,
         meta,
         links,
+        code_map,
     } = compiled;
     let mut linker: Linker<WasiP1Ctx> = Linker::new(&engine);
     let clock = Clock::start(config.clock);
-    // The sampled metric's sample target, once the profiler's shared memory exists.
+    // The word sampler's target, once the profiler's shared memory exists.
     let target: Arc<OnceLock<SampleTarget>> = Arc::default();
     link_host(&mut linker, &links, clock, &target)?;
     let mut store = Store::new(&engine, wasi_context(config)?);
     provide_memories(&mut linker, &mut store, &module)?;
 
     let started = Instant::now();
-    let state_instance = match &state_module {
-        Some(state_module) => {
-            let instance = linker
-                .instantiate(&mut store, state_module)
-                .map_err(anyhow::Error::from)
-                .context("cannot instantiate the profiler's state module")?;
-            linker.instance(&mut store, meta::STATE_MODULE, instance)?;
-            Some(instance)
-        }
-        None => None,
-    };
-    let instance = linker
-        .instantiate(&mut store, &module)
-        .map_err(anyhow::Error::from)
-        .context("cannot instantiate the module")?;
-    let state_instance = state_instance.unwrap_or(instance);
+    let (instance, state_instance) =
+        instantiate(&mut linker, &mut store, &module, state_module.as_ref())?;
     let start = instance
         .get_typed_func::<(), ()>(&mut store, "_start")
         .map_err(anyhow::Error::from)
         .context("`_start` must take and return nothing")?;
-    let targets = Targets::default();
-    if let (true, Some(layout), Some(wasmtime::Extern::SharedMemory(memory))) = (
-        links.sampled,
-        meta.as_ref().map(|m| m.layout),
-        state_instance.get_export(&mut store, meta::MEMORY_EXPORT),
-    ) {
-        let sample = SampleTarget::new(memory, layout);
-        let _ = target.set(sample.clone());
-        targets.add(0, sample);
-    }
-    let sampler = (links.sampled && !config.sample_interval.is_zero())
-        .then(|| Sampler::start(targets, config.sample_interval));
+    let memory = state_instance.get_export(&mut store, meta::MEMORY_EXPORT);
+    let sampling = match (&memory, meta.as_ref()) {
+        (Some(memory), Some(meta)) => {
+            let started = (&links, meta, memory, &target);
+            RunSampling::start(started, &store, code_map, config)?
+        }
+        _ => RunSampling::Off,
+    };
     let result = start.call(&mut store, ());
     let wall_ns = started.elapsed().as_nanos() as u64;
     let ended = clock.reader()() as u64;
-    if let Some(sampler) = sampler {
-        sampler.stop();
-    }
+    let stacks = sampling.stop();
 
     let (exit_code, trap) = Ending::of(&result).exit();
-    let frames = frames_of(&result, meta.as_ref());
-    let dump = collect(&mut store, &state_instance, &links, clock, ended, frames)?;
+    let end = RunEnd {
+        ended,
+        frames: frames_of(&result, meta.as_ref()),
+        stacks,
+    };
+    let dump = collect(&mut store, &state_instance, &links, clock, end)?;
     Ok(Outcome {
         exit_code,
         trap,
@@ -171,6 +159,104 @@ fn run_single(compiled: Compiled, config: &RunConfig) -> anyhow::Result<Outcome>
         threads: Vec::new(),
         lost_threads: Vec::new(),
     })
+}
+
+/// Instantiates the state module (when there is one: the program imports its probes,
+/// memory and globals) and the module; the module's instance, and the one that holds the
+/// profiler's state.
+fn instantiate(
+    linker: &mut Linker<WasiP1Ctx>,
+    store: &mut Store<WasiP1Ctx>,
+    module: &wasmtime::Module,
+    state_module: Option<&wasmtime::Module>,
+) -> anyhow::Result<(wasmtime::Instance, wasmtime::Instance)> {
+    let state_instance = match state_module {
+        Some(state_module) => {
+            let instance = linker
+                .instantiate(&mut *store, state_module)
+                .map_err(anyhow::Error::from)
+                .context("cannot instantiate the profiler's state module")?;
+            linker.instance(&mut *store, meta::STATE_MODULE, instance)?;
+            Some(instance)
+        }
+        None => None,
+    };
+    let instance = linker
+        .instantiate(&mut *store, module)
+        .map_err(anyhow::Error::from)
+        .context("cannot instantiate the module")?;
+    Ok((instance, state_instance.unwrap_or(instance)))
+}
+
+/// Where the profiler's memory starts.
+fn profiler_memory_ptr(store: &Store<WasiP1Ctx>, memory: &wasmtime::Extern) -> *const u8 {
+    match memory {
+        wasmtime::Extern::Memory(memory) => memory.data_ptr(store),
+        wasmtime::Extern::SharedMemory(memory) => memory.data().as_ptr().cast(),
+        _ => std::ptr::null(),
+    }
+}
+
+/// The sampling of a single-threaded run of the sampled time metric: the word sampler's
+/// thread, or the stack sampler on the program's thread.
+enum RunSampling {
+    /// Not sampled.
+    Off,
+    /// The word sampler.
+    Word(Sampler),
+    /// The stack sampler, sampling this thread.
+    Stacks(StackSampler, StackSampling),
+}
+
+impl RunSampling {
+    /// Starts what the module's `links` and `meta` ask for, the profiler's `memory` in
+    /// `store` (and, for the word sampler's test hook, its `target`).
+    fn start(
+        (links, meta, memory, target): (
+            &HostLinks,
+            &Meta,
+            &wasmtime::Extern,
+            &Arc<OnceLock<SampleTarget>>,
+        ),
+        store: &Store<WasiP1Ctx>,
+        code_map: Option<CodeMap>,
+        config: &RunConfig,
+    ) -> anyhow::Result<RunSampling> {
+        let interval = config.sample_interval;
+        if let (true, Some(map), false) = (links.stacks, code_map, interval.is_zero()) {
+            let sampler = StackSampler::start(map, interval);
+            let sampling = sampler.sample_this_thread(profiler_memory_ptr(store, memory))?;
+            return Ok(RunSampling::Stacks(sampler, sampling));
+        }
+        let wasmtime::Extern::SharedMemory(memory) = memory else {
+            return Ok(RunSampling::Off);
+        };
+        if !links.sampled {
+            return Ok(RunSampling::Off);
+        }
+        // The test hook samples through the target, with or without the sampler's thread.
+        let sample = SampleTarget::new(memory.clone(), meta.layout);
+        let _ = target.set(sample.clone());
+        if interval.is_zero() {
+            return Ok(RunSampling::Off);
+        }
+        let targets = Targets::default();
+        targets.add(0, sample);
+        Ok(RunSampling::Word(Sampler::start(targets, interval)))
+    }
+
+    /// Stops sampling; the stack sampler's samples.
+    fn stop(self) -> Option<StackSamples> {
+        match self {
+            RunSampling::Off => None,
+            RunSampling::Word(sampler) => {
+                sampler.stop();
+                None
+            }
+            // The sampler's drain thread stops after the thread's sampling has finished.
+            RunSampling::Stacks(_sampler, sampling) => Some(sampling.finish()),
+        }
+    }
 }
 
 /// Whether `wasm` imports wasi-threads' `thread-spawn`.

@@ -12,10 +12,11 @@ use wasmtime_wasi::p1::WasiP1Ctx;
 use wasmtime_wasi::{FsPerms, I32Exit, WasiCtxBuilder};
 
 use super::sampler::{self, SampleTarget};
+use super::stacks::CodeMap;
 use super::RunConfig;
 use crate::clock::Clock;
-use crate::meta::{self, Meta};
-use crate::profile::Dump;
+use crate::meta::{self, Meta, Sampler};
+use crate::profile::{Dump, StackSamples};
 
 /// Exit status the wasmtime CLI uses for a trap on Unix (128 + SIGABRT).
 pub const TRAP_EXIT_CODE: i32 = 134;
@@ -61,6 +62,8 @@ pub(super) struct Compiled {
     pub(super) state_module: Option<Module>,
     pub(super) meta: Option<Meta>,
     pub(super) links: HostLinks,
+    /// For the stack sampler, what the module's code addresses are.
+    pub(super) code_map: Option<CodeMap>,
 }
 
 /// Compiles `wasm` (and its state module) in an engine of its own: with the epoch
@@ -98,12 +101,17 @@ pub(super) fn compile(
         None => None,
     };
     let links = HostLinks::of(&module, state_module.as_ref(), meta.as_ref())?;
+    let code_map = match (links.stacks, &meta) {
+        (true, Some(meta)) => Some(CodeMap::new(&module, wasm, meta)?),
+        _ => None,
+    };
     Ok(Compiled {
         engine,
         module,
         state_module,
         meta,
         links,
+        code_map,
     })
 }
 
@@ -116,8 +124,11 @@ pub(super) struct HostLinks {
     pub(super) timed: bool,
     /// It counts instructions (the instructions metric).
     pub(super) instructions: bool,
-    /// Its profiler memory is shared and sampled (the sampled time metric).
+    /// Its profiler memory is shared and read by the word sampler (the sampled time metric,
+    /// [`Sampler::Word`]).
     pub(super) sampled: bool,
+    /// Its stacks are sampled (the sampled time metric, [`Sampler::Stacks`]).
+    pub(super) stacks: bool,
     /// It imports the sampler's test hook.
     pub(super) hooked: bool,
 }
@@ -136,12 +147,16 @@ impl HostLinks {
             .unwrap_or(module)
             .get_export(meta::MEMORY_EXPORT);
         let shared = matches!(&memory, Some(wasmtime::ExternType::Memory(ty)) if ty.is_shared());
-        let probes = meta.map(|m| m.metric.facts().probes);
+        let facts = meta.map(|m| m.metric.facts());
         let links = HostLinks {
             profiled: state_module.is_some() || memory.is_some(),
             timed: imports((meta::CLOCK_MODULE, meta::CLOCK_NAME)),
-            instructions: probes.is_some_and(|p| p.counter),
-            sampled: probes.is_some_and(|p| p.sample_word) && shared,
+            instructions: facts.is_some_and(|f| f.probes.counter),
+            sampled: facts.is_some_and(|f| f.sampled)
+                && meta.is_some_and(|m| m.sampler == Sampler::Word)
+                && shared,
+            stacks: facts.is_some_and(|f| f.sampled)
+                && meta.is_some_and(|m| m.sampler == Sampler::Stacks),
             hooked: imports(sampler::HOOK),
         };
         if links.sampled {
@@ -207,17 +222,25 @@ pub(super) fn wasi_context(config: &RunConfig) -> anyhow::Result<WasiP1Ctx> {
         .build_p1())
 }
 
+/// What the host knows of how a thread's run ended, besides the profiler's memory: the
+/// clock's reading then, where a trap left it (function ids, outermost first), and what
+/// the stack sampler took.
+pub(super) struct RunEnd {
+    pub(super) ended: u64,
+    pub(super) frames: Vec<u32>,
+    pub(super) stacks: Option<StackSamples>,
+}
+
 /// The profiler's state in `instance` (the instrumented module or its state module) once
 /// its code has stopped: the memory, the current context, and what closes the open
-/// activations (the instruction counter, or the clock's reading `ended`). `None` for a
-/// module that is not profiled.
+/// activations (the instruction counter, or the clock's reading), with what `end` says.
+/// `None` for a module that is not profiled.
 pub(super) fn collect<T: 'static>(
     store: &mut Store<T>,
     instance: &wasmtime::Instance,
     links: &HostLinks,
     clock: Clock,
-    ended: u64,
-    frames: Vec<u32>,
+    end: RunEnd,
 ) -> anyhow::Result<Option<Dump>> {
     if !links.profiled {
         return Ok(None);
@@ -232,17 +255,18 @@ pub(super) fn collect<T: 'static>(
     let instructions = instance
         .get_global(&mut *store, meta::INSTRUCTIONS_EXPORT)
         .and_then(|g| g.get(&mut *store).i64());
-    let end = match instructions {
+    let reading = match instructions {
         Some(count) => Some(count as u64),
-        None => links.timed.then_some(ended),
+        None => links.timed.then_some(end.ended),
     };
     Ok(Some(Dump {
         memory,
         cur: cur as u32,
         ticks_per_ns: clock.ticks_per_ns(),
         clock: if links.timed { clock.name() } else { "none" }.to_string(),
-        end,
-        frames,
+        end: reading,
+        frames: end.frames,
+        stacks: end.stacks,
     }))
 }
 

@@ -17,6 +17,14 @@ mod instance;
 mod js_process;
 mod node;
 mod sampler;
+#[cfg_attr(
+    not(all(
+        target_os = "linux",
+        any(target_arch = "x86_64", target_arch = "aarch64")
+    )),
+    path = "stacks/unsupported.rs"
+)]
+mod stacks;
 mod threads;
 
 use std::path::{Path, PathBuf};
@@ -113,7 +121,7 @@ impl RunConfig {
             dir: dir.into(),
             inherit_stdio: true,
             clock: ClockChoice::Auto,
-            sample_interval: crate::sampling::DEFAULT_INTERVAL,
+            sample_interval: crate::sampling::WORD_INTERVAL,
         }
     }
 }

@@ -156,7 +156,7 @@ impl Sampler {
             least_timer_slack();
             let _ = up.send(());
             let began = Instant::now();
-            let dense = sampling::dense_wait(interval);
+            let dense = sampling::dense_wait(crate::meta::Sampler::Word, interval);
             let mut last = began;
             while !stopped.load(Ordering::Relaxed) {
                 let wait = if last - began < DENSE_PHASE {

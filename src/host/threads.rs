@@ -35,14 +35,15 @@ use wasmtime::{Engine, InstancePre, Linker, Module, SharedMemory, Store};
 use wasmtime_wasi::p1::WasiP1Ctx;
 
 use super::instance::{
-    collect, frames_of, link_host, shared_bytes, wasi_context, Compiled, Ending, HostLinks,
+    collect, frames_of, link_host, shared_bytes, wasi_context, Compiled, Ending, HostLinks, RunEnd,
 };
 use super::sampler::{SampleTarget, Sampler, Targets};
+use super::stacks::StackSampler;
 use super::{Outcome, RunConfig};
 use crate::clock::Clock;
 use crate::layout::{self, Layout};
 use crate::meta::{self, Meta};
-use crate::profile::{Dump, ThreadDump};
+use crate::profile::{Dump, StackSamples, ThreadDump};
 
 /// How long the host waits, once the program has ended, for its threads to stop.
 pub const STOP_GRACE: Duration = Duration::from_secs(2);
@@ -73,6 +74,8 @@ struct Program {
     /// The module linked to WASI, the clock, `thread-spawn` and the shared memories: every
     /// thread's instance is made from it.
     pre: OnceLock<InstancePre<WasiP1Ctx>>,
+    /// The stack sampler, which samples each thread on it.
+    stacks: Option<StackSampler>,
 }
 
 /// One thread: its id, its profiler memory, and its state once collected.
@@ -150,6 +153,7 @@ impl Program {
             module,
             meta,
             links,
+            code_map,
             ..
         } = compiled;
         let memories = module
@@ -182,6 +186,9 @@ impl Program {
             ended: Mutex::new(Some(ended)),
             targets: Targets::default(),
             pre: OnceLock::new(),
+            stacks: code_map
+                .filter(|_| !config.sample_interval.is_zero())
+                .map(|map| StackSampler::start(map, config.sample_interval)),
         });
         Ok((program, ends))
     }
@@ -205,6 +212,12 @@ impl Program {
                 return;
             }
         };
+        let sampling = match &self.stacks {
+            Some(sampler) => sampler
+                .sample_this_thread(thread.profiler.data().as_ptr().cast())
+                .ok(),
+            None => None,
+        };
         let result = match arg {
             None => instance
                 .get_typed_func::<(), ()>(&mut store, "_start")
@@ -213,6 +226,7 @@ impl Program {
                 .get_typed_func::<(i32, i32), ()>(&mut store, meta::THREAD_START)
                 .and_then(|start| start.call(&mut store, (tid as i32, arg))),
         };
+        let stacks = sampling.map(|s| s.finish());
         let stopped_by_host = self.ending.load(Ordering::SeqCst);
         let ending = Ending::of(&result);
         // A trap once the program has ended is the host's epoch, not the thread's own.
@@ -226,23 +240,12 @@ impl Program {
             (Ending::Exited(code), false) => format!("exited with {code}"),
             (Ending::Trapped(trap), false) => format!("trapped: {trap}"),
         };
-        self.keep_state(&thread, &mut store, &instance, &result, how, trap.clone());
+        let ended = (how, trap.clone(), stacks);
+        self.keep_state(&thread, &mut store, &instance, &result, ended);
         // Only now: the host, ending the program, waits for every thread's state.
         thread.stopped.store(true, Ordering::SeqCst);
         self.targets.remove(tid);
-        // How this thread's end ends the program, if it does.
-        let end = match ending {
-            Ending::Returned if tid == 0 => Some(Ending::Returned),
-            Ending::Exited(code) => Some(Ending::Exited(code)),
-            Ending::Trapped(_) => trap.map(|trap| {
-                Ending::Trapped(match tid {
-                    0 => trap,
-                    tid => format!("thread {tid}: {trap}"),
-                })
-            }),
-            Ending::Returned => None,
-        };
-        if let Some(end) = end {
+        if let Some(end) = program_end(tid, ending, trap) {
             if let Some(ended) = self.ended.lock().expect("not poisoned").take() {
                 let _ = ended.send(end);
             }
@@ -250,31 +253,30 @@ impl Program {
     }
 
     /// Keeps the state `thread` left in `instance` once its code has stopped (`result`,
-    /// ended as `how` says), unless the host read it while the thread waited: that one is
-    /// the state at the program's end, before the host woke the thread.
+    /// ended as `how` says, with its `trap` and the stack sampler's samples), unless the
+    /// host read it while the thread waited: that one is the state at the program's end,
+    /// before the host woke the thread, and gets only the samples.
     fn keep_state(
         &self,
         thread: &WasmThread,
         store: &mut Store<WasiP1Ctx>,
         instance: &wasmtime::Instance,
         result: &wasmtime::Result<()>,
-        how: String,
-        trap: Option<String>,
+        (how, trap, stacks): (String, Option<String>, Option<StackSamples>),
     ) {
         let mut state = thread.state.lock().expect("not poisoned");
-        if state.is_some() {
+        if let Some(read) = state.as_mut() {
+            if let Some(dump) = read.dump.as_mut() {
+                dump.stacks = dump.stacks.take().or(stacks);
+            }
             return;
         }
-        let end_reading = self.clock.reader()() as u64;
-        let frames = frames_of(result, self.meta.as_ref());
-        let dump = collect(
-            store,
-            instance,
-            &self.links,
-            self.clock,
-            end_reading,
-            frames,
-        );
+        let end = RunEnd {
+            ended: self.clock.reader()() as u64,
+            frames: frames_of(result, self.meta.as_ref()),
+            stacks,
+        };
+        let dump = collect(store, instance, &self.links, self.clock, end);
         *state = Some(ThreadDump {
             tid: thread.tid,
             dump: dump.ok().flatten(),
@@ -481,8 +483,26 @@ impl Program {
                 .to_string(),
                 end: (self.links.timed || self.links.instructions).then_some(end),
                 frames: Vec::new(),
+                // The thread's own samples join its state when it stops.
+                stacks: None,
             }),
         })
+    }
+}
+
+/// How thread `tid`'s `ending` (its own `trap`, not the host's epoch) ends the program, if it
+/// does: the main thread's return, any thread's exit or trap.
+fn program_end(tid: u32, ending: Ending, trap: Option<String>) -> Option<Ending> {
+    match ending {
+        Ending::Returned if tid == 0 => Some(Ending::Returned),
+        Ending::Exited(code) => Some(Ending::Exited(code)),
+        Ending::Trapped(_) => trap.map(|trap| {
+            Ending::Trapped(match tid {
+                0 => trap,
+                tid => format!("thread {tid}: {trap}"),
+            })
+        }),
+        Ending::Returned => None,
     }
 }
 

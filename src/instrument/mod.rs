@@ -18,10 +18,12 @@
 //! its original), `state_import` (an instrumented module's state imported from another
 //! module name, for a browser page).
 
+mod addresses;
 mod bindgen;
 mod check;
 mod counting;
 mod in_place;
+mod lines;
 mod probes;
 mod rewrite;
 mod sites;
@@ -35,11 +37,12 @@ use walrus::{FunctionId, FunctionKind, Module, ValType};
 
 pub use crate::error::InstrumentError;
 use crate::layout::Layout;
-use crate::meta::{self, FunctionMeta, Meta, Metric, StateLocation};
+use crate::meta::{self, FunctionMeta, Meta, Metric, Sampler, StateLocation};
 use crate::symbols::SymbolTable;
 pub use check::validate;
 use check::{check_input, check_proposals};
 pub use in_place::{instrument_in_place, original_path};
+use lines::LineInterner;
 use rewrite::{rewrite_function, ProbeLocals, Unwind};
 use sites::{sequences, Site, Sites};
 pub use state_import::{import_state_from, StateImport};
@@ -59,6 +62,10 @@ pub struct Options {
     /// gets a handler, in the legacy exceptions form that node 20 runs (wasmtime does not),
     /// so that its activation is closed and the running import known while one passes.
     pub host_exceptions: bool,
+    /// How the host samples the sampled time metric: with [`Sampler::Stacks`] the probes
+    /// publish no context word, each import's thunk says that it runs, and the module maps
+    /// its code's addresses ([`meta::ADDRESSES_SECTION`]).
+    pub sampler: Sampler,
 }
 
 /// The calling contexts a profile keeps unless told otherwise: 4 M, at most 192 MB of the
@@ -72,6 +79,7 @@ impl Default for Options {
             metric: Metric::default(),
             state: StateLocation::OwnMemory,
             host_exceptions: false,
+            sampler: Sampler::Word,
         }
     }
 }
@@ -84,8 +92,17 @@ impl Options {
         Options {
             state: StateLocation::StateModule,
             host_exceptions: true,
+            sampler: Sampler::Word,
             ..self
         }
+    }
+
+    /// Whether the module is sampled by its stacks: its code's addresses are mapped, and
+    /// its thunks say which import runs.
+    pub fn samples_stacks(&self) -> bool {
+        self.metric.facts().sampled
+            && self.sampler == Sampler::Stacks
+            && self.state == StateLocation::OwnMemory
     }
 
     /// Whether the module counts each straight-line segment's runs, for per-line costs:
@@ -101,6 +118,7 @@ impl Options {
         meta.metric == self.metric
             && meta.state == self.state
             && meta.host_exceptions == self.host_exceptions
+            && (!self.metric.facts().sampled || meta.sampler == self.sampler)
             && l.nodes_cap == Layout::new(l.functions, 0, 0, 0, self.max_contexts).nodes_cap
     }
 }
@@ -132,7 +150,9 @@ pub fn instrument(original: &[u8], options: &Options) -> Result<Instrumented, In
             // Per-line costs name the functions inlined at each line.
             Some(SymbolTable::load(original, options.counts_lines()))
         });
-        let module = walrus::ModuleConfig::new().parse(original);
+        let module = walrus::ModuleConfig::new()
+            .preserve_code_transform(options.samples_stacks())
+            .parse(original);
         let Ok(checked) = proposals.recv() else {
             // The thread panicked before it sent the check's result: pass the panic on.
             match symbols.join() {
@@ -167,6 +187,9 @@ struct Rewritten {
     frames: Vec<u32>,
     /// Each counted segment's function id and its original instructions' offsets.
     segments: Vec<(u32, Vec<u32>)>,
+    /// For the stack sampler, walrus's code transform: every instruction's offset in the
+    /// output and its place (see `addresses`).
+    code_map: Option<Vec<(usize, u32)>>,
 }
 
 impl Rewritten {
@@ -183,12 +206,19 @@ impl Rewritten {
             })
             .collect();
         let locate = |sites: &[Site]| sites.iter().map(|site| site.locate(symbols)).collect();
-        let line_tables = segment_lines(&self.segments, symbols);
+        let mut lines = LineInterner::new(symbols);
+        lines.add_segments(&self.segments);
+        let stretches = self
+            .code_map
+            .as_deref()
+            .map(|map| addresses::table(map, &mut lines));
+        let line_tables = lines.into_tables();
         let meta = Meta {
             version: meta::VERSION,
             metric: options.metric,
             state: options.state,
             host_exceptions: options.host_exceptions,
+            sampler: options.sampler,
             layout: self.layout,
             functions,
             direct_sites: locate(&self.sites.direct),
@@ -198,6 +228,15 @@ impl Rewritten {
         };
         // A custom section may come last: appending it leaves the module as it was.
         let mut wasm = self.wasm;
+        if let Some(stretches) = stretches {
+            wasm_encoder::Section::append_to(
+                &wasm_encoder::CustomSection {
+                    name: meta::ADDRESSES_SECTION.into(),
+                    data: addresses::section(&stretches).into(),
+                },
+                &mut wasm,
+            );
+        }
         let data = serde_json::to_vec(&meta).expect("meta serializes");
         wasm_encoder::Section::append_to(
             &wasm_encoder::CustomSection {
@@ -208,60 +247,6 @@ impl Rewritten {
         );
         Instrumented { wasm, meta }
     }
-}
-
-/// Each counted segment's source lines: how many of its instructions each line has, the
-/// lines, files and inlined functions numbered in order of first use.
-fn segment_lines(segments: &[(u32, Vec<u32>)], symbols: &SymbolTable) -> meta::LineTables {
-    let mut tables = meta::LineTables::default();
-    // Instructions of one line-table row and inlined range share their line: each such
-    // key is looked up once; lines, files and names are numbered by their content.
-    let mut by_key: HashMap<(usize, Option<usize>), u32> = HashMap::new();
-    let mut lines: HashMap<(u32, u32, Vec<[u32; 2]>), u32> = HashMap::new();
-    let mut files: HashMap<String, u32> = HashMap::new();
-    let mut names: HashMap<String, u32> = HashMap::new();
-    let intern = |table: &mut HashMap<String, u32>, list: &mut Vec<String>, s: String| {
-        *table.entry(s).or_insert_with_key(|s| {
-            list.push(s.clone());
-            list.len() as u32 - 1
-        })
-    };
-    for (function, offsets) in segments {
-        let mut counts: Vec<[u32; 2]> = Vec::new();
-        for &offset in offsets {
-            let key = (offset != u32::MAX)
-                .then(|| symbols.position_key(offset.into()))
-                .flatten();
-            let line = match key {
-                Some(key) => *by_key.entry(key).or_insert_with(|| {
-                    let pos = symbols.location(offset.into()).expect("a row covers it");
-                    let file = intern(&mut files, &mut tables.files, pos.file);
-                    let inlined = symbols
-                        .inlined_at(offset.into())
-                        .into_iter()
-                        .map(|i| {
-                            [
-                                intern(&mut names, &mut tables.names, i.function),
-                                i.call_line,
-                            ]
-                        })
-                        .collect();
-                    let line = (file, pos.line, inlined);
-                    *lines.entry(line).or_insert_with_key(|line| {
-                        tables.lines.push(line.clone());
-                        tables.lines.len() as u32 - 1
-                    })
-                }),
-                None => meta::NO_LINE,
-            };
-            match counts.iter_mut().find(|[l, _]| *l == line) {
-                Some([_, n]) => *n += 1,
-                None => counts.push([line, 1]),
-            }
-        }
-        tables.segments.push((*function, counts));
-    }
-    tables
 }
 
 /// Adds the profiler and the probes to `module`; emits and validates the result.
@@ -313,7 +298,12 @@ fn rewrite(mut module: Module, options: &Options) -> Result<Rewritten, Instrumen
     let profiler = add_profiler(&mut module, &layout, options, imports, threaded)?;
     let segments = rewrite_functions(&mut module, &plans, &profiler, &layout, options);
     debug_assert_eq!(segments.len(), segment_count as usize);
-    add_frame_table(&mut module, &original_funcs, &thunks);
+    // For the stack sampler, the probes' code gets places walrus's code transform records.
+    let catch = options.samples_stacks().then(|| {
+        addresses::mark_probe_code(&mut module);
+        addresses::Catch::default()
+    });
+    add_frame_table(&mut module, &original_funcs, &thunks, catch.clone());
     let wasm = module.emit_wasm();
     validate(&wasm).map_err(InstrumentError::Produced)?;
     let frames = meta::frames(&wasm).map_err(|e| InstrumentError::Produced(e.to_string()))?;
@@ -324,6 +314,7 @@ fn rewrite(mut module: Module, options: &Options) -> Result<Rewritten, Instrumen
         sites,
         frames,
         segments,
+        code_map: catch.map(|catch| catch.take()),
     })
 }
 
@@ -389,10 +380,10 @@ fn add_profiler(
     threaded: bool,
 ) -> Result<probes::Profiler, InstrumentError> {
     Ok(match options.state {
-        StateLocation::OwnMemory => probes::add(module, layout, options.metric, imports, threaded),
+        StateLocation::OwnMemory => probes::add(module, layout, options, imports, threaded),
         StateLocation::StateModule => {
             let (profiler, state) =
-                probes::import_state_module(module, layout, options.metric, imports, threaded);
+                probes::import_state_module(module, layout, options, imports, threaded);
             validate(&state).map_err(InstrumentError::Produced)?;
             module.customs.add(walrus::RawCustomSection {
                 name: meta::STATE_SECTION.to_string(),
@@ -471,11 +462,12 @@ fn rewrite_functions(
 
 /// Adds the [`meta::FRAMES_SECTION`]: every function index of the output back to its
 /// function id, for hosts' backtraces (walrus assigns the indices as it emits, largest
-/// functions first).
+/// functions first). With `catch`, the section also catches walrus's code transform.
 fn add_frame_table(
     module: &mut Module,
     original_funcs: &[FunctionId],
     thunks: &std::collections::BTreeMap<FunctionId, FunctionId>,
+    catch: Option<addresses::Catch>,
 ) {
     let mut frames: Vec<(FunctionId, u32)> = original_funcs
         .iter()
@@ -487,22 +479,32 @@ fn add_frame_table(
             .iter()
             .map(|(&import, &thunk)| (thunk, import.index() as u32)),
     );
-    module.customs.add(FrameTable(frames));
+    module.customs.add(FrameTable { frames, catch });
 }
 
 /// The [`meta::FRAMES_SECTION`]: each function of the program (and each import's thunk),
-/// with its function id; written once walrus knows the output's function indices.
+/// with its function id; written once walrus knows the output's function indices. It
+/// catches the code transform for the address map, when asked (`catch`).
 #[derive(Debug)]
-struct FrameTable(Vec<(FunctionId, u32)>);
+struct FrameTable {
+    frames: Vec<(FunctionId, u32)>,
+    catch: Option<addresses::Catch>,
+}
 
 impl walrus::CustomSection for FrameTable {
     fn name(&self) -> &str {
         meta::FRAMES_SECTION
     }
 
+    fn apply_code_transform(&mut self, transform: &walrus::CodeTransform) {
+        if let Some(catch) = &self.catch {
+            catch.keep(transform);
+        }
+    }
+
     fn data(&self, ids: &walrus::IdsToIndices) -> std::borrow::Cow<'_, [u8]> {
         let indexed: Vec<(u32, u32)> = self
-            .0
+            .frames
             .iter()
             .map(|&(id, f)| (ids.get_func_index(id), f))
             .collect();

@@ -147,16 +147,16 @@ impl FunctionRewrite<'_> {
                 if is_call(&instr) {
                     let site = *next_site.next().unwrap_or(&0);
                     if site != 0 {
-                        segment.instrs.push((i32_const(site), loc));
+                        segment.instrs.push((i32_const(site), probe()));
                         segment.instrs.push((
                             Instr::GlobalSet(GlobalSet {
                                 global: self.profiler.site,
                             }),
-                            loc,
+                            probe(),
                         ));
                     }
                     // The callee reads the counter at its entry.
-                    segment.instrs.extend(self.flush(loc));
+                    segment.instrs.extend(self.flush(probe()));
                 }
                 let ends_segment = ends_segment(&instr);
                 segment.original += 1;
@@ -190,16 +190,17 @@ impl FunctionRewrite<'_> {
                 segment.instrs.push((Instr::Br(Br { block }), loc));
             }
             Instr::ReturnCall(_) | Instr::ReturnCallIndirect(_) | Instr::ReturnCallRef(_) => {
-                segment.instrs.extend(self.exit_probe(loc));
+                segment.instrs.extend(self.exit_probe(probe()));
                 segment.instrs.push((instr, loc));
             }
             Instr::AtomicWait(_) if self.profiler.wait.is_some() => {
-                let (Some(probe), Some(locals)) = (&self.profiler.wait, self.locals.wait) else {
+                let (Some(wait_probe), Some(locals)) = (&self.profiler.wait, self.locals.wait)
+                else {
                     unreachable!("a function with waits has the wait probe's locals");
                 };
                 // The host may read the counter while the thread waits.
-                segment.instrs.extend(self.flush(loc));
-                segment.instrs.extend(probe.around(instr, loc, locals));
+                segment.instrs.extend(self.flush(probe()));
+                segment.instrs.extend(wait_probe.around(instr, loc, locals));
             }
             other => segment.instrs.push((other, loc)),
         }
@@ -243,6 +244,9 @@ impl FunctionRewrite<'_> {
         let entry = self.func.entry_block();
         let moved = std::mem::take(&mut self.func.block_mut(entry).instrs);
         self.func.block_mut(body).instrs = moved;
+        if let (true, Some(in_import)) = (self.plan.thunk, self.profiler.in_import) {
+            self.mark_import_running(body, in_import);
+        }
         let at = InstrLocId::default();
         let mut entry_probe = self.func.builder_mut().dangling_instr_seq(None);
         timing.entry(&mut entry_probe, self.plan.f, self.locals.timed);
@@ -268,6 +272,23 @@ impl FunctionRewrite<'_> {
             }
         }
         self.func.block_mut(entry).instrs = probe;
+    }
+
+    /// An import's thunk says, around its `body` (the call of the import), that the import
+    /// runs, for the stack sampler.
+    fn mark_import_running(&mut self, body: InstrSeqId, in_import: probes::InImport) {
+        let at = InstrLocId::default();
+        let (node, saved) = (self.locals.timed.node, self.locals.timed.scratch);
+        let builder = self.func.builder_mut();
+        let mut enter = builder.dangling_instr_seq(None);
+        in_import.enter(&mut enter, node, saved);
+        let enter = enter.id();
+        let mut leave = builder.dangling_instr_seq(None);
+        in_import.leave(&mut leave, saved);
+        let leave = leave.id();
+        let instrs = &mut self.func.block_mut(body).instrs;
+        instrs.insert(0, (Instr::Block(Block { seq: enter }), at));
+        instrs.push((Instr::Block(Block { seq: leave }), at));
     }
 
     /// The body in the standard exceptions proposal's handler that runs the exit probe on
@@ -379,6 +400,12 @@ pub(super) struct ProbeLocals {
     pub(super) pending: Option<walrus::LocalId>,
     /// In a threaded module's functions that wait, the wait probe's locals.
     pub(super) wait: Option<probes::WaitLocals>,
+}
+
+/// Where the probes' instructions are in the original module: nowhere (the stack sampler
+/// tells them from the program's code by this).
+fn probe() -> InstrLocId {
+    InstrLocId::default()
 }
 
 fn i32_const(value: u32) -> Instr {

@@ -145,6 +145,7 @@ impl DumpFile {
                 clock: self.run.clock.clone(),
                 end,
                 frames,
+                stacks: None,
             })
         };
         let main = dump(
@@ -236,6 +237,7 @@ mod tests {
             metric: crate::meta::Metric::Calls,
             state: Default::default(),
             host_exceptions: false,
+            sampler: Default::default(),
             layout: crate::layout::Layout::new(0, 0, 0, 0, 1),
             functions: Vec::new(),
             direct_sites: Vec::new(),

@@ -170,11 +170,20 @@ impl Merger {
             out.lines.push(LineCost {
                 function,
                 instructions: 0,
+                self_ns: None,
+                samples: None,
                 ..l.clone()
             });
             out.lines.len() - 1
         });
-        out.lines[i].instructions += l.instructions;
+        let sum = |a: Option<u64>, b: Option<u64>| match (a, b) {
+            (None, None) => None,
+            (a, b) => Some(a.unwrap_or(0) + b.unwrap_or(0)),
+        };
+        let m = &mut out.lines[i];
+        m.instructions += l.instructions;
+        m.self_ns = sum(m.self_ns, l.self_ns);
+        m.samples = sum(m.samples, l.samples);
     }
 
     /// Adds `p`'s context tree in, its function ids mapped by `fmap`. Contexts come parents

@@ -19,6 +19,7 @@ mod io;
 mod merge;
 mod model;
 mod outermost;
+mod stacks;
 mod threads;
 mod view;
 
@@ -27,5 +28,6 @@ pub use decode::Dump;
 pub use io::{DumpFile, DumpThread, RunDump, DUMP_FIELDS, DUMP_FORMAT, DUMP_THREAD_FIELDS};
 pub use merge::MergedNames;
 pub use model::*;
+pub use stacks::{StackSample, StackSamples};
 pub use threads::{Thread, ThreadDump};
 pub use view::{crate_of, Filter, Grouping, View};

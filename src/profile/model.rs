@@ -68,6 +68,10 @@ pub struct Profile {
 /// and stands for the time since the sampler's previous sample.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Sampling {
+    /// Which sampler took them: the machine's stacks (the probes' code told by its
+    /// address), or the context word the probes publish.
+    #[serde(default)]
+    pub sampler: crate::meta::Sampler,
     /// Samples that found a function running: the times are theirs.
     pub samples: u64,
     /// The time those samples stand for, in nanoseconds: the sum of every self time.
@@ -76,12 +80,21 @@ pub struct Sampling {
     /// times are the program's.
     pub in_probes: u64,
     /// Samples that found no function of the module running (the host before the entry
-    /// point or after the exit).
+    /// point or after the exit, or, with the stack sampler, wasmtime's own code outside any
+    /// import).
     pub idle: u64,
     /// Samples (of all of the above) that came late: the sampler waited for a CPU, so they
     /// fell where the program let it run (often a host call that blocked).
     #[serde(default)]
     pub late: u64,
+    /// With the stack sampler, samples it could not place in the calling-context tree (a
+    /// stack too deep to keep whole, one the tree has no path for, or one it had no room
+    /// for), and their time: left out of the functions' times, said in the report.
+    #[serde(default)]
+    pub unplaced: u64,
+    /// See [`Sampling::unplaced`].
+    #[serde(default)]
+    pub unplaced_ns: u64,
 }
 
 impl Sampling {
@@ -95,17 +108,26 @@ impl Sampling {
 
     /// Adds `other`'s samples in.
     pub fn add(&mut self, other: &Sampling) {
+        if other.sampler == crate::meta::Sampler::Stacks {
+            self.sampler = other.sampler;
+        }
         self.samples += other.samples;
         self.sampled_ns += other.sampled_ns;
         self.in_probes += other.in_probes;
         self.idle += other.idle;
         self.late += other.late;
+        self.unplaced += other.unplaced;
+        self.unplaced_ns += other.unplaced_ns;
     }
 }
 
 /// Fewer self samples than this make a self time too imprecise to rank by: its relative
 /// standard error, 1/sqrt(n), is above 30%.
 pub const FEW_SAMPLES: u64 = 11;
+
+/// Fewer samples in a whole profile than this are too few to rank its functions by time:
+/// a function of 1% of the run then has fewer than [`FEW_SAMPLES`] of them.
+pub const RANK_SAMPLES: u64 = 1000;
 
 /// What the probes cost per call, as measured at start-up (see the `calibrate` module).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -177,7 +199,20 @@ impl Function {
     }
 }
 
-/// The instructions one function executed on one source line.
+impl LineCost {
+    /// The line's cost in `metric`'s unit: instructions, nanoseconds (0 without samples),
+    /// or 0 for the calls metric.
+    pub fn cost(&self, metric: Metric) -> u64 {
+        match metric.facts().unit {
+            Unit::Calls => 0,
+            Unit::Nanoseconds => self.self_ns.unwrap_or(0),
+            Unit::Instructions => self.instructions,
+        }
+    }
+}
+
+/// What one function cost on one source line: the instructions it executed there (the
+/// instructions metric), or the time sampled there (the stack sampler).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LineCost {
     /// The function's name (in `functions`).
@@ -187,8 +222,14 @@ pub struct LineCost {
     pub file: Option<String>,
     /// The line (0 without a file).
     pub line: u32,
-    /// Executed instructions of the function on that line.
+    /// Executed instructions of the function on that line (with the instructions metric).
     pub instructions: u64,
+    /// With the stack sampler, the time sampled on that line, in nanoseconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub self_ns: Option<u64>,
+    /// With the stack sampler, the samples that found that line running.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub samples: Option<u64>,
     /// The functions inlined there, innermost first (none for the function's own code):
     /// the line is the innermost one's.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

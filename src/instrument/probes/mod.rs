@@ -24,12 +24,15 @@ mod mem;
 mod tables;
 mod wait;
 
-use walrus::{ExportItem, FunctionId, GlobalId, MemoryId, Module, ValType};
+use walrus::{
+    ExportItem, FunctionId, GlobalId, InstrSeqBuilder, LocalId, MemoryId, Module, ValType,
+};
 
+use super::Options;
 use crate::layout::{self, Layout};
 #[cfg(doc)]
 use crate::meta::StateLocation;
-use crate::meta::{self, Metric};
+use crate::meta::{self, Metric, Sampler};
 use entry_exit::SampleWord;
 pub use entry_exit::{
     ArcCounter, CallCounter, Reading, TimedLocals, TimedOps, TimedProbes, Timing,
@@ -72,6 +75,32 @@ pub struct Profiler {
     pub probes: MetricProbes,
     /// In a threaded module, the probe around each `memory.atomic.wait`.
     pub wait: Option<WaitProbe>,
+    /// With the stack sampler, what each import's thunk does around its import.
+    pub in_import: Option<InImport>,
+}
+
+/// With the stack sampler, what an import's thunk does around the import: it says, in the
+/// profiler's memory ([`layout::HDR_IN_IMPORT`]), that the import runs, so that a sample
+/// that finds the thread in host code knows whose time it is.
+#[derive(Clone, Copy)]
+pub struct InImport(MemoryId);
+
+impl InImport {
+    /// Before the import: `saved = in_import; in_import = node`.
+    pub fn enter(&self, b: &mut InstrSeqBuilder, node: LocalId, saved: LocalId) {
+        let mem = Mem(self.0);
+        b.i32_const(0);
+        mem.load32(b, layout::HDR_IN_IMPORT);
+        b.local_set(saved);
+        b.i32_const(0).local_get(node);
+        mem.store32(b, layout::HDR_IN_IMPORT);
+    }
+
+    /// After the import: `in_import = saved`.
+    pub fn leave(&self, b: &mut InstrSeqBuilder, saved: LocalId) {
+        b.i32_const(0).local_get(saved);
+        Mem(self.0).store32(b, layout::HDR_IN_IMPORT);
+    }
 }
 
 /// The probes of a metric.
@@ -91,11 +120,11 @@ pub enum MetricProbes {
 pub fn add(
     module: &mut Module,
     layout: &Layout,
-    metric: Metric,
+    options: &Options,
     imports: u32,
     threaded: bool,
 ) -> Profiler {
-    let pieces = ProfilerState::build(module, layout, metric, imports, threaded);
+    let pieces = ProfilerState::build(module, layout, options, imports, threaded);
     let wait = threaded.then(|| WaitProbe {
         how: WaitHow::Inline(pieces.wait_state()),
         memory64: memory64(module),
@@ -120,11 +149,13 @@ pub fn add(
         }
         None => MetricProbes::Count(CallCounter::Inline(pieces.counter), pieces.active),
     };
+    let stacks = options.metric.facts().sampled && options.sampler == Sampler::Stacks;
     Profiler {
         site: pieces.site,
         memory: Some(pieces.memory),
         probes,
         wait,
+        in_import: stacks.then_some(InImport(pieces.memory)),
     }
 }
 
@@ -147,12 +178,12 @@ fn memory64(module: &Module) -> Vec<MemoryId> {
 pub fn import_state_module(
     module: &mut Module,
     layout: &Layout,
-    metric: Metric,
+    options: &Options,
     imports: u32,
     threaded: bool,
 ) -> (Profiler, Vec<u8>) {
     let mut state = Module::default();
-    let pieces = ProfilerState::build(&mut state, layout, metric, imports, threaded);
+    let pieces = ProfilerState::build(&mut state, layout, options, imports, threaded);
     let wait = threaded.then(|| import_wait_probe(module, &mut state, &pieces));
     let exports = &mut state.exports;
     exports.add(meta::MEMORY_EXPORT, ExportItem::Memory(pieces.memory));
@@ -169,6 +200,7 @@ pub fn import_state_module(
         memory: None,
         probes,
         wait,
+        in_import: None,
     };
     (profiler, state.emit_wasm())
 }
@@ -354,13 +386,14 @@ impl ProfilerState {
     fn build(
         module: &mut Module,
         layout: &Layout,
-        metric: Metric,
+        options: &Options,
         imports: u32,
         threaded: bool,
     ) -> ProfilerState {
-        // The sampled metric's sampler reads the memory from another thread, and so does
-        // the host that ends a threaded program: shared.
-        let sampled = metric.facts().probes.sample_word;
+        let metric = options.metric;
+        // The word sampler reads the memory from another thread, and so does the host that
+        // ends a threaded program: shared.
+        let sampled = metric.facts().sampled && options.sampler == Sampler::Word;
         let memory = add_memory(module, layout, sampled || threaded);
         let zero = walrus::ConstExpr::Value(walrus::ir::Value::I32(0));
         let cur = module

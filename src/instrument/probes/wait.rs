@@ -132,7 +132,17 @@ impl WaitProbe {
             WaitHow::Inline(state) => out.extend(state.bump_waiting()),
             WaitHow::Call { end, .. } => out.push(Instr::Call(Call { func: *end })),
         }
-        out.into_iter().map(|i| (i, at)).collect()
+        // The wait keeps its place in the original module; the probe's instructions have
+        // none.
+        out.into_iter()
+            .map(|i| {
+                let loc = match i {
+                    Instr::AtomicWait(_) => at,
+                    _ => InstrLocId::default(),
+                };
+                (i, loc)
+            })
+            .collect()
     }
 }
 

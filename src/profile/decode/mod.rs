@@ -6,10 +6,16 @@ use std::collections::BTreeMap;
 
 use anyhow::Context as _;
 
+mod lines;
+mod nodes;
+
+use nodes::{direct_sites, end_or_samples, read_nodes, Raw, RawNode};
+
 use super::outermost::{arc_keys, outermost_sums, TreeNode};
+use super::stacks::StackSamples;
 use super::{
-    Arc, ArcSite, Context, Costs, Function, LineCost, Profile, RunInfo, Sampling, FORMAT,
-    FORMAT_VERSION, HOST,
+    Arc, ArcSite, Context, Costs, Function, Profile, RunInfo, Sampling, FORMAT, FORMAT_VERSION,
+    HOST,
 };
 use crate::layout::{self, Layout};
 use crate::meta::Meta;
@@ -36,6 +42,9 @@ pub struct Dump {
     /// [`crate::meta::NO_FUNCTION`] where the host kept only the innermost frames. The
     /// open stack of a metric that keeps no context tree (`calls`).
     pub frames: Vec<u32>,
+    /// With the stack sampler, the samples it took of the thread (the word sampler leaves
+    /// its samples in the memory).
+    pub stacks: Option<StackSamples>,
 }
 
 impl Profile {
@@ -55,6 +64,7 @@ impl Profile {
                 false => dump.ticks_per_ns,
             },
             nodes: read_nodes(&raw, &meta.layout, dump.cur, end_or_samples(meta, dump))?,
+            stacks: dump.stacks.as_ref(),
             direct: direct_sites(&raw, meta)?,
             raw,
         };
@@ -103,149 +113,6 @@ impl Profile {
     }
 }
 
-/// How open activations are closed: at the `end` reading, or, with the sampled metric,
-/// not at all (each node's cost is its samples').
-fn end_or_samples(meta: &Meta, dump: &Dump) -> Ending {
-    match (meta.metric.facts().sampled, dump.end) {
-        (true, _) => Ending::Samples,
-        (false, Some(end)) => Ending::At(end),
-        (false, None) => Ending::Unknown,
-    }
-}
-
-/// How a node's inclusive cost is found.
-#[derive(Clone, Copy)]
-enum Ending {
-    /// The probes summed it; the activations still open are closed at this reading.
-    At(u64),
-    /// The probes summed it; the activations still open keep what their finished
-    /// activations cost (the host did not read the end).
-    Unknown,
-    /// The sampled metric: each node's samples are its self time; its inclusive time is
-    /// summed over its subtree.
-    Samples,
-}
-
-/// A little-endian reader over the profiler's memory.
-struct Raw<'a>(&'a [u8]);
-
-impl Raw<'_> {
-    fn u32(&self, at: u32) -> anyhow::Result<u32> {
-        let at = at as usize;
-        let bytes = self
-            .0
-            .get(at..at + 4)
-            .context("profiler memory is truncated")?;
-        Ok(u32::from_le_bytes(bytes.try_into().expect("4 bytes")))
-    }
-    fn u64(&self, at: u32) -> anyhow::Result<u64> {
-        let at = at as usize;
-        let bytes = self
-            .0
-            .get(at..at + 8)
-            .context("profiler memory is truncated")?;
-        Ok(u64::from_le_bytes(bytes.try_into().expect("8 bytes")))
-    }
-}
-
-/// One node as the runtime left it.
-struct RawNode {
-    parent: u32,
-    func: u32,
-    count: u64,
-    incl: u64,
-    child: u64,
-    t0: u64,
-    /// With the sampled metric, the node's own samples.
-    samples: u64,
-}
-
-/// The nodes of the context tree: the root, the fold nodes (function f at node f + 1), the
-/// contexts. The activations still open at the end (from node `cur` up) are closed at the
-/// `end` reading, from the reading their entry kept; then each node's cost in children is
-/// completed with its tree children's inclusive costs (the probes leave those out: only
-/// what went to fold nodes is there).
-fn read_nodes(raw: &Raw, l: &Layout, cur: u32, ending: Ending) -> anyhow::Result<Vec<RawNode>> {
-    let node_count = raw.u32(layout::HDR_NODE_COUNT)?.min(l.nodes_cap);
-    let mut nodes = Vec::with_capacity(node_count as usize);
-    for n in 0..node_count {
-        let at = l.nodes_off + n * layout::NODE_SIZE;
-        let mut node = RawNode {
-            parent: raw.u32(at + layout::NODE_PARENT)?,
-            func: raw.u32(at + layout::NODE_FUNC)?,
-            count: raw.u64(at + layout::NODE_COUNT)?,
-            incl: raw.u64(at + layout::NODE_INCL)?,
-            child: raw.u64(at + layout::NODE_CHILD)?,
-            t0: raw.u64(at + layout::NODE_T0)?,
-            samples: 0,
-        };
-        if let Ending::Samples = ending {
-            node.samples = raw.u64(at + layout::NODE_SAMPLES)?;
-            node.incl = raw.u64(at + layout::NODE_SAMPLE_NS)?;
-            node.t0 = 0;
-        }
-        if n == 0 {
-            node.parent = layout::NO_PARENT;
-            node.func = layout::NO_PARENT;
-        } else if n < l.first_context_node() {
-            node.parent = layout::NO_PARENT;
-            node.func = n - 1;
-        } else {
-            anyhow::ensure!(
-                node.parent < n && node.func < l.functions,
-                "context node {n} has parent {} and function {}, not an earlier node and a function",
-                node.parent,
-                node.func
-            );
-        }
-        nodes.push(node);
-    }
-    match ending {
-        Ending::At(end) => {
-            // Context nodes only: a fold node's path is lost, and it may hold several open
-            // activations, of which it kept only the latest entry's reading.
-            let mut n = cur as usize;
-            while n >= l.first_context_node() as usize && n < nodes.len() {
-                let node = &mut nodes[n];
-                node.incl = node.incl.saturating_add(end.saturating_sub(node.t0));
-                n = node.parent as usize;
-            }
-        }
-        Ending::Samples => {
-            // Self time to inclusive: children come after their parents.
-            for n in (l.first_context_node() as usize..nodes.len()).rev() {
-                let (parent, incl) = (nodes[n].parent as usize, nodes[n].incl);
-                nodes[parent].incl = nodes[parent].incl.saturating_add(incl);
-            }
-        }
-        Ending::Unknown => {}
-    }
-    for n in l.first_context_node() as usize..nodes.len() {
-        let (parent, incl) = (nodes[n].parent as usize, nodes[n].incl);
-        nodes[parent].child = nodes[parent].child.saturating_add(incl);
-    }
-    Ok(nodes)
-}
-
-/// Each direct site's callee and count, read once: the arcs' counts, and with the calls
-/// metric the callees' calls too (a direct call is counted at its site alone, the others
-/// in the function's counter).
-fn direct_sites(raw: &Raw, meta: &Meta) -> anyhow::Result<Vec<(u32, u64)>> {
-    let l = &meta.layout;
-    meta.direct_sites
-        .iter()
-        .enumerate()
-        .map(|(k, site)| {
-            let callee = site.callee.context("a direct site without a callee")?;
-            anyhow::ensure!(
-                callee < l.functions,
-                "a direct site calls an unknown function"
-            );
-            Ok((callee, raw.u64(l.direct_arcs_off + 8 * (k as u32 + 1))?))
-        })
-        .collect()
-}
-
 /// The memory of one run, read into nodes and site counts, and the meta to name them.
 struct Decoder<'a> {
     meta: &'a Meta,
@@ -255,6 +122,8 @@ struct Decoder<'a> {
     nodes: Vec<RawNode>,
     /// Each direct site's callee and count.
     direct: Vec<(u32, u64)>,
+    /// With the stack sampler, its samples (placed in `nodes` already).
+    stacks: Option<&'a StackSamples>,
 }
 
 impl Decoder<'_> {
@@ -275,18 +144,39 @@ impl Decoder<'_> {
     /// The sampler's totals, from the header and the nodes.
     fn sampling(&self) -> Sampling {
         let in_tree = |f: fn(&RawNode) -> u64| self.nodes.iter().map(f).sum::<u64>();
+        let samples = in_tree(|n| n.samples);
+        // The self times' sum: the root's inclusive time, and the fold nodes'.
+        let sampled_ns = self
+            .nodes
+            .iter()
+            .map(|n| n.incl.saturating_sub(n.child))
+            .sum();
+        if let Some(stacks) = self.stacks {
+            let stacked: u64 = stacks.stacks.iter().map(|s| s.samples).sum();
+            let stacked_ns: u64 = stacks.stacks.iter().map(|s| s.ns).sum();
+            return Sampling {
+                sampler: crate::meta::Sampler::Stacks,
+                samples,
+                sampled_ns,
+                in_probes: stacks.in_probes,
+                idle: stacks.outside,
+                late: 0,
+                unplaced: stacked.saturating_sub(samples) + stacks.truncated + stacks.dropped,
+                unplaced_ns: stacked_ns.saturating_sub(sampled_ns)
+                    + stacks.truncated_ns
+                    + stacks.dropped_ns,
+            };
+        }
         let header = |at| self.raw.u64(at).unwrap_or(0);
         Sampling {
-            samples: in_tree(|n| n.samples),
-            // The self times' sum: the root's inclusive time, and the fold nodes'.
-            sampled_ns: self
-                .nodes
-                .iter()
-                .map(|n| n.incl.saturating_sub(n.child))
-                .sum(),
+            sampler: crate::meta::Sampler::Word,
+            samples,
+            sampled_ns,
             in_probes: header(layout::HDR_PROBE_SAMPLES),
             idle: header(layout::HDR_IDLE_SAMPLES),
             late: header(layout::HDR_LATE_SAMPLES),
+            unplaced: 0,
+            unplaced_ns: 0,
         }
     }
 
@@ -487,45 +377,6 @@ impl Decoder<'_> {
             }
         }
         Ok(())
-    }
-
-    /// The instructions of each function per source line: each counted segment's runs
-    /// times the instructions each line has in it.
-    fn lines(&self) -> anyhow::Result<Vec<LineCost>> {
-        let (tables, l) = (&self.meta.line_tables, self.layout);
-        let mut sums: BTreeMap<(u32, u32), u64> = BTreeMap::new();
-        for (s, (function, lines)) in tables.segments.iter().enumerate().take(l.segments as usize) {
-            let runs = self.raw.u64(l.segments_off + 8 * s as u32)?;
-            if runs == 0 {
-                continue;
-            }
-            for &[line, n] in lines {
-                let sum = sums.entry((*function, line)).or_default();
-                *sum = sum.saturating_add(runs.saturating_mul(u64::from(n)));
-            }
-        }
-        let name = |i: u32| tables.names.get(i as usize).cloned().unwrap_or_default();
-        Ok(sums
-            .into_iter()
-            .map(|((f, line), instructions)| {
-                let at = tables.lines.get(line as usize);
-                LineCost {
-                    function: self.name(f),
-                    file: at.and_then(|(file, _, _)| tables.files.get(*file as usize).cloned()),
-                    line: at.map_or(0, |(_, line, _)| *line),
-                    instructions,
-                    inlined: at.map_or_else(Vec::new, |(_, _, chain)| {
-                        chain
-                            .iter()
-                            .map(|&[f, call_line]| crate::symbols::Inlined {
-                                function: name(f),
-                                call_line,
-                            })
-                            .collect()
-                    }),
-                }
-            })
-            .collect())
     }
 
     /// The activations open at the end, outermost first: from node `cur` up to the root.

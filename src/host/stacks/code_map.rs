@@ -1,0 +1,122 @@
+//! What each native address of the compiled module is, for the stack sampler's drain
+//! thread: the function, and the program's line or the probes' code.
+
+use crate::meta::{self, Meta};
+
+/// Where an address of the module's code is: the function id (as the frame table maps the
+/// function that holds it) and what the instruction is ([`meta::ADDRESSES_SECTION`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Place {
+    /// The function id.
+    pub(super) function: u32,
+    /// A line index, [`meta::NO_LINE`] or [`meta::PROBE_CODE`].
+    pub(super) what: u32,
+}
+
+/// The module's code as the samples see it: its compiled text, each function's range and
+/// index, and what each stretch of native code is.
+pub(in crate::host) struct CodeMap {
+    text: (usize, usize),
+    /// Each function's text offset, length and index, by offset.
+    functions: Vec<(usize, usize, u32)>,
+    /// Each text offset where what the code is changes, and what it is from there on (a
+    /// line index, [`meta::NO_LINE`] or [`meta::PROBE_CODE`]).
+    native: Vec<(usize, u32)>,
+    /// Function index to function id.
+    frames: Vec<u32>,
+}
+
+impl CodeMap {
+    /// The map of `module`, compiled from the instrumented `wasm` of `meta`.
+    ///
+    /// wasmtime's address map names the wasm instruction each stretch of native code comes
+    /// from, but not for all of it: code that Cranelift's optimizer made anew (a loop's
+    /// arithmetic) has none. Such code is taken to be what the code before it in the same
+    /// function is (the program's at its line, or the probes'); a function's code before
+    /// any named instruction (its prologue, which the plain program runs too) is the
+    /// function's own, at no line.
+    pub(in crate::host) fn new(
+        module: &wasmtime::Module,
+        wasm: &[u8],
+        meta: &Meta,
+    ) -> anyhow::Result<CodeMap> {
+        let text = module.text().as_ptr_range();
+        let mut functions: Vec<(usize, usize, u32)> = module
+            .functions()
+            .map(|f| (f.offset, f.len, f.index.as_u32()))
+            .collect();
+        functions.sort_unstable();
+        let section = meta::custom_section(wasm, meta::ADDRESSES_SECTION)?.ok_or_else(|| {
+            anyhow::anyhow!("the module has no {} section", meta::ADDRESSES_SECTION)
+        })?;
+        let stretches: Vec<(u32, u32)> = section
+            .chunks_exact(8)
+            .map(|b| {
+                (
+                    u32::from_le_bytes([b[0], b[1], b[2], b[3]]),
+                    u32::from_le_bytes([b[4], b[5], b[6], b[7]]),
+                )
+            })
+            .collect();
+        let what_at = |wasm: u32| {
+            let at = stretches.partition_point(|&(o, _)| o <= wasm);
+            at.checked_sub(1)
+                .map_or(meta::PROBE_CODE, |i| stretches[i].1)
+        };
+        let mut native: Vec<(usize, u32)> = Vec::new();
+        let mut function = 0;
+        for (offset, wasm) in module.address_map().into_iter().flatten() {
+            // The function this entry is in; a new function starts as its set-up.
+            while function + 1 < functions.len() && functions[function + 1].0 <= offset {
+                function += 1;
+            }
+            let starts_function = functions
+                .get(function)
+                .is_some_and(|&(start, _, _)| native.last().is_none_or(|&(o, _)| o < start));
+            let what = match (wasm, native.last()) {
+                (Some(wasm), _) => what_at(wasm),
+                (None, Some(&(_, before))) if !starts_function => before,
+                (None, _) => meta::NO_LINE,
+            };
+            if native.last().is_none_or(|&(_, last)| last != what) {
+                native.push((offset, what));
+            }
+        }
+        Ok(CodeMap {
+            text: (text.start as usize, text.end as usize),
+            functions,
+            native,
+            frames: meta.frames.clone(),
+        })
+    }
+
+    /// Where the code at native address `pc` is: `None` for code of no function the
+    /// program has (trampolines).
+    pub(super) fn locate(&self, pc: usize) -> Option<Place> {
+        let offset = pc.checked_sub(self.text.0)?;
+        let at = self
+            .functions
+            .partition_point(|&(start, _, _)| start <= offset);
+        let &(start, len, index) = self.functions.get(at.checked_sub(1)?)?;
+        if offset >= start + len {
+            return None;
+        }
+        let function = *self.frames.get(index as usize)?;
+        if function == meta::NO_FUNCTION {
+            return Some(Place {
+                function,
+                what: meta::PROBE_CODE,
+            });
+        }
+        let at = self.native.partition_point(|&(o, _)| o <= offset);
+        let what = at
+            .checked_sub(1)
+            .map_or(meta::NO_LINE, |i| self.native[i].1);
+        Some(Place { function, what })
+    }
+
+    /// The compiled text's range of native addresses.
+    pub(super) fn text(&self) -> (usize, usize) {
+        self.text
+    }
+}

@@ -1,0 +1,272 @@
+//! The stack sampler of the sampled time metric ([`Sampler::Stacks`]), for the embedded
+//! host on Linux: each wasm thread gets a POSIX timer on the wall clock that interrupts
+//! that thread alone (`SIGEV_THREAD_ID`) every interval (densely at first, as
+//! [`crate::sampling`] says), at an unbiased moment; the signal handler records where the
+//! thread was, the interrupted PC and the return addresses of the wasm frames above it
+//! (Cranelift keeps frame pointers; the walk stops at the first address outside the
+//! module's code), into a ring buffer of the thread's, preallocated ([`ring`]).
+//!
+//! Off the hot path, a drain thread reads the rings and maps each address to what it is
+//! ([`CodeMap`]): the function (wasmtime's `Module::functions`, then the module's frame
+//! table), the instruction (`Module::address_map`), and what that instruction is in the
+//! original module ([`meta::ADDRESSES_SECTION`]): a source line of the program's code, or
+//! the probes' code, whose samples are left out and counted. A sample that finds the
+//! thread in host code is the running import's (its thunk says which, in the profiler's
+//! memory, [`crate::layout::HDR_IN_IMPORT`]), or, outside any import, wasmtime's own
+//! (entering or leaving the module, growing a memory). Each thread's samples come out as
+//! [`StackSamples`]: the stacks (function ids), their leaf lines, their counts and times;
+//! the decoder places them in the calling-context tree.
+
+mod code_map;
+mod ring;
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+pub(super) use code_map::CodeMap;
+use ring::{Record, Ring, Timer};
+
+use crate::layout;
+use crate::meta::{self, Sampler};
+use crate::profile::{StackSample, StackSamples};
+use crate::sampling::{dense_wait, DENSE_PHASE};
+
+/// How often the drain thread empties the rings.
+const DRAIN_EVERY: Duration = Duration::from_millis(2);
+
+/// A run's stack sampling: the code map, the threads it samples, and the thread that
+/// drains their rings.
+pub(super) struct StackSampler {
+    shared: Arc<Shared>,
+    interval: Duration,
+    drainer: Option<JoinHandle<()>>,
+}
+
+/// What the sampled threads and the drain thread share.
+struct Shared {
+    map: CodeMap,
+    threads: Mutex<Vec<Arc<Thread>>>,
+    stop: AtomicBool,
+}
+
+/// A sampled thread: its ring, its timer (until the thread stops), and what the drain
+/// thread has read of it.
+struct Thread {
+    ring: Ring,
+    timer: Mutex<Option<Timer>>,
+    /// When the dense phase ends; `None` once the timer keeps the interval.
+    dense_until: Mutex<Option<Instant>>,
+    tally: Mutex<Tally>,
+}
+
+impl Thread {
+    /// Reads the samples recorded since the last call into the tally.
+    fn drain(&self, map: &CodeMap) {
+        let mut tally = self.tally.lock().expect("not poisoned");
+        self.ring.drain(|record| tally.add(map, record));
+    }
+
+    /// Sets the timer to `interval` once the dense phase is over.
+    fn end_dense_phase(&self, interval: Duration) {
+        let mut dense_until = self.dense_until.lock().expect("not poisoned");
+        if dense_until.is_some_and(|until| Instant::now() >= until) {
+            if let Some(timer) = &*self.timer.lock().expect("not poisoned") {
+                // A timer that cannot be set keeps sampling densely: more samples, no error.
+                let _ = timer.set(interval);
+            }
+            *dense_until = None;
+        }
+    }
+}
+
+impl StackSampler {
+    /// Starts sampling the threads that will run the module whose code `map` maps, every
+    /// `interval`; each thread joins with [`StackSampler::sample_this_thread`].
+    pub(super) fn start(map: CodeMap, interval: Duration) -> StackSampler {
+        let shared = Arc::new(Shared {
+            map,
+            threads: Mutex::new(Vec::new()),
+            stop: AtomicBool::new(false),
+        });
+        let drainer = {
+            let shared = Arc::clone(&shared);
+            std::thread::spawn(move || {
+                while !shared.stop.load(Ordering::Relaxed) {
+                    std::thread::sleep(DRAIN_EVERY);
+                    let threads = shared.threads.lock().expect("not poisoned").clone();
+                    for thread in threads {
+                        thread.drain(&shared.map);
+                        thread.end_dense_phase(interval);
+                    }
+                }
+            })
+        };
+        StackSampler {
+            shared,
+            interval,
+            drainer: Some(drainer),
+        }
+    }
+
+    /// Samples the calling thread from now on, until the returned sampling finishes; the
+    /// profiler's memory starts at `profiler_memory` (its [`layout::HDR_IN_IMPORT`] word is
+    /// read in every sample) and outlives the sampling.
+    pub(super) fn sample_this_thread(
+        &self,
+        profiler_memory: *const u8,
+    ) -> anyhow::Result<Sampling> {
+        let in_import = profiler_memory
+            .wrapping_add(layout::HDR_IN_IMPORT as usize)
+            .cast::<AtomicU32>();
+        let thread = Arc::new(Thread {
+            ring: Ring::new(self.shared.map.text(), in_import)?,
+            timer: Mutex::new(None),
+            dense_until: Mutex::new(Some(Instant::now() + DENSE_PHASE)),
+            tally: Mutex::default(),
+        });
+        thread.ring.attach();
+        match Timer::start(dense_wait(Sampler::Stacks, self.interval)) {
+            Ok(timer) => *thread.timer.lock().expect("not poisoned") = Some(timer),
+            Err(e) => {
+                thread.ring.detach();
+                return Err(e);
+            }
+        }
+        self.shared
+            .threads
+            .lock()
+            .expect("not poisoned")
+            .push(Arc::clone(&thread));
+        Ok(Sampling {
+            thread,
+            shared: Arc::clone(&self.shared),
+        })
+    }
+}
+
+impl Drop for StackSampler {
+    /// Stops the drain thread (each thread's [`Sampling`] has finished by then).
+    fn drop(&mut self) {
+        self.shared.stop.store(true, Ordering::Relaxed);
+        if let Some(drainer) = self.drainer.take() {
+            let _ = drainer.join();
+        }
+    }
+}
+
+/// The sampling of one thread, on that thread.
+pub(super) struct Sampling {
+    thread: Arc<Thread>,
+    shared: Arc<Shared>,
+}
+
+impl Sampling {
+    /// Stops sampling the thread (on the thread itself) and gives its samples.
+    pub(super) fn finish(mut self) -> StackSamples {
+        self.stop();
+        self.thread.drain(&self.shared.map);
+        self.shared
+            .threads
+            .lock()
+            .expect("not poisoned")
+            .retain(|t| !Arc::ptr_eq(t, &self.thread));
+        let tally = std::mem::take(&mut *self.thread.tally.lock().expect("not poisoned"));
+        tally.finish(self.thread.ring.dropped())
+    }
+
+    /// Deletes the timer, then detaches the ring: a signal still pending finds none.
+    fn stop(&mut self) {
+        drop(self.thread.timer.lock().expect("not poisoned").take());
+        self.thread.ring.detach();
+    }
+}
+
+impl Drop for Sampling {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// What a thread's samples add up to so far.
+#[derive(Default)]
+struct Tally {
+    /// Each distinct sample: (the import node it hangs from, its frames' function ids
+    /// outermost first, its leaf line) with its count and time.
+    stacks: HashMap<(u32, Vec<u32>, u32), (u64, u64)>,
+    samples: StackSamples,
+}
+
+impl Tally {
+    /// One sample, its addresses mapped with `map`.
+    fn add(&mut self, map: &CodeMap, record: Record) {
+        let Record {
+            ns,
+            in_import,
+            outside,
+            truncated,
+            pcs,
+        } = record;
+        let s = &mut self.samples;
+        s.taken += 1;
+        if outside {
+            if in_import == 0 {
+                s.outside += 1;
+                s.outside_ns += ns;
+                return;
+            }
+            self.keep((in_import, Vec::new(), meta::NO_LINE), ns);
+            return;
+        }
+        if truncated {
+            s.truncated += 1;
+            s.truncated_ns += ns;
+            return;
+        }
+        let Some(leaf) = pcs.first().and_then(|&pc| map.locate(pc)) else {
+            s.in_probes += 1;
+            return;
+        };
+        if leaf.what == meta::PROBE_CODE {
+            s.in_probes += 1;
+            return;
+        }
+        // The callers' frames, up to the first return into code of no function (the
+        // trampoline the host entered through): a return address is just past its call.
+        let mut frames: Vec<u32> = pcs[1..]
+            .iter()
+            .map_while(|&ret| map.locate(ret - 1).map(|caller| caller.function))
+            .collect();
+        frames.reverse();
+        frames.push(leaf.function);
+        self.keep((in_import, frames, leaf.what), ns);
+    }
+
+    fn keep(&mut self, key: (u32, Vec<u32>, u32), ns: u64) {
+        let entry = self.stacks.entry(key).or_default();
+        entry.0 += 1;
+        entry.1 += ns;
+    }
+
+    /// The thread's samples, with what the ring dropped.
+    fn finish(mut self, (dropped, dropped_ns): (u64, u64)) -> StackSamples {
+        self.samples.dropped = dropped;
+        self.samples.dropped_ns = dropped_ns;
+        let mut stacks: Vec<StackSample> = self
+            .stacks
+            .into_iter()
+            .map(|((base, frames, line), (samples, ns))| StackSample {
+                base,
+                frames,
+                line,
+                samples,
+                ns,
+            })
+            .collect();
+        stacks.sort_by(|a, b| (a.base, &a.frames, a.line).cmp(&(b.base, &b.frames, b.line)));
+        self.samples.stacks = stacks;
+        self.samples
+    }
+}

@@ -1,0 +1,338 @@
+//! The signal side of the stack sampler: each sampled thread's ring of samples, the
+//! `SIGPROF` handler that fills it, and the POSIX timer that raises the signal.
+//!
+//! The handler is async-signal-safe: it reads registers, the clock and memory it checked
+//! (the frame pointers within the thread's stack, the code range), and writes only the
+//! ring. Interrupted system calls restart (`SA_RESTART`); wasmtime's own signals (traps)
+//! are others, so its trap handling is untouched.
+
+use std::cell::Cell;
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::Once;
+use std::time::Duration;
+
+/// The most frames a sample keeps; a deeper stack counts as truncated (the decoder could
+/// not place it from the root).
+const MAX_DEPTH: usize = 1024;
+
+/// Words (u64) of each thread's ring: 8 MB, about 40,000 samples of 20 frames, which the
+/// drain thread empties every few milliseconds.
+const RING_WORDS: usize = 1 << 20;
+
+/// A record's flag: the interrupted PC was outside the module's code.
+const OUTSIDE: u64 = 1 << 63;
+/// A record's flag: the stack was deeper than [`MAX_DEPTH`].
+const TRUNCATED: u64 = 1 << 62;
+
+thread_local! {
+    /// The ring of the thread the handler interrupts (null when the thread is not sampled):
+    /// a const-initialized thread-local without destructor, which a signal handler may
+    /// read.
+    static RING: Cell<*const Ring> = const { Cell::new(std::ptr::null()) };
+}
+
+/// One sample as the handler recorded it.
+pub(super) struct Record<'a> {
+    /// The time it stands for: since the thread's previous sample.
+    pub(super) ns: u64,
+    /// The profiler's [`crate::layout::HDR_IN_IMPORT`] word then (0: no import ran).
+    pub(super) in_import: u32,
+    /// The PC was outside the module's code.
+    pub(super) outside: bool,
+    /// The stack was deeper than the handler walks.
+    pub(super) truncated: bool,
+    /// The interrupted PC, then the wasm frames' return addresses, innermost first.
+    pub(super) pcs: &'a [usize],
+}
+
+/// One thread's samples on their way from the signal handler (the producer) to the drain
+/// thread (the consumer).
+pub(super) struct Ring {
+    words: Box<[AtomicU64]>,
+    /// Words written (the producer's), and words read (the consumer's).
+    head: AtomicUsize,
+    tail: AtomicUsize,
+    /// The clock at the previous sample: each sample stands for the time since.
+    last_ns: AtomicU64,
+    /// Samples that found the ring full, and the time they stood for.
+    dropped: AtomicU64,
+    dropped_ns: AtomicU64,
+    /// The module's code, and the thread's stack: what the walk may read.
+    code: (usize, usize),
+    stack: (usize, usize),
+    /// The profiler's memory's [`crate::layout::HDR_IN_IMPORT`] word.
+    in_import: *const AtomicU32,
+}
+
+// SAFETY: `in_import` points into the profiler's memory, which outlives the ring (the
+// host finishes the thread's sampling before it drops the store) and is read with atomics
+// only.
+unsafe impl Send for Ring {}
+unsafe impl Sync for Ring {}
+
+impl Ring {
+    /// An empty ring for the calling thread, whose samples walk frames within `code` (the
+    /// module's native code) and read the import word at `in_import`.
+    pub(super) fn new(code: (usize, usize), in_import: *const AtomicU32) -> anyhow::Result<Ring> {
+        Ok(Ring {
+            words: (0..RING_WORDS).map(|_| AtomicU64::new(0)).collect(),
+            head: AtomicUsize::new(0),
+            tail: AtomicUsize::new(0),
+            last_ns: AtomicU64::new(monotonic_ns()),
+            dropped: AtomicU64::new(0),
+            dropped_ns: AtomicU64::new(0),
+            code,
+            stack: thread_stack()?,
+            in_import,
+        })
+    }
+
+    /// Makes this the ring the handler fills when it interrupts the calling thread.
+    pub(super) fn attach(&self) {
+        RING.with(|r| r.set(self));
+    }
+
+    /// Makes the handler record nothing more on the calling thread, if this is its ring.
+    pub(super) fn detach(&self) {
+        RING.with(|r| {
+            if std::ptr::eq(r.get(), self) {
+                r.set(std::ptr::null());
+            }
+        });
+    }
+
+    /// The samples that found the ring full, and the time they stood for.
+    pub(super) fn dropped(&self) -> (u64, u64) {
+        (
+            self.dropped.load(Ordering::Relaxed),
+            self.dropped_ns.load(Ordering::Relaxed),
+        )
+    }
+
+    /// Records one sample, in the signal handler: `now`, the interrupted `pc` and frame
+    /// pointer `fp`.
+    fn record(&self, now: u64, pc: usize, fp: usize) {
+        let ns = now.saturating_sub(self.last_ns.swap(now, Ordering::Relaxed));
+        // SAFETY: the word is in the profiler's memory (see `Ring`).
+        let in_import = u64::from(unsafe { &*self.in_import }.load(Ordering::Relaxed));
+        let head = self.head.load(Ordering::Relaxed);
+        let free = RING_WORDS - (head - self.tail.load(Ordering::Acquire));
+        let inside = (self.code.0..self.code.1).contains(&pc);
+        if free < 3 + if inside { MAX_DEPTH } else { 0 } {
+            self.dropped.fetch_add(1, Ordering::Relaxed);
+            self.dropped_ns.fetch_add(ns, Ordering::Relaxed);
+            return;
+        }
+        let put = |at: usize, word: u64| self.words[at % RING_WORDS].store(word, Ordering::Relaxed);
+        put(head, ns);
+        let (depth, flags) = match inside {
+            true => self.walk(pc, fp, |i, ret| put(head + 3 + i, ret as u64)),
+            false => (0, OUTSIDE),
+        };
+        put(head + 1, in_import);
+        put(head + 2, flags | depth as u64);
+        self.head.store(head + 3 + depth, Ordering::Release);
+    }
+
+    /// Gives `pc`, then the return address of each wasm frame from `fp` outwards, to
+    /// `put` with its position; how many it gave, and the truncation flag.
+    fn walk(&self, pc: usize, mut fp: usize, mut put: impl FnMut(usize, usize)) -> (usize, u64) {
+        put(0, pc);
+        let mut depth = 1;
+        while self.frame_ok(fp) {
+            // SAFETY: `fp` is an aligned address of the thread's stack (checked), where a
+            // wasm frame keeps the caller's frame pointer and its return address.
+            let (next, ret) = unsafe {
+                let frame = fp as *const usize;
+                (frame.read(), frame.add(1).read())
+            };
+            if !(self.code.0..self.code.1).contains(&ret) {
+                break;
+            }
+            if depth == MAX_DEPTH {
+                return (depth, TRUNCATED);
+            }
+            put(depth, ret);
+            depth += 1;
+            if next <= fp {
+                break;
+            }
+            fp = next;
+        }
+        (depth, 0)
+    }
+
+    /// Whether a frame may be read at `fp`: aligned, inside the thread's stack.
+    fn frame_ok(&self, fp: usize) -> bool {
+        fp.is_multiple_of(std::mem::align_of::<usize>())
+            && fp >= self.stack.0
+            && fp + 16 <= self.stack.1
+    }
+
+    /// Gives each sample recorded since the last call to `each`, oldest first.
+    pub(super) fn drain(&self, mut each: impl FnMut(Record)) {
+        let head = self.head.load(Ordering::Acquire);
+        let mut at = self.tail.load(Ordering::Relaxed);
+        let get = |at: usize| self.words[at % RING_WORDS].load(Ordering::Relaxed);
+        let mut pcs = Vec::new();
+        while at < head {
+            let (ns, in_import, info) = (get(at), get(at + 1) as u32, get(at + 2));
+            let depth = (info & !(OUTSIDE | TRUNCATED)) as usize;
+            pcs.clear();
+            pcs.extend((0..depth).map(|i| get(at + 3 + i) as usize));
+            each(Record {
+                ns,
+                in_import,
+                outside: info & OUTSIDE != 0,
+                truncated: info & TRUNCATED != 0,
+                pcs: &pcs,
+            });
+            at += 3 + depth;
+        }
+        self.tail.store(at, Ordering::Release);
+    }
+}
+
+/// A POSIX timer that sends the thread that made it `SIGPROF` every interval of wall time.
+pub(super) struct Timer(libc::timer_t);
+
+// SAFETY: a timer id is the process's; any thread may set or delete it.
+unsafe impl Send for Timer {}
+
+impl Timer {
+    /// Starts the timer for the calling thread, every `interval`, the handler installed
+    /// first.
+    pub(super) fn start(interval: Duration) -> anyhow::Result<Timer> {
+        install_handler();
+        // SAFETY: plain system calls with initialized arguments; the timer is deleted on
+        // drop.
+        unsafe {
+            let mut event: libc::sigevent = std::mem::zeroed();
+            event.sigev_notify = libc::SIGEV_THREAD_ID;
+            event.sigev_signo = libc::SIGPROF;
+            event.sigev_notify_thread_id = libc::gettid();
+            let mut timer: libc::timer_t = std::ptr::null_mut();
+            if libc::timer_create(libc::CLOCK_MONOTONIC, &mut event, &mut timer) != 0 {
+                anyhow::bail!(
+                    "cannot create the sampling timer: {}",
+                    std::io::Error::last_os_error()
+                );
+            }
+            let timer = Timer(timer);
+            timer.set(interval)?;
+            Ok(timer)
+        }
+    }
+
+    /// Makes the timer fire every `interval` from now on.
+    pub(super) fn set(&self, interval: Duration) -> anyhow::Result<()> {
+        let period = libc::timespec {
+            tv_sec: interval.as_secs() as libc::time_t,
+            tv_nsec: interval.subsec_nanos() as libc::c_long,
+        };
+        let spec = libc::itimerspec {
+            it_interval: period,
+            it_value: period,
+        };
+        // SAFETY: the timer this struct holds, and an initialized spec.
+        if unsafe { libc::timer_settime(self.0, 0, &spec, std::ptr::null_mut()) } != 0 {
+            anyhow::bail!(
+                "cannot start the sampling timer: {}",
+                std::io::Error::last_os_error()
+            );
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Timer {
+    fn drop(&mut self) {
+        // SAFETY: the timer this struct created.
+        unsafe {
+            libc::timer_delete(self.0);
+        }
+    }
+}
+
+/// The calling thread's stack: its lowest and highest address.
+fn thread_stack() -> anyhow::Result<(usize, usize)> {
+    // SAFETY: the attributes of the calling thread, destroyed after reading.
+    unsafe {
+        let mut attr: libc::pthread_attr_t = std::mem::zeroed();
+        if libc::pthread_getattr_np(libc::pthread_self(), &mut attr) != 0 {
+            anyhow::bail!("cannot read the thread's stack");
+        }
+        let mut base: *mut libc::c_void = std::ptr::null_mut();
+        let mut size: libc::size_t = 0;
+        let ok = libc::pthread_attr_getstack(&attr, &mut base, &mut size) == 0;
+        libc::pthread_attr_destroy(&mut attr);
+        anyhow::ensure!(ok, "cannot read the thread's stack");
+        Ok((base as usize, base as usize + size))
+    }
+}
+
+/// The monotonic clock, in nanoseconds (async-signal-safe).
+fn monotonic_ns() -> u64 {
+    let mut now = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes the struct it is given.
+    unsafe {
+        libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut now);
+    }
+    now.tv_sec as u64 * 1_000_000_000 + now.tv_nsec as u64
+}
+
+/// Installs the `SIGPROF` handler, once for the process.
+fn install_handler() {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        // SAFETY: a handler that is async-signal-safe (see `on_sample`).
+        unsafe {
+            let mut action: libc::sigaction = std::mem::zeroed();
+            action.sa_sigaction = on_sample as *const () as usize;
+            action.sa_flags = libc::SA_SIGINFO | libc::SA_RESTART | libc::SA_ONSTACK;
+            libc::sigemptyset(&mut action.sa_mask);
+            libc::sigaction(libc::SIGPROF, &action, std::ptr::null_mut());
+        }
+    });
+}
+
+/// The `SIGPROF` handler: records the interrupted thread's sample in its ring, if it has
+/// one.
+extern "C" fn on_sample(
+    _signal: libc::c_int,
+    _info: *mut libc::siginfo_t,
+    context: *mut libc::c_void,
+) {
+    let ring = RING.with(Cell::get);
+    if ring.is_null() {
+        return;
+    }
+    // SAFETY: the errno location of this thread; the context the kernel passed; the ring
+    // the thread set, which it clears (in its normal context) before it drops it.
+    unsafe {
+        let errno = *libc::__errno_location();
+        let (pc, fp) = registers(&*(context as *const libc::ucontext_t));
+        (*ring).record(monotonic_ns(), pc, fp);
+        *libc::__errno_location() = errno;
+    }
+}
+
+/// The interrupted program counter and frame pointer.
+#[cfg(target_arch = "x86_64")]
+fn registers(context: &libc::ucontext_t) -> (usize, usize) {
+    let regs = &context.uc_mcontext.gregs;
+    (
+        regs[libc::REG_RIP as usize] as usize,
+        regs[libc::REG_RBP as usize] as usize,
+    )
+}
+
+/// The interrupted program counter and frame pointer.
+#[cfg(target_arch = "aarch64")]
+fn registers(context: &libc::ucontext_t) -> (usize, usize) {
+    let m = &context.uc_mcontext;
+    (m.pc as usize, m.regs[29] as usize)
+}

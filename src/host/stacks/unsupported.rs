@@ -1,0 +1,50 @@
+//! The stack sampler where there is none: hosts other than Linux on x86-64 or aarch64.
+//! A module instrumented for it (`--sampler stacks`) is refused with one line when it is
+//! compiled; the word sampler works everywhere.
+
+use std::time::Duration;
+
+use crate::meta::Meta;
+use crate::profile::StackSamples;
+
+/// Never made: [`CodeMap::new`] refuses.
+pub(in crate::host) struct CodeMap(());
+
+impl CodeMap {
+    /// Refuses: this host has no stack sampler.
+    pub(in crate::host) fn new(
+        _module: &wasmtime::Module,
+        _wasm: &[u8],
+        _meta: &Meta,
+    ) -> anyhow::Result<CodeMap> {
+        anyhow::bail!(
+            "the stack sampler (`--sampler stacks`) needs Linux on x86-64 or aarch64; \
+             instrument with `--sampler word`"
+        )
+    }
+}
+
+/// Never made: it needs a [`CodeMap`].
+pub(super) struct StackSampler(());
+
+impl StackSampler {
+    /// Unreachable: no [`CodeMap`] exists to start from.
+    pub(super) fn start(_map: CodeMap, _interval: Duration) -> StackSampler {
+        unreachable!("no code map is made without a stack sampler")
+    }
+
+    /// Unreachable: no [`StackSampler`] exists.
+    pub(super) fn sample_this_thread(&self, _memory: *const u8) -> anyhow::Result<Sampling> {
+        unreachable!("no stack sampler is made here")
+    }
+}
+
+/// Never made: it needs a [`StackSampler`].
+pub(super) struct Sampling(());
+
+impl Sampling {
+    /// Unreachable: no [`Sampling`] exists.
+    pub(super) fn finish(self) -> StackSamples {
+        unreachable!("no thread is stack-sampled here")
+    }
+}

@@ -1,0 +1,203 @@
+//! The calling-context tree as the profiler's memory holds it, read into [`RawNode`]s: each
+//! node's function, parent, calls and cost, the open activations closed (or, for the
+//! sampled metric, the samples placed: the word sampler's in the memory, the stack
+//! sampler's by their stacks), inclusive costs summed.
+
+use anyhow::Context as _;
+
+use super::Dump;
+use crate::layout::{self, Layout};
+use crate::meta::Meta;
+use crate::profile::stacks::{Children, StackSamples};
+
+/// How open activations are closed: at the `end` reading, or, with the sampled metric,
+/// not at all (each node's cost is its samples', in the memory or the stack sampler's).
+pub(super) fn end_or_samples<'a>(meta: &Meta, dump: &'a Dump) -> Ending<'a> {
+    match (meta.metric.facts().sampled, &dump.stacks, dump.end) {
+        (true, Some(stacks), _) => Ending::Stacks(stacks),
+        (true, None, _) => Ending::Samples,
+        (false, _, Some(end)) => Ending::At(end),
+        (false, _, None) => Ending::Unknown,
+    }
+}
+
+/// How a node's inclusive cost is found.
+#[derive(Clone, Copy)]
+pub(super) enum Ending<'a> {
+    /// The probes summed it; the activations still open are closed at this reading.
+    At(u64),
+    /// The probes summed it; the activations still open keep what their finished
+    /// activations cost (the host did not read the end).
+    Unknown,
+    /// The sampled metric: each node's samples are its self time; its inclusive time is
+    /// summed over its subtree.
+    Samples,
+    /// The sampled metric with the stack sampler: as [`Ending::Samples`], each node's
+    /// samples those of the stacks that lead to it.
+    Stacks(&'a StackSamples),
+}
+
+/// A little-endian reader over the profiler's memory.
+pub(super) struct Raw<'a>(pub(super) &'a [u8]);
+
+impl Raw<'_> {
+    pub(super) fn u32(&self, at: u32) -> anyhow::Result<u32> {
+        let at = at as usize;
+        let bytes = self
+            .0
+            .get(at..at + 4)
+            .context("profiler memory is truncated")?;
+        Ok(u32::from_le_bytes(bytes.try_into().expect("4 bytes")))
+    }
+    pub(super) fn u64(&self, at: u32) -> anyhow::Result<u64> {
+        let at = at as usize;
+        let bytes = self
+            .0
+            .get(at..at + 8)
+            .context("profiler memory is truncated")?;
+        Ok(u64::from_le_bytes(bytes.try_into().expect("8 bytes")))
+    }
+}
+
+/// One node as the runtime left it.
+pub(super) struct RawNode {
+    pub(super) parent: u32,
+    pub(super) func: u32,
+    pub(super) count: u64,
+    pub(super) incl: u64,
+    pub(super) child: u64,
+    pub(super) t0: u64,
+    /// With the sampled metric, the node's own samples.
+    pub(super) samples: u64,
+}
+
+/// The nodes of the context tree: the root, the fold nodes (function f at node f + 1), the
+/// contexts. The activations still open at the end (from node `cur` up) are closed at the
+/// `end` reading, from the reading their entry kept; then each node's cost in children is
+/// completed with its tree children's inclusive costs (the probes leave those out: only
+/// what went to fold nodes is there).
+pub(super) fn read_nodes(
+    raw: &Raw,
+    l: &Layout,
+    cur: u32,
+    ending: Ending,
+) -> anyhow::Result<Vec<RawNode>> {
+    let mut nodes = read_raw_nodes(raw, l, ending)?;
+    if let Ending::Stacks(stacks) = ending {
+        let full = raw.u64(layout::HDR_FOLDED)? > 0;
+        place_stacks(&mut nodes, stacks, l, full);
+    }
+    match ending {
+        Ending::At(end) => {
+            // Context nodes only: a fold node's path is lost, and it may hold several open
+            // activations, of which it kept only the latest entry's reading.
+            let mut n = cur as usize;
+            while n >= l.first_context_node() as usize && n < nodes.len() {
+                let node = &mut nodes[n];
+                node.incl = node.incl.saturating_add(end.saturating_sub(node.t0));
+                n = node.parent as usize;
+            }
+        }
+        Ending::Samples | Ending::Stacks(_) => {
+            // Self time to inclusive: children come after their parents.
+            for n in (l.first_context_node() as usize..nodes.len()).rev() {
+                let (parent, incl) = (nodes[n].parent as usize, nodes[n].incl);
+                nodes[parent].incl = nodes[parent].incl.saturating_add(incl);
+            }
+        }
+        Ending::Unknown => {}
+    }
+    for n in l.first_context_node() as usize..nodes.len() {
+        let (parent, incl) = (nodes[n].parent as usize, nodes[n].incl);
+        nodes[parent].child = nodes[parent].child.saturating_add(incl);
+    }
+    Ok(nodes)
+}
+
+/// Each stack sample's count and time added to the node its stack leads to (see
+/// [`Children::place`]; `full`: the tree was full, so a path missing from it went to a
+/// fold node). A stack that leads nowhere stays out, counted by [`unplaced`].
+pub(super) fn place_stacks(nodes: &mut [RawNode], stacks: &StackSamples, l: &Layout, full: bool) {
+    let children = Children::of(
+        nodes.iter().map(|n| (n.parent, n.func)),
+        l.first_context_node(),
+    );
+    for s in &stacks.stacks {
+        if let Some(node) = children.place(s.base, &s.frames, full) {
+            if let Some(node) = nodes.get_mut(node as usize) {
+                node.samples += s.samples;
+                node.incl = node.incl.saturating_add(s.ns);
+            }
+        }
+    }
+}
+
+/// The nodes as the memory has them (with the word sampler, their samples too), the root's
+/// and the fold nodes' parents made the root's.
+pub(super) fn read_raw_nodes(
+    raw: &Raw,
+    l: &Layout,
+    ending: Ending,
+) -> anyhow::Result<Vec<RawNode>> {
+    let node_count = raw.u32(layout::HDR_NODE_COUNT)?.min(l.nodes_cap);
+    let mut nodes = Vec::with_capacity(node_count as usize);
+    for n in 0..node_count {
+        let at = l.nodes_off + n * layout::NODE_SIZE;
+        let mut node = RawNode {
+            parent: raw.u32(at + layout::NODE_PARENT)?,
+            func: raw.u32(at + layout::NODE_FUNC)?,
+            count: raw.u64(at + layout::NODE_COUNT)?,
+            incl: raw.u64(at + layout::NODE_INCL)?,
+            child: raw.u64(at + layout::NODE_CHILD)?,
+            t0: raw.u64(at + layout::NODE_T0)?,
+            samples: 0,
+        };
+        match ending {
+            Ending::Samples => {
+                node.samples = raw.u64(at + layout::NODE_SAMPLES)?;
+                node.incl = raw.u64(at + layout::NODE_SAMPLE_NS)?;
+                node.t0 = 0;
+            }
+            Ending::Stacks(_) => {
+                node.incl = 0;
+                node.t0 = 0;
+            }
+            _ => {}
+        }
+        if n == 0 {
+            node.parent = layout::NO_PARENT;
+            node.func = layout::NO_PARENT;
+        } else if n < l.first_context_node() {
+            node.parent = layout::NO_PARENT;
+            node.func = n - 1;
+        } else {
+            anyhow::ensure!(
+                node.parent < n && node.func < l.functions,
+                "context node {n} has parent {} and function {}, not an earlier node and a function",
+                node.parent,
+                node.func
+            );
+        }
+        nodes.push(node);
+    }
+    Ok(nodes)
+}
+
+/// Each direct site's callee and count, read once: the arcs' counts, and with the calls
+/// metric the callees' calls too (a direct call is counted at its site alone, the others
+/// in the function's counter).
+pub(super) fn direct_sites(raw: &Raw, meta: &Meta) -> anyhow::Result<Vec<(u32, u64)>> {
+    let l = &meta.layout;
+    meta.direct_sites
+        .iter()
+        .enumerate()
+        .map(|(k, site)| {
+            let callee = site.callee.context("a direct site without a callee")?;
+            anyhow::ensure!(
+                callee < l.functions,
+                "a direct site calls an unknown function"
+            );
+            Ok((callee, raw.u64(l.direct_arcs_off + 8 * (k as u32 + 1))?))
+        })
+        .collect()
+}

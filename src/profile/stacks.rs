@@ -1,0 +1,82 @@
+//! What the stack sampler took of one thread ([`StackSamples`]), and how the decoder
+//! places it in the calling-context tree: each sample's stack of function ids is a path
+//! from the node it hangs from (the root, or the import that ran while the host called
+//! back into the module) down the tree's children.
+
+use std::collections::HashMap;
+
+use serde::{Deserialize, Serialize};
+
+/// The samples the stack sampler took of one thread, summed by stack.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct StackSamples {
+    /// Each distinct stack, with its count and time.
+    pub stacks: Vec<StackSample>,
+    /// Samples taken, all of them.
+    pub taken: u64,
+    /// Samples that found the probes' own code running: left out of every time.
+    pub in_probes: u64,
+    /// Samples that found the thread in host code outside any import (wasmtime entering or
+    /// leaving the module, growing a memory), and their time: left out of the functions'.
+    pub outside: u64,
+    /// See [`StackSamples::outside`].
+    pub outside_ns: u64,
+    /// Samples of stacks too deep to keep whole, and their time.
+    pub truncated: u64,
+    /// See [`StackSamples::truncated`].
+    pub truncated_ns: u64,
+    /// Samples the sampler had no room for, and their time.
+    pub dropped: u64,
+    /// See [`StackSamples::dropped`].
+    pub dropped_ns: u64,
+}
+
+/// One stack the sampler found, and how often.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StackSample {
+    /// The context node it hangs from: 0 (the root) for a stack that starts at an entry
+    /// from the host, else the node of the import that ran while the host called back.
+    pub base: u32,
+    /// The function ids of its wasm frames, outermost first (empty for a sample in the
+    /// import `base` itself).
+    pub frames: Vec<u32>,
+    /// The line of its innermost frame ([`crate::meta::LineTables`]), or
+    /// [`crate::meta::NO_LINE`].
+    pub line: u32,
+    /// How many samples found it.
+    pub samples: u64,
+    /// The time they stand for, in nanoseconds.
+    pub ns: u64,
+}
+
+/// The children of each context node, by function id, for placing stacks.
+pub(super) struct Children(HashMap<(u32, u32), u32>);
+
+impl Children {
+    /// The children of a tree whose nodes are given as (parent, function), context nodes
+    /// from `first_context` on.
+    pub(super) fn of(nodes: impl Iterator<Item = (u32, u32)>, first_context: u32) -> Children {
+        Children(
+            nodes
+                .enumerate()
+                .skip(first_context as usize)
+                .map(|(n, (parent, func))| ((parent, func), n as u32))
+                .collect(),
+        )
+    }
+
+    /// The node `frames` (function ids, outermost first) lead to from node `base`; where
+    /// a child is missing and the tree was `full`, its function's fold node (node f + 1),
+    /// else `None`.
+    pub(super) fn place(&self, base: u32, frames: &[u32], full: bool) -> Option<u32> {
+        let mut node = base;
+        for &f in frames {
+            node = match self.0.get(&(node, f)) {
+                Some(&child) => child,
+                None if full => f + 1,
+                None => return None,
+            };
+        }
+        Some(node)
+    }
+}
