@@ -1,20 +1,22 @@
-//! The annotated source: each source line of a function with the instructions it executed,
-//! exact, from the profile's per-line costs (the instructions metric counts every
-//! straight-line segment's runs; a line's cost is each segment's runs times the line's
-//! instructions in it). Like `callgrind_annotate` and `perf annotate`, but exact.
+//! The annotated source: each source line of a function with what it cost, from the
+//! profile's per-line costs: the instructions it executed, exact (the instructions metric
+//! counts every straight-line segment's runs; a line's cost is each segment's runs times
+//! the line's instructions in it), or the time the stack sampler found it running. Like
+//! `callgrind_annotate` and `perf annotate`.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use anstyle::Style;
 
-use super::units::{percent, short_path};
+use super::units::{amount, percent, short_path, value};
+use crate::meta::{Metric, Unit};
 use crate::profile::{Function, LineCost, Profile};
 
 const BOLD: Style = Style::new().bold();
 const HOT: Style = Style::new().bold();
 
-/// A line at least this share of its function's instructions is marked hot (`>>`).
+/// A line at least this share of its function's cost is marked hot (`>>`).
 const HOT_SHARE: f64 = 20.0;
 
 /// What to annotate.
@@ -44,7 +46,7 @@ pub fn annotate(
 ) -> anyhow::Result<String> {
     anyhow::ensure!(
         !p.lines.is_empty(),
-        "the profile has no per-line costs: profile with --metric instructions (in the embedded wasmtime; per-line counts need the profiler's own memory)"
+        "the profile has no per-line costs: profile with --metric instructions, or --metric time --sampler stacks (in the embedded wasmtime; per-line counts need the profiler's own memory)"
     );
     let mut by_function: BTreeMap<&str, Vec<&LineCost>> = BTreeMap::new();
     for line in &p.lines {
@@ -55,7 +57,7 @@ pub fn annotate(
         .iter()
         .filter(|f| by_function.contains_key(f.name.as_str()))
         .collect();
-    functions.sort_by_key(|f| std::cmp::Reverse(f.cost.self_instructions.unwrap_or(0)));
+    functions.sort_by_key(|f| std::cmp::Reverse(f.own_weight(p.metric)));
     let mut inlined = Vec::new();
     match selection {
         Selection::Top(n) => {
@@ -82,23 +84,23 @@ pub fn annotate(
             Selection::File(file) => format!("the file {file}"),
         }
     );
-    let total: u64 = p
-        .functions
-        .iter()
-        .map(|f| f.cost.self_instructions.unwrap_or(0))
-        .sum();
+    let listing = Listing {
+        metric: p.metric,
+        total: p.functions.iter().map(|f| f.own_weight(p.metric)).sum(),
+        options,
+    };
     let mut out = String::new();
     for f in functions {
-        function(&mut out, f, &by_function[f.name.as_str()], total, options);
+        listing.function(&mut out, f, &by_function[f.name.as_str()]);
     }
     for (name, lines) in inlined {
-        inlined_function(&mut out, &name, &lines, total, options);
+        listing.inlined_function(&mut out, &name, &lines);
     }
     Ok(out)
 }
 
 /// The functions whose names match `re` that were inlined into others (the innermost at
-/// some counted instructions), with their lines, costliest first.
+/// some costed line), with their lines, costliest first.
 fn inlined_functions<'a>(p: &'a Profile, re: &regex::Regex) -> Vec<(String, Vec<&'a LineCost>)> {
     let mut found: BTreeMap<&str, Vec<&LineCost>> = BTreeMap::new();
     for l in &p.lines {
@@ -111,178 +113,205 @@ fn inlined_functions<'a>(p: &'a Profile, re: &regex::Regex) -> Vec<(String, Vec<
         .map(|(name, lines)| (name.to_string(), lines))
         .collect();
     found.sort_by_key(|(_, lines)| {
-        std::cmp::Reverse(lines.iter().map(|l| l.instructions).sum::<u64>())
+        std::cmp::Reverse(lines.iter().map(|l| l.cost(p.metric)).sum::<u64>())
     });
     found
 }
 
-/// An inlined function's annotation: its lines wherever it was inlined, summed.
-fn inlined_function(
-    out: &mut String,
-    name: &str,
-    lines: &[&LineCost],
+/// How the annotation of one profile reads: its metric, the whole program's cost (what the
+/// shares of the profile are of), and the options.
+struct Listing {
+    metric: Metric,
     total: u64,
     options: AnnotateOptions,
-) {
-    let own: u64 = lines.iter().map(|l| l.instructions).sum();
-    let mut into: Vec<&str> = lines.iter().map(|l| l.function.as_str()).collect();
-    into.sort_unstable();
-    into.dedup();
-    let _ = writeln!(
-        out,
-        "{BOLD}{name}{BOLD:#} (inlined into {}): {own} instructions ({:.2}% of the profile)",
-        into.join(", "),
-        percent(own, total),
-    );
-    let mut files: BTreeMap<&str, BTreeMap<u32, Cost>> = BTreeMap::new();
-    for l in lines {
-        let cost = files
-            .entry(l.file.as_deref().unwrap_or_default())
-            .or_default()
-            .entry(l.line)
-            .or_default();
-        cost.instructions += l.instructions;
-    }
-    for (file, costs) in files {
-        source_listing(out, file, &costs, own, options);
-    }
-    out.push('\n');
 }
 
-/// One function's annotation: its own file's lines with their source, then the lines of
-/// other files (code inlined into it from them).
-fn function(
-    out: &mut String,
-    f: &Function,
-    lines: &[&LineCost],
-    total: u64,
-    options: AnnotateOptions,
-) {
-    let own: u64 = lines.iter().map(|l| l.instructions).sum();
-    let _ = writeln!(
-        out,
-        "{BOLD}{}{BOLD:#}{}: {own} instructions ({:.2}% of the profile) in {} call{}",
-        f.name,
-        f.file
-            .as_deref()
-            .map_or(String::new(), |file| match f.line {
-                Some(line) => format!("  ({}:{line})", short_path(file)),
-                None => format!("  ({})", short_path(file)),
-            }),
-        percent(own, total),
-        f.calls,
-        if f.calls == 1 { "" } else { "s" },
-    );
-    let mut files: BTreeMap<Option<&str>, BTreeMap<u32, Cost>> = BTreeMap::new();
-    for l in lines {
-        let cost = files
-            .entry(l.file.as_deref())
-            .or_default()
-            .entry(l.line)
-            .or_default();
-        cost.instructions += l.instructions;
-        if let Some(inlined) = l.inlined.first() {
-            let note = format!(
-                "{} (inlined at line {})",
-                inlined.function, inlined.call_line
-            );
-            if !cost.inlined.contains(&note) {
-                cost.inlined.push(note);
-            }
-        }
-    }
-    let home = f.file.as_deref();
-    if let Some(costs) = home.and_then(|file| files.get(&Some(file))) {
-        source_listing(out, home.unwrap_or_default(), costs, own, options);
-    }
-    let others: Vec<(&Option<&str>, &BTreeMap<u32, Cost>)> =
-        files.iter().filter(|(file, _)| **file != home).collect();
-    if !others.is_empty() {
+impl Listing {
+    /// An inlined function's annotation: its lines wherever it was inlined, summed.
+    fn inlined_function(&self, out: &mut String, name: &str, lines: &[&LineCost]) {
+        let own: u64 = lines.iter().map(|l| l.cost(self.metric)).sum();
+        let mut into: Vec<&str> = lines.iter().map(|l| l.function.as_str()).collect();
+        into.sort_unstable();
+        into.dedup();
         let _ = writeln!(
             out,
-            "\n  elsewhere (code inlined from other files; [no line]: none in the line table):"
+            "{BOLD}{name}{BOLD:#} (inlined into {}): {} ({:.2}% of the profile)",
+            into.join(", "),
+            self.amount(own, lines),
+            percent(own, self.total),
         );
-        for (file, costs) in others {
-            for (&line, cost) in costs {
-                let n = cost.instructions;
-                let place = match file {
-                    Some(file) => format!("{}:{line}", short_path(file)),
-                    None => "[no line]".to_string(),
-                };
-                let _ = writeln!(
-                    out,
-                    "{}{n:>14} {:>6.2}%  {place}{}",
-                    mark(n, own),
-                    percent(n, own),
-                    cost.note()
+        let mut files: BTreeMap<&str, BTreeMap<u32, Cost>> = BTreeMap::new();
+        for l in lines {
+            let cost = files
+                .entry(l.file.as_deref().unwrap_or_default())
+                .or_default()
+                .entry(l.line)
+                .or_default();
+            cost.n += l.cost(self.metric);
+        }
+        for (file, costs) in files {
+            self.source_listing(out, file, &costs, own);
+        }
+        out.push('\n');
+    }
+
+    /// One function's annotation: its own file's lines with their source, then the lines of
+    /// other files (code inlined into it from them).
+    fn function(&self, out: &mut String, f: &Function, lines: &[&LineCost]) {
+        let own: u64 = lines.iter().map(|l| l.cost(self.metric)).sum();
+        let _ = writeln!(
+            out,
+            "{BOLD}{}{BOLD:#}{}: {} ({:.2}% of the profile) in {} call{}",
+            f.name,
+            f.file
+                .as_deref()
+                .map_or(String::new(), |file| match f.line {
+                    Some(line) => format!("  ({}:{line})", short_path(file)),
+                    None => format!("  ({})", short_path(file)),
+                }),
+            self.amount(own, lines),
+            percent(own, self.total),
+            f.calls,
+            if f.calls == 1 { "" } else { "s" },
+        );
+        let mut files: BTreeMap<Option<&str>, BTreeMap<u32, Cost>> = BTreeMap::new();
+        for l in lines {
+            let cost = files
+                .entry(l.file.as_deref())
+                .or_default()
+                .entry(l.line)
+                .or_default();
+            cost.n += l.cost(self.metric);
+            if let Some(inlined) = l.inlined.first() {
+                let note = format!(
+                    "{} (inlined at line {})",
+                    inlined.function, inlined.call_line
                 );
+                if !cost.inlined.contains(&note) {
+                    cost.inlined.push(note);
+                }
+            }
+        }
+        let home = f.file.as_deref();
+        if let Some(costs) = home.and_then(|file| files.get(&Some(file))) {
+            self.source_listing(out, home.unwrap_or_default(), costs, own);
+        }
+        let others: Vec<(&Option<&str>, &BTreeMap<u32, Cost>)> =
+            files.iter().filter(|(file, _)| **file != home).collect();
+        if !others.is_empty() {
+            let _ = writeln!(
+                out,
+                "\n  elsewhere (code inlined from other files; [no line]: none in the line table):"
+            );
+            for (file, costs) in others {
+                for (&line, cost) in costs {
+                    let n = cost.n;
+                    let place = match file {
+                        Some(file) => format!("{}:{line}", short_path(file)),
+                        None => "[no line]".to_string(),
+                    };
+                    let _ = writeln!(
+                        out,
+                        "{}{:>14} {:>6.2}%  {place}{}",
+                        mark(n, own),
+                        self.figure(n),
+                        percent(n, own),
+                        cost.note()
+                    );
+                }
+            }
+        }
+        out.push('\n');
+    }
+
+    /// The source of `file` around its lines with a cost, each line's cost beside it.
+    fn source_listing(&self, out: &mut String, file: &str, costs: &BTreeMap<u32, Cost>, own: u64) {
+        let options = self.options;
+        let text = std::fs::read_to_string(file).ok();
+        let source: Vec<&str> = text
+            .as_deref()
+            .map_or_else(Vec::new, |t| t.lines().collect());
+        if text.is_none() {
+            let _ = writeln!(out, "  (source not found: {})", short_path(file));
+        }
+        let _ = writeln!(
+            out,
+            "\n  {:>14} {:>7}  {:>5}  source",
+            self.column(),
+            "%",
+            "line"
+        );
+        let mut shown: Vec<u32> = Vec::new();
+        for &line in costs.keys() {
+            let from = line.saturating_sub(options.context).max(1);
+            let to = line + options.context;
+            for l in from..=to {
+                let listed = (source.is_empty() && costs.contains_key(&l))
+                    || (!source.is_empty() && (l as usize) <= source.len());
+                if listed && shown.last().is_none_or(|&last| last < l) {
+                    shown.push(l);
+                }
+            }
+        }
+        let mut previous = None;
+        for l in shown {
+            if previous.is_some_and(|p: u32| p + 1 < l) {
+                let _ = writeln!(out, "  {:>14} {:>7}  {:>5}", "", "", "⋮");
+            }
+            previous = Some(l);
+            let text = source.get(l as usize - 1).copied().unwrap_or("");
+            match costs.get(&l) {
+                Some(cost) => {
+                    let n = cost.n;
+                    let _ = writeln!(
+                        out,
+                        "{}{:>14} {:>6.2}%  {l:>5}  {text}{}",
+                        mark(n, own),
+                        self.figure(n),
+                        percent(n, own),
+                        cost.note()
+                    );
+                }
+                None => {
+                    let _ = writeln!(out, "  {:>14} {:>7}  {l:>5}  {text}", "", "");
+                }
             }
         }
     }
-    out.push('\n');
+
+    /// A cost in the annotation's header: `1234 instructions`, or a time with the samples it
+    /// comes from (of `lines`).
+    fn amount(&self, own: u64, lines: &[&LineCost]) -> String {
+        match self.metric.facts().unit {
+            Unit::Instructions => format!("{own} instructions"),
+            _ => {
+                let samples: u64 = lines.iter().filter_map(|l| l.samples).sum();
+                format!("{} sampled ({samples} samples)", amount(self.metric, own))
+            }
+        }
+    }
+
+    /// A line's cost in the column: exact instructions in full, a time in its unit.
+    fn figure(&self, n: u64) -> String {
+        match self.metric.facts().unit {
+            Unit::Instructions => n.to_string(),
+            _ => value(self.metric, n),
+        }
+    }
+
+    /// The cost column's heading.
+    fn column(&self) -> &'static str {
+        match self.metric.facts().unit {
+            Unit::Instructions => "instructions",
+            _ => "time",
+        }
+    }
 }
 
-/// The source of `file` around its lines with a cost, each line's instructions beside it.
-fn source_listing(
-    out: &mut String,
-    file: &str,
-    costs: &BTreeMap<u32, Cost>,
-    own: u64,
-    options: AnnotateOptions,
-) {
-    let text = std::fs::read_to_string(file).ok();
-    let source: Vec<&str> = text
-        .as_deref()
-        .map_or_else(Vec::new, |t| t.lines().collect());
-    if text.is_none() {
-        let _ = writeln!(out, "  (source not found: {})", short_path(file));
-    }
-    let _ = writeln!(
-        out,
-        "\n  {:>14} {:>7}  {:>5}  source",
-        "instructions", "%", "line"
-    );
-    let mut shown: Vec<u32> = Vec::new();
-    for &line in costs.keys() {
-        let from = line.saturating_sub(options.context).max(1);
-        let to = line + options.context;
-        for l in from..=to {
-            let listed = (source.is_empty() && costs.contains_key(&l))
-                || (!source.is_empty() && (l as usize) <= source.len());
-            if listed && shown.last().is_none_or(|&last| last < l) {
-                shown.push(l);
-            }
-        }
-    }
-    let mut previous = None;
-    for l in shown {
-        if previous.is_some_and(|p: u32| p + 1 < l) {
-            let _ = writeln!(out, "  {:>14} {:>7}  {:>5}", "", "", "⋮");
-        }
-        previous = Some(l);
-        let text = source.get(l as usize - 1).copied().unwrap_or("");
-        match costs.get(&l) {
-            Some(cost) => {
-                let n = cost.instructions;
-                let _ = writeln!(
-                    out,
-                    "{}{n:>14} {:>6.2}%  {l:>5}  {text}{}",
-                    mark(n, own),
-                    percent(n, own),
-                    cost.note()
-                );
-            }
-            None => {
-                let _ = writeln!(out, "  {:>14} {:>7}  {l:>5}  {text}", "", "");
-            }
-        }
-    }
-}
-
-/// A line's instructions in one function, and the functions inlined there (innermost).
+/// A line's cost in one function, and the functions inlined there (innermost).
 #[derive(Default)]
 struct Cost {
-    instructions: u64,
+    n: u64,
     inlined: Vec<String>,
 }
 

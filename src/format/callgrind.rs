@@ -1,7 +1,7 @@
 //! callgrind's profile format (valgrind.org/docs/manual/cl-format.html), for KCachegrind,
 //! QCachegrind and callgrind_annotate: each function's self cost at its source lines (with
-//! the profile's exact per-line instructions; lines of code inlined from another file
-//! under `fi=`), else at its definition's line; and for each arc a `calls=` line at the
+//! the profile's per-line costs, exact instructions or the stack sampler's times; lines of
+//! code inlined from another file under `fi=`), else at its definition's line; and for each arc a `calls=` line at the
 //! call site with the cost of those calls. The event is the profile's metric: `ns` (time),
 //! `Ir` (instructions) or `Calls`.
 
@@ -116,13 +116,14 @@ impl<'a> Callgrind<'a> {
         };
         let own = f.own_weight(self.metric);
         match self.lines.get(f.name.as_str()) {
-            Some(costs) if self.metric.facts().unit == Unit::Instructions => {
+            Some(costs) if self.metric.facts().unit != Unit::Calls => {
                 for l in costs {
                     switch(out, &mut self.names, l.file.as_deref().unwrap_or(home))?;
-                    writeln!(out, "{} {}", l.line, l.instructions)?;
+                    writeln!(out, "{} {}", l.line, l.cost(self.metric))?;
                 }
-                // The thunk's own instructions of an import have no line.
-                let on_lines: u64 = costs.iter().map(|l| l.instructions).sum();
+                // The thunk's own instructions of an import have no line, nor the time of
+                // samples of its host code.
+                let on_lines: u64 = costs.iter().map(|l| l.cost(self.metric)).sum();
                 let rest = own.saturating_sub(on_lines);
                 if rest > 0 {
                     switch(out, &mut self.names, home)?;

@@ -25,8 +25,8 @@ const ANNOTATED: usize = 300;
 /// Lines of source around each line with a cost.
 const CONTEXT: u32 = 2;
 
-/// The per-line costs of each function (by index: `[file, line, instructions, inlined or
-/// null]`), and the source text around the costed lines of the costliest functions'
+/// The per-line costs of each function (by index: `[file, line, cost in the metric's unit,
+/// inlined or null]`), and the source text around the costed lines of the costliest functions'
 /// files: `{file: [[first line, [text...]], ...]}`.
 fn annotated(
     profile: &Profile,
@@ -36,7 +36,7 @@ fn annotated(
     let mut lines: BTreeMap<usize, Vec<serde_json::Value>> = BTreeMap::new();
     let mut wanted: BTreeMap<&str, BTreeSet<u32>> = BTreeMap::new();
     let mut costliest: Vec<&crate::profile::Function> = profile.functions.iter().collect();
-    costliest.sort_by_key(|f| std::cmp::Reverse(f.cost.self_instructions.unwrap_or(0)));
+    costliest.sort_by_key(|f| std::cmp::Reverse(f.own_weight(profile.metric)));
     let annotated: BTreeSet<&str> = costliest
         .iter()
         .take(ANNOTATED)
@@ -50,7 +50,7 @@ fn annotated(
         lines.entry(f).or_default().push(json!([
             file,
             l.line,
-            l.instructions,
+            l.cost(profile.metric),
             l.inlined.first().map(|i| &i.function)
         ]));
         if let (Some(file), true) = (l.file.as_deref(), annotated.contains(l.function.as_str())) {

@@ -9,12 +9,13 @@
 //! locations are (function, line) pairs: the definition for a leaf, the call site toward
 //! the next frame for the others.
 //!
-//! With the instructions metric's per-line costs, a third sample type,
-//! `line_instructions/count`, holds one sample per line of a function: a one-frame stack
-//! whose location has the line, and, for code inlined there, the inlined functions as
-//! pprof `Line` entries, innermost first (`go tool pprof -sample_index=line_instructions
-//! -list FUNC` prints the exact instructions of each line). These costs are not split by
-//! calling context, so they are a sample type of their own and the stacks keep theirs.
+//! With per-line costs (the instructions metric's, or the stack sampler's times), a third
+//! sample type, `line_instructions/count` or `line_wall/nanoseconds`, holds one sample per
+//! line of a function: a one-frame stack whose location has the line, and, for code
+//! inlined there, the inlined functions as pprof `Line` entries, innermost first (`go tool
+//! pprof -sample_index=line_instructions -list FUNC` prints the exact instructions of each
+//! line). These costs are not split by calling context, so they are a sample type of their
+//! own and the stacks keep theirs.
 
 use std::collections::HashMap;
 use std::io::Write;
@@ -316,7 +317,7 @@ pub(super) fn write(
         if let Some(location) = b.line_location(l) {
             b.out.sample.push(Sample {
                 location_id: vec![location],
-                value: vec![0, 0, l.instructions as i64],
+                value: vec![0, 0, l.cost(profile.metric) as i64],
                 label: Vec::new(),
             });
         }
@@ -328,9 +329,9 @@ pub(super) fn write(
     Ok(())
 }
 
-/// The profile's sample types: calls, the metric's cost, and with the instructions metric's
-/// per-line costs, those (asked for; the stacks' cost is the default view). Says whether
-/// the per-line samples are there.
+/// The profile's sample types: calls, the metric's cost, and with per-line costs, those
+/// (asked for; the stacks' cost is the default view). Says whether the per-line samples
+/// are there.
 fn sample_types(b: &mut Builder<'_>, profile: &Profile) -> bool {
     let unit = profile.metric.facts().unit;
     let mut types = vec![("calls", "count")];
@@ -339,9 +340,12 @@ fn sample_types(b: &mut Builder<'_>, profile: &Profile) -> bool {
         Unit::Instructions => types.push(("instructions", "count")),
         Unit::Calls => {}
     }
-    let by_line = unit == Unit::Instructions && !profile.lines.is_empty();
+    let by_line = unit != Unit::Calls && !profile.lines.is_empty();
     if by_line {
-        types.push(("line_instructions", "count"));
+        types.push(match unit {
+            Unit::Nanoseconds => ("line_wall", "nanoseconds"),
+            _ => ("line_instructions", "count"),
+        });
     }
     for (kind, unit) in &types {
         let value_type = ValueType {

@@ -247,3 +247,108 @@ fn loop_lines_and_an_inlined_helper_cost_what_the_code_says() {
         );
     }
 }
+
+/// With the stack sampler, a time profile has per-line costs too: `parts`' loop, run alone,
+/// spends its time on the loop's lines (its header, with the range's inlined `next`, and
+/// its body), which `annotate`, callgrind_annotate and `go tool pprof -list` show.
+#[test]
+fn sampled_time_lands_on_the_lines_of_the_loop_that_runs() {
+    let dir = copy_fixture("parts");
+    let out = output(
+        wasmprof()
+            .args(["wasmprof", "bench", "--sampler", "stacks"])
+            .args(["--sample-interval", "200", "--format", "callgrind,pprof"])
+            .args(["--", "loop"])
+            .current_dir(dir.path()),
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let profiles = dir.path().join("target/wasmprof");
+    let p = Profile::read(&profiles.join("parts-parts-bench.json")).unwrap();
+    let source = dir.path().join("src/lib.rs");
+    let (header, body) = (
+        line_of(&source, "for i in 0..n {"),
+        line_of(&source, "x = (x ^ i).wrapping_mul"),
+    );
+    let lines: Vec<_> = p
+        .lines
+        .iter()
+        .filter(|l| l.function == "parts::part_loop")
+        .collect();
+    let ns = |keep: &dyn Fn(&&&cargo_wasmprof::profile::LineCost) -> bool| -> u64 {
+        lines.iter().filter(keep).filter_map(|l| l.self_ns).sum()
+    };
+    let all = ns(&|_| true);
+    let own_file = |l: &&&cargo_wasmprof::profile::LineCost| {
+        l.file.as_deref().map(Path::new) == Some(source.as_path())
+    };
+    let on_body = ns(&|l| own_file(l) && l.line == body);
+    let on_loop = ns(&|l| !own_file(l) || l.line == header || l.line == body);
+    let part_loop = p.function_named("parts::part_loop").unwrap();
+    assert_eq!(
+        all, part_loop.cost.self_ns,
+        "the lines sum to the self time"
+    );
+    assert!(
+        part_loop.cost.self_samples.unwrap() > 500,
+        "{:?}",
+        p.sampling
+    );
+    assert!(
+        on_body > all / 4,
+        "{on_body} of {all} ns on the body: {lines:?}"
+    );
+    assert!(
+        on_loop as f64 >= 0.98 * all as f64,
+        "{on_loop} of {all} ns: {lines:?}"
+    );
+
+    let annotate = stdout(&output(
+        wasmprof()
+            .args(["wasmprof", "annotate"])
+            .arg(profiles.join("parts-parts-bench.json"))
+            .arg("part_loop"),
+    ));
+    let row = annotate
+        .lines()
+        .find(|l| l.contains("x = (x ^ i).wrapping_mul"))
+        .unwrap_or_else(|| panic!("{annotate}"));
+    assert!(row.contains(" ms ") && row.contains('%'), "{row}");
+    if have(&["callgrind_annotate"]) {
+        let out = stdout(&output(
+            Command::new("callgrind_annotate")
+                .arg("--auto=yes")
+                .arg(profiles.join("callgrind.out.report")),
+        ));
+        assert!(
+            out.lines()
+                .any(|l| l.starts_with("Events shown:") && l.ends_with(" ns")),
+            "{out}"
+        );
+        assert!(
+            out.lines()
+                .any(|l| l.contains("x = (x ^ i).wrapping_mul") && !l.trim_start().starts_with('.')),
+            "{out}"
+        );
+    }
+    if have(&["go"]) {
+        let out = stdout(&output(
+            Command::new("go")
+                .args([
+                    "tool",
+                    "pprof",
+                    "-sample_index=line_wall",
+                    "-list",
+                    "part_loop",
+                ])
+                .arg(profiles.join("report.pb.gz")),
+        ));
+        let row = out
+            .lines()
+            .find(|l| l.contains(&format!("{body}:")) && l.contains("x = (x ^ i)"))
+            .unwrap_or_else(|| panic!("{out}"));
+        assert!(
+            row.trim_start().starts_with(|c: char| c.is_ascii_digit()),
+            "{row}"
+        );
+    }
+}

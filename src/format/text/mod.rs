@@ -22,7 +22,8 @@ use runs::{iterations, tests, threads};
 use super::units::{elide, percent, short_path, NAME_WIDTH};
 use super::EmitOptions;
 use crate::meta::Metric;
-use crate::profile::{Costs, Function, Profile, FEW_SAMPLES};
+use crate::meta::Sampler;
+use crate::profile::{Costs, Function, Profile, Sampling, FEW_SAMPLES, RANK_SAMPLES};
 
 const BOLD: Style = Style::new().bold();
 
@@ -126,22 +127,33 @@ pub(super) fn render(p: &Profile, options: &EmitOptions) -> String {
 }
 
 /// `p` with each function inlined into others as a row of its own, `NAME [inlined]`
-/// without calls: the instructions of its lines, taken out of its hosts' self cost.
+/// without calls: the cost of its lines (instructions, or sampled time), taken out of its
+/// hosts' self cost.
 fn inlined_rows(p: &Profile) -> Profile {
     let mut q = p.clone();
+    let metric = p.metric;
     let index: HashMap<&str, usize> = p.index_by_name();
-    let mut rows: std::collections::BTreeMap<&str, u64> = Default::default();
+    // Each inlined function's cost, and samples (the stack sampler's).
+    let mut rows: std::collections::BTreeMap<&str, (u64, Option<u64>)> = Default::default();
     for l in &p.lines {
         let Some(inlined) = l.inlined.first() else {
             continue;
         };
-        *rows.entry(&inlined.function).or_default() += l.instructions;
+        let row = rows.entry(&inlined.function).or_default();
+        row.0 += l.cost(metric);
+        if let Some(n) = l.samples {
+            row.1 = Some(row.1.unwrap_or(0) + n);
+        }
         if let Some(&host) = index.get(l.function.as_str()) {
-            let own = &mut q.functions[host].cost.self_instructions;
-            *own = own.map(|n| n.saturating_sub(l.instructions));
+            let cost = &mut q.functions[host].cost;
+            let (own, total) = cost.get(metric);
+            cost.set(metric, own.saturating_sub(l.cost(metric)), total);
+            if let (Some(own), Some(n)) = (cost.self_samples.as_mut(), l.samples) {
+                *own = own.saturating_sub(n);
+            }
         }
     }
-    for (name, instructions) in rows {
+    for (name, (own, samples)) in rows {
         q.functions.push(Function {
             id: q.functions.len() as u32,
             name: format!("{name} {INLINED}"),
@@ -149,11 +161,7 @@ fn inlined_rows(p: &Profile) -> Profile {
             line: None,
             import: false,
             calls: 0,
-            cost: Costs {
-                self_instructions: Some(instructions),
-                total_instructions: Some(instructions),
-                ..Costs::default()
-            },
+            cost: Costs::in_unit(metric, own, own, samples),
         });
     }
     q
@@ -275,20 +283,33 @@ fn header(out: &mut String, p: &Profile, units: Units) {
         };
         let _ = writeln!(out, "view: {}: {part}", view.description);
     }
-    if let Some(s) = p.sampling.filter(|s| s.samples < FEW_SAMPLES) {
-        let _ = writeln!(
-            out,
-            "sampled: {} samples only: the run was too short to sample; its times say little (--metric exact-time times every call, --metric instructions counts)",
-            s.samples
-        );
-    } else if let Some(s) = &p.sampling {
-        let _ = writeln!(
-            out,
-            "sampled: {} samples, one every {} on average; times are estimates (a self time from n samples is within about 1/sqrt(n)), `~` marks those from fewer than {FEW_SAMPLES}; calls and arcs are exact",
-            s.samples,
-            super::units::time(s.interval_ns().round() as u64),
-        );
+    if let Some(s) = &p.sampling {
+        sampled(out, s);
     }
+}
+
+/// The header's line on the samples: which sampler took them, how many, and what that
+/// makes of the times.
+fn sampled(out: &mut String, s: &Sampling) {
+    let by = match s.sampler {
+        Sampler::Stacks => "the stack sampler: where the code was, the probes' own code left out",
+        Sampler::Word => "the word sampler: which context the probes said ran",
+    };
+    let _ = match s.samples {
+        n if n < FEW_SAMPLES => writeln!(
+            out,
+            "sampled by {by}: {n} samples only: the run was too short to sample, its times say nothing; for exact costs, profile with --metric instructions; calls and arcs are exact"
+        ),
+        n if n < RANK_SAMPLES => writeln!(
+            out,
+            "sampled by {by}: {n} samples, too few to rank the functions by time (about {RANK_SAMPLES} are needed; a self time from n samples is within about 1/sqrt(n), `~` marks those from fewer than {FEW_SAMPLES}); for exact costs, profile with --metric instructions; calls and arcs are exact, and rows of equal time are in name order, not by calls"
+        ),
+        n => writeln!(
+            out,
+            "sampled by {by}: {n} samples, one every {} on average; times are estimates (a self time from n samples is within about 1/sqrt(n)), `~` marks those from fewer than {FEW_SAMPLES}; calls and arcs are exact",
+            super::units::time(s.interval_ns().round() as u64),
+        ),
+    };
 }
 
 /// A self cost as text, marked `~` when it is sampled from too few samples to rank by.
@@ -300,14 +321,17 @@ fn self_cost(units: Units, cost: &Costs) -> String {
     }
 }
 
-/// The functions, most `cost` first, then most calls, then by name.
+/// The functions, most `cost` first, then (unless the costs are sampled: calls are no
+/// cost) most calls, then by name.
 fn by_cost(p: &Profile, cost: impl Fn(&Function) -> u64) -> Vec<&Function> {
     let mut rows: Vec<&Function> = p.functions.iter().collect();
+    let by_calls = p.sampling.is_none();
     rows.sort_by(|a, b| {
-        cost(b)
-            .cmp(&cost(a))
-            .then(b.calls.cmp(&a.calls))
-            .then(a.name.cmp(&b.name))
+        let calls = match by_calls {
+            true => b.calls.cmp(&a.calls),
+            false => std::cmp::Ordering::Equal,
+        };
+        cost(b).cmp(&cost(a)).then(calls).then(a.name.cmp(&b.name))
     });
     rows
 }

@@ -5,7 +5,8 @@
 use std::fmt::Write as _;
 
 use super::Units;
-use crate::format::units::percent;
+use crate::format::units::{percent, time};
+use crate::meta::Sampler;
 use crate::profile::Profile;
 
 /// The notes, after a blank line when there are any.
@@ -85,10 +86,23 @@ fn exact_times(notes: &mut Vec<String>, p: &Profile) {
 /// Sampled times: the samples that found the probes running, and those that came late.
 fn sampling(notes: &mut Vec<String>, p: &Profile) {
     if let Some(s) = p.sampling.filter(|s| s.in_probes > 0) {
+        let share = percent(s.in_probes, s.samples + s.in_probes + s.idle);
+        // Measured (BENCHMARKS.md, accuracy of time): under dense probes the CPU runs the
+        // program's own instructions in the probes' shadow, and their samples land there.
+        let lean = match (s.sampler, share >= 10.0) {
+            (Sampler::Stacks, true) => "; where calls are dense, part of the program's own time runs in the probes' shadow and is left out with them, so the shares of call-dense functions lean low (the word sampler, the default, does not)",
+            _ => "",
+        };
         notes.push(format!(
-            "{} samples ({:.1}%) found the profiler's probes running and were left out of the times",
+            "{} samples ({share:.1}%) found the profiler's probes running and were left out of the times{lean}",
             s.in_probes,
-            percent(s.in_probes, s.samples + s.in_probes + s.idle)
+        ));
+    }
+    if let Some(s) = p.sampling.filter(|s| s.unplaced > 0) {
+        notes.push(format!(
+            "{} samples ({}) could not be placed in the calling-context tree (stacks deeper than the sampler walks, paths the tree had no room for, samples the sampler had no room for) and were left out of the times",
+            s.unplaced,
+            time(s.unplaced_ns),
         ));
     }
     if let Some(s) = p
