@@ -24,9 +24,9 @@ pub const WORD_INTERVAL: Duration = Duration::from_micros(100);
 /// BENCHMARKS.md), 2% of its time at this interval.
 pub const STACKS_INTERVAL: Duration = Duration::from_millis(1);
 
-/// The stack sampler's shortest wait between samples in its dense phase: 20% of the
-/// program's time for those 20 ms.
-pub const STACKS_DENSE_FLOOR: Duration = Duration::from_micros(100);
+/// The stack sampler's shortest wait between samples in its dense phase: 10% of the
+/// program's time for those 20 ms, for a hundred samples.
+pub const STACKS_DENSE_FLOOR: Duration = Duration::from_micros(200);
 
 /// The interval of `sampler` unless the user chooses one.
 pub fn default_interval(sampler: Sampler) -> Duration {
@@ -78,6 +78,7 @@ mod tests {
         let stacks = |us| dense_wait(Sampler::Stacks, Duration::from_micros(us));
         assert_eq!(stacks(1000), STACKS_DENSE_FLOOR);
         assert_eq!(stacks(10_000), Duration::from_millis(1));
+        assert_eq!(stacks(100), Duration::from_micros(100));
         assert_eq!(stacks(50), Duration::from_micros(50));
         assert!(!is_late(
             Duration::from_micros(10),

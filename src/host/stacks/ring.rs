@@ -15,9 +15,10 @@ use std::time::Duration;
 /// not place it from the root).
 const MAX_DEPTH: usize = 1024;
 
-/// Words (u64) of each thread's ring: 8 MB, about 40,000 samples of 20 frames, which the
-/// drain thread empties every few milliseconds.
-const RING_WORDS: usize = 1 << 20;
+/// Words (u64) of each thread's ring: 2 MB, about 10,000 samples of 20 frames, which the
+/// drain thread empties every few milliseconds. Allocated zeroed, so the system maps its
+/// pages only as samples reach them.
+const RING_WORDS: usize = 1 << 18;
 
 /// A record's flag: the interrupted PC was outside the module's code.
 const OUTSIDE: u64 = 1 << 63;
@@ -75,7 +76,8 @@ impl Ring {
     /// module's native code) and read the import word at `in_import`.
     pub(super) fn new(code: (usize, usize), in_import: *const AtomicU32) -> anyhow::Result<Ring> {
         Ok(Ring {
-            words: (0..RING_WORDS).map(|_| AtomicU64::new(0)).collect(),
+            // SAFETY: all-zero bytes are a valid `AtomicU64` (zero).
+            words: unsafe { Box::new_zeroed_slice(RING_WORDS).assume_init() },
             head: AtomicUsize::new(0),
             tail: AtomicUsize::new(0),
             last_ns: AtomicU64::new(monotonic_ns()),
