@@ -23,8 +23,9 @@ use cargo_wasmprof::calibrate;
 use cargo_wasmprof::clock::ClockChoice;
 use cargo_wasmprof::host::{Embedded, RunConfig};
 use cargo_wasmprof::instrument::{self, Options};
-use cargo_wasmprof::meta::Metric;
+use cargo_wasmprof::meta::{Metric, Sampler};
 use cargo_wasmprof::profile::Profile;
+use cargo_wasmprof::sampling;
 
 const RUNS: usize = 7;
 
@@ -211,20 +212,41 @@ fn main() {
 
     // Run time, uninstrumented and under each metric (and clock), interleaved.
     let configs = [
-        ("time", Metric::Time, ClockChoice::Auto),
-        ("exact-time", Metric::ExactTime, ClockChoice::Auto),
-        ("exact/Instant", Metric::ExactTime, ClockChoice::Instant),
-        ("instructions", Metric::Instructions, ClockChoice::Auto),
-        ("calls", Metric::Calls, ClockChoice::Auto),
+        ("time", Metric::Time, ClockChoice::Auto, Sampler::Word),
+        (
+            "time/stacks",
+            Metric::Time,
+            ClockChoice::Auto,
+            Sampler::Stacks,
+        ),
+        (
+            "exact-time",
+            Metric::ExactTime,
+            ClockChoice::Auto,
+            Sampler::Word,
+        ),
+        (
+            "exact/Instant",
+            Metric::ExactTime,
+            ClockChoice::Instant,
+            Sampler::Word,
+        ),
+        (
+            "instructions",
+            Metric::Instructions,
+            ClockChoice::Auto,
+            Sampler::Word,
+        ),
+        ("calls", Metric::Calls, ClockChoice::Auto, Sampler::Word),
     ];
     println!();
     print!("{:<30} {:>10}", "workload", "plain run");
-    for (name, _, _) in &configs {
+    for (name, _, _, _) in &configs {
         print!(" {name:>13}");
     }
     println!();
     // Per group: the sum of the logarithms of each configuration's ratios, and the count.
-    let mut log_sums = [[0.0f64; 5]; GROUPS.len()];
+    let mut log_sums = [[0.0f64; 6]; GROUPS.len()];
     let mut counts = [0usize; GROUPS.len()];
     for w in &workloads {
         let plain_config = RunConfig {
@@ -233,9 +255,10 @@ fn main() {
         };
         let variants: Vec<(Vec<u8>, RunConfig)> = configs
             .iter()
-            .map(|&(_, metric, clock)| {
+            .map(|&(_, metric, clock, sampler)| {
                 let options = Options {
                     metric,
+                    sampler,
                     ..Options::default()
                 };
                 let wasm = instrument::instrument(&w.wasm, &options).unwrap().wasm;
@@ -243,6 +266,7 @@ fn main() {
                     wasm,
                     RunConfig {
                         clock,
+                        sample_interval: sampling::default_interval(sampler),
                         ..plain_config.clone()
                     },
                 )
@@ -353,7 +377,8 @@ fn accuracy(workloads: &[Workload]) {
 
 /// The three parts of fixtures/parts: each part's true share of the whole (from plain
 /// runs of each part alone, less a run of none), against the inclusive time share of its
-/// function in profiles of all three, sampled and exact (compensated).
+/// function in profiles of all three, sampled (by each sampler) and exact (compensated);
+/// then the stack sampler's own cost per sample.
 fn parts_accuracy() {
     const PARTS: [(&str, &str); 3] = [
         ("loop", "parts::part_loop"),
@@ -379,11 +404,13 @@ fn parts_accuracy() {
     };
     let cost = calibrate::probe_cost(ClockChoice::Auto).unwrap();
     let sampled = instrumented(&wasm, Metric::Time);
+    let stacks = instrument::instrument(&wasm, &stack_sampled()).unwrap();
     let exact = instrumented(&wasm, Metric::ExactTime);
     let mut alone = vec![Vec::new(); PARTS.len()];
     let mut none = Vec::new();
-    // Sampled, exact as measured, exact compensated.
+    // Sampled by each sampler, exact as measured, exact compensated.
     let mut shares = [
+        vec![Vec::new(); PARTS.len()],
         vec![Vec::new(); PARTS.len()],
         vec![Vec::new(); PARTS.len()],
         vec![Vec::new(); PARTS.len()],
@@ -393,17 +420,23 @@ fn parts_accuracy() {
         for (k, (part, _)) in PARTS.iter().enumerate() {
             alone[k].push(wall(&wasm, &[part]));
         }
-        let profile = |done: &instrument::Instrumented| {
+        let profile = |done: &instrument::Instrumented, sampler: Sampler| {
+            let config = RunConfig {
+                sample_interval: sampling::default_interval(sampler),
+                ..config(&["all"])
+            };
             Embedded
-                .run_module(&done.wasm, &config(&["all"]))
+                .run_module(&done.wasm, &config)
                 .unwrap()
                 .profile(&done.meta, "parts")
                 .unwrap()
         };
-        let raw = profile(&exact);
+        let raw = profile(&exact, Sampler::Word);
         let mut compensated = raw.clone();
         let _ = compensated.compensate(cost);
-        for (m, p) in [profile(&sampled), raw, compensated].iter().enumerate() {
+        let word = profile(&sampled, Sampler::Word);
+        let by_stacks = profile(&stacks, Sampler::Stacks);
+        for (m, p) in [word, by_stacks, raw, compensated].iter().enumerate() {
             let totals: Vec<f64> = PARTS
                 .iter()
                 .map(|(_, f)| p.function_named(f).map_or(0.0, |f| f.cost.total_ns as f64))
@@ -421,8 +454,14 @@ fn parts_accuracy() {
         .collect();
     let truth_sum: f64 = truth.iter().sum();
     println!(
-        "\n{:<12} {:>10} {:>11} {:>16} {:>16} {:>16}",
-        "part", "plain run", "true share", "sampled (diff)", "exact raw", "exact compens."
+        "\n{:<12} {:>10} {:>11} {:>16} {:>16} {:>16} {:>16}",
+        "part",
+        "plain run",
+        "true share",
+        "time (word)",
+        "time (stacks)",
+        "exact raw",
+        "exact compens."
     );
     for (k, (part, _)) in PARTS.iter().enumerate() {
         let true_share = 100.0 * truth[k] / truth_sum;
@@ -431,16 +470,61 @@ fn parts_accuracy() {
             format!("{share:.1}% ({:+.1})", share - true_share)
         };
         println!(
-            "{:<12} {:>8.1}ms {:>10.1}% {:>16} {:>16} {:>16}",
+            "{:<12} {:>8.1}ms {:>10.1}% {:>16} {:>16} {:>16} {:>16}",
             part,
             truth[k] / 1e6,
             true_share,
             show(0),
             show(1),
-            show(2)
+            show(2),
+            show(3)
         );
     }
     println!(
         "(inclusive time shares of the three parts' functions, median of {RUNS} profiles of all three; true shares from each part run alone, plain, less a run of none)"
+    );
+    stack_sample_cost(&wasm, &config(&["loop"]));
+}
+
+/// The options of the stack sampler's time metric.
+fn stack_sampled() -> Options {
+    Options {
+        metric: Metric::Time,
+        sampler: Sampler::Stacks,
+        ..Options::default()
+    }
+}
+
+/// The stack sampler's cost per sample: `wasm` (the parts' loop, whose probes run once)
+/// profiled every 100 us against every second (a sample or two), median of RUNS runs
+/// each, interleaved; the difference per sample taken.
+fn stack_sample_cost(wasm: &[u8], config: &RunConfig) {
+    let done = instrument::instrument(wasm, &stack_sampled()).unwrap();
+    let run = |interval_us: u64| {
+        let config = RunConfig {
+            sample_interval: std::time::Duration::from_micros(interval_us),
+            ..config.clone()
+        };
+        let outcome = Embedded.run_module(&done.wasm, &config).unwrap();
+        let p = outcome.profile(&done.meta, "parts").unwrap();
+        let s = p.sampling.unwrap_or_default();
+        (
+            outcome.wall_ns as f64,
+            (s.samples + s.in_probes + s.idle) as f64,
+        )
+    };
+    let (mut dense, mut sparse, mut taken) = (Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..RUNS {
+        let (wall, samples) = run(100);
+        dense.push(wall);
+        taken.push(samples);
+        sparse.push(run(1_000_000).0);
+    }
+    let (dense, sparse, taken) = (median(dense), median(sparse), median(taken));
+    println!(
+        "\nstack sampler: {:.1} us per sample (the parts' loop: {:.1} ms with a sample every second, {:.1} ms with {taken:.0} samples every 100 us; median of {RUNS})",
+        (dense - sparse) / taken.max(1.0) / 1e3,
+        sparse / 1e6,
+        dense / 1e6,
     );
 }
