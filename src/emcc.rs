@@ -11,9 +11,11 @@
 //!
 //! `WASMPROF_METRIC` chooses what is measured besides calls, as `--metric` does.
 //!
-//! JS outputs (.js, .mjs, .html, no extension) get the profiler's state in a state module
-//! ([`crate::meta::StateLocation::StateModule`]), because node 20 refuses a second memory; a bare .wasm
-//! output (standalone) keeps it in a memory of its own, for wasmtime.
+//! JS outputs (.js, .mjs, .html, no extension) are instrumented for a JS host
+//! ([`crate::instrument::Options::for_js_host`]): the profiler's state in a memory of its own,
+//! with the variant whose state is in a state module carried for node 20, which refuses a
+//! second memory; the runtime chooses when it starts. A bare .wasm output (standalone)
+//! keeps the state in a memory of its own, for wasmtime.
 
 use std::ffi::{OsStr, OsString};
 use std::io::Write as _;

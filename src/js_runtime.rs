@@ -39,10 +39,16 @@ pub const NODE_CLOCK: &str = "hrtime";
 pub const BROWSER_CLOCK: &str = "performance.now";
 
 /// The runtime, with [`WASM_FILE_MARK`] standing for the module's file name,
-/// [`CONTRACT_MARK`] for the [`contract`] and [`SAMPLER_MARK`] for the sampler's source.
+/// [`CONTRACT_MARK`] for the [`contract`], [`SAMPLER_MARK`] for the sampler's source and
+/// [`PTHREADS_MARK`] for its `-pthread` part.
 const RUNTIME: &str = include_str!("../templates/wasmprof-runtime.js");
 /// The sampled time metric's sampler, a function the runtime runs in a worker of its own.
 const SAMPLER: &str = include_str!("../templates/wasmprof-sampler.js");
+/// The runtime's part for Emscripten's `-pthread`, which goes inside the runtime's scope
+/// at [`PTHREADS_MARK`].
+const PTHREADS: &str = include_str!("../templates/wasmprof-pthreads.js");
+/// What the runtime template has where [`PTHREADS`] goes, as a statement.
+const PTHREADS_MARK: &str = "'__WASMPROF_PTHREADS__';";
 /// What the runtime template has where the sampler's source goes, as a string.
 const SAMPLER_MARK: &str = "__WASMPROF_SAMPLER__";
 /// What the runtime template has where the .wasm file's name goes.
@@ -64,6 +70,7 @@ pub fn for_emscripten(wasm_file: &str, metric: Metric) -> String {
         .skip_while(|line| line.starts_with("//"))
         .collect();
     RUNTIME
+        .replace(PTHREADS_MARK, PTHREADS)
         .replace(&format!("'{WASM_FILE_MARK}'"), &quoted(wasm_file)) // a JS string literal
         .replace(&format!("'{CONTRACT_MARK}'"), &contract(metric).to_string())
         .replace(&format!("'{SAMPLER_MARK}'"), &quoted(&sampler.join("\n")))
@@ -169,6 +176,7 @@ pub fn contract(metric: Metric) -> serde_json::Value {
             "clock": meta::CLOCK_NAME,
             "meta_section": meta::SECTION,
             "state_section": meta::STATE_SECTION,
+            "one_memory_section": meta::ONE_MEMORY_SECTION,
             "frames_section": meta::FRAMES_SECTION,
             "no_function": meta::NO_FUNCTION,
         },

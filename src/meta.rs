@@ -56,6 +56,12 @@ pub const STATE_MODULE: &str = "wasmprof";
 /// [`StateLocation::StateModule`].
 pub const STATE_SECTION: &str = "wasmprof.state";
 
+/// Name of the custom section in which a module instrumented for the JS hosts carries the
+/// same program instrumented with [`StateLocation::StateModule`] (without its DWARF): the
+/// JS runtime runs it where the host allows a module one memory (node 20's V8), the module
+/// itself everywhere else ([`Meta::one_memory_variant`]).
+pub const ONE_MEMORY_SECTION: &str = "wasmprof.one-memory";
+
 /// Where the profiler keeps its state.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -295,6 +301,10 @@ pub struct Meta {
     /// ([`crate::instrument::Options::host_exceptions`]).
     #[serde(default)]
     pub host_exceptions: bool,
+    /// Whether the module carries its variant for hosts that allow one memory, in
+    /// [`ONE_MEMORY_SECTION`] ([`crate::instrument::Options::one_memory_variant`]).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub one_memory_variant: bool,
     /// How a host samples it, with the sampled time metric.
     #[serde(default)]
     pub sampler: Sampler,

@@ -217,6 +217,7 @@ fn run_with_callbacks(wasm: &[u8], options: &Options) -> Profile {
         wall_ns: 0,
         clock: String::new(),
         threads_lost: Vec::new(),
+        state: None,
     };
     Profile::decode(&done.meta, &dump, run).unwrap()
 }

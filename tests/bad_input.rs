@@ -199,26 +199,15 @@ fn threaded_modules_that_wasi_threads_cannot_run() {
 /// workers) that the JS runtime cannot profile.
 #[test]
 fn emscripten_pthread_modules_that_the_js_runtime_cannot_run() {
-    // Its threads run in JS workers: the state goes in a state module per worker, so a
-    // module for a host with the state in its own memory is refused, as is one whose
-    // workers would share no memory.
-    let cases = [
-        (
-            r#"(module (import "env" "memory" (memory 1 16 shared))
-                 (func (export "_emscripten_thread_init")) (func (export "_start")))"#,
-            "own-memory",
-            "an Emscripten -pthread module (it exports `_emscripten_thread_init`): its threads \
-             run in JS workers, whose runtime keeps each worker's profiler state in a state \
-             module: instrument it with `--state state-module`",
-        ),
-        (
-            r#"(module (memory (export "memory") 1 16 shared)
-                 (func (export "_emscripten_thread_init")) (func (export "_start")))"#,
-            "state-module",
-            "an Emscripten -pthread module (it exports `_emscripten_thread_init`): it imports \
-             no shared memory",
-        ),
-    ];
+    // Its threads run in JS workers, each on the imported shared memory: a module whose
+    // workers would share no memory is refused.
+    let cases = [(
+        r#"(module (memory (export "memory") 1 16 shared)
+             (func (export "_emscripten_thread_init")) (func (export "_start")))"#,
+        "state-module",
+        "an Emscripten -pthread module (it exports `_emscripten_thread_init`): it imports \
+         no shared memory",
+    )];
     for (module, state, message) in cases {
         let dir = tempfile::tempdir().unwrap();
         let input = dir.path().join("input.wasm");

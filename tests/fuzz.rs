@@ -380,6 +380,7 @@ fn compare(engine: &Engine, seed: u64, original: &[u8]) -> Verdict {
             wall_ns: 0,
             clock: String::new(),
             threads_lost: Vec::new(),
+            state: None,
         };
         let dump = dump.expect("profiler state");
         let profile = Profile::decode(&meta, &dump, run)

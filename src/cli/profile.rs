@@ -98,6 +98,7 @@ impl InstrumentFlags {
             state: self.state.into(),
             host_exceptions: false,
             sampler: self.sampler.into(),
+            one_memory_variant: false,
         }
     }
 }

@@ -137,6 +137,7 @@ mod tests {
                             state,
                             host_exceptions: false,
                             sampler,
+                            one_memory_variant: false,
                         },
                         sample_interval: Duration::from_micros(250),
                         compensation,

@@ -27,7 +27,7 @@ use super::{Host, Outcome, Prepared, RunConfig};
 use crate::error::{Error, HostError};
 use crate::fsutil::relative;
 use crate::instrument::{import_state_from, instrument, Options};
-use crate::meta::{self, Meta};
+use crate::meta::{self, Meta, StateLocation};
 use crate::status::Status;
 
 /// The runner's name on PATH.
@@ -269,8 +269,12 @@ impl Host for Bindgen {
         // handles exceptions by the instructions it finds (legacy `try` = a panic=unwind
         // build) and would generate other glue for its `catch` imports. A JS exception
         // thrown through the module's frames is closed at the next entry from JS instead.
+        // bindgen's glue, not the runtime, instantiates the module, so nothing chooses a
+        // variant at start-up: the state is in a state module, which every host runs.
         let options = Options {
             host_exceptions: false,
+            state: StateLocation::StateModule,
+            one_memory_variant: false,
             ..options.clone().for_js_host()
         };
         let done = instrument(&original, &options).map_err(|e| Error::input(path, e))?;

@@ -158,6 +158,7 @@ fn run_single(compiled: Compiled, config: &RunConfig) -> anyhow::Result<Outcome>
         wall_ns,
         threads: Vec::new(),
         lost_threads: Vec::new(),
+        ran: None,
     })
 }
 

@@ -91,5 +91,6 @@ pub(super) fn outcome(
         wall_ns: run.run.wall_ns,
         threads: run.threads,
         lost_threads: run.lost_threads,
+        ran: Some(run.meta),
     })
 }

@@ -35,7 +35,7 @@ use anyhow::Context as _;
 pub use self::bindgen::Bindgen;
 pub use self::embedded::Embedded;
 pub use self::instance::{profiler_memory, TRAP_EXIT_CODE};
-pub use self::node::Node;
+pub use self::node::{Node, NODE_VAR};
 pub use self::sampler::{HOOK as SAMPLE_HOOK, HOOK_SAMPLE_NS};
 use crate::clock::ClockChoice;
 use crate::error::{Error, HostError};
@@ -146,6 +146,10 @@ pub struct Outcome {
     /// Threads whose state the host could not collect: they neither stopped nor waited
     /// when the program ended (blocked in a host call).
     pub lost_threads: Vec<u32>,
+    /// The meta of the module that ran, when the host chose which (a JS runtime runs a
+    /// module's one-memory variant where the host allows a module one memory): it decodes
+    /// the dump in place of the prepared module's.
+    pub ran: Option<Meta>,
 }
 
 impl Outcome {
@@ -160,7 +164,7 @@ impl Outcome {
             .as_ref()
             .context("the module carries no profiler state")?;
         Profile::decode_threads(
-            meta,
+            self.ran.as_ref().unwrap_or(meta),
             dump,
             self.run_info(module),
             &self.threads,
@@ -182,6 +186,7 @@ impl Outcome {
                 .map(|d| d.clock.clone())
                 .unwrap_or_default(),
             threads_lost: Vec::new(),
+            state: None,
         }
     }
 }

@@ -13,6 +13,10 @@ use crate::instrument::{instrument_in_place, Options};
 use crate::meta::Meta;
 use crate::status::Status;
 
+/// The environment variable that names the node to run programs with (a path, or a name
+/// looked up on PATH); `node` on PATH without it.
+pub const NODE_VAR: &str = "WASMPROF_NODE";
+
 /// node, for the programs that Emscripten links.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Node;
@@ -26,9 +30,9 @@ impl Node {
 }
 
 impl Host for Node {
-    /// Instruments the module the program loads (its .wasm beside it) in place, with the
-    /// profiler's state in a state module (node 20 allows a module one memory), unless its
-    /// link instrumented it with the same options already.
+    /// Instruments the module the program loads (its .wasm beside it) in place, for a JS
+    /// host (the state in its own memory, and the variant for a node that allows one
+    /// memory), unless its link instrumented it with the same options already.
     fn prepare(
         &self,
         js: &Path,
@@ -76,13 +80,21 @@ impl Host for Node {
     /// save the dump and how often to sample. The exit code is node's own: after a trap the
     /// runtime can only guess it.
     fn run(&self, program: &Prepared, config: &RunConfig) -> Result<Outcome, HostError> {
-        let node = which::which("node").map_err(|_| {
-            HostError::Unavailable(
-                "cannot find `node` on PATH, which runs the wasm32-unknown-emscripten target's \
-                 programs"
-                    .into(),
-            )
-        })?;
+        let node = match std::env::var_os(NODE_VAR) {
+            Some(node) => which::which(&node).map_err(|_| {
+                HostError::Unavailable(format!(
+                    "cannot run `{}`, which {NODE_VAR} names to run the \
+                     wasm32-unknown-emscripten target's programs",
+                    node.to_string_lossy()
+                ))
+            })?,
+            None => which::which("node").map_err(|_| {
+                HostError::Unavailable(format!(
+                    "cannot find `node` on PATH, which runs the wasm32-unknown-emscripten \
+                     target's programs (or name one in {NODE_VAR})"
+                ))
+            })?,
+        };
         let (code, dump) = JsProcess::new(&node, &program.path, config).run_with_dump_file()?;
         js_process::outcome(code, dump, "is it linked by wasmprof-emcc?")
     }

@@ -138,6 +138,7 @@ pub(super) fn run(compiled: Compiled, config: &RunConfig) -> anyhow::Result<Outc
         wall_ns,
         threads: states,
         lost_threads: lost,
+        ran: None,
     })
 }
 

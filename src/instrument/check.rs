@@ -121,7 +121,7 @@ pub(super) enum Threads {
 /// `-pthread` glue), after checking that it can: the import's type, an imported shared
 /// memory that every thread's instance shares, the `wasi_thread_start` export, and a
 /// profiler state that is each instance's own (wasi-threads: a memory of its own; the JS
-/// runtime of Emscripten's threads: a state module per worker).
+/// runtime of Emscripten's threads: each worker's instance's, or its state module).
 pub(super) fn threads(
     module: &walrus::Module,
     state: StateLocation,
@@ -146,35 +146,22 @@ pub(super) fn threads(
             .iter()
             .any(|e| e.name == EMSCRIPTEN_THREAD_INIT) =>
         {
-            emscripten_threads(shared_import, state)
+            emscripten_threads(shared_import)
         }
         None => Ok(Threads::None),
     }
 }
 
-/// An Emscripten `-pthread` module, checked: it imports a shared memory (`shared_import`)
-/// and its state is in a state module, one per worker.
-fn emscripten_threads(
-    shared_import: bool,
-    state: StateLocation,
-) -> Result<Threads, InstrumentError> {
-    let refuse = |why: &str| {
-        Err(InstrumentError::Unsupported(format!(
-            "an Emscripten -pthread module (it exports `{EMSCRIPTEN_THREAD_INIT}`): {why}"
-        )))
-    };
+/// An Emscripten `-pthread` module, checked: it imports a shared memory (`shared_import`),
+/// which the glue gives every worker's instance. The profiler's state is each worker's own
+/// either way: in its instance's own memory or in the state module its runtime instantiates.
+fn emscripten_threads(shared_import: bool) -> Result<Threads, InstrumentError> {
     if !shared_import {
-        return refuse(
-            "it imports no shared memory, so its workers would share no memory (the glue \
-             gives every worker's instance the imported shared memory)",
-        );
-    }
-    if state != StateLocation::StateModule {
-        return refuse(
-            "its threads run in JS workers, whose runtime keeps each worker's profiler \
-             state in a state module: instrument it with `--state state-module` (as \
-             wasmprof-emcc does)",
-        );
+        return Err(InstrumentError::Unsupported(format!(
+            "an Emscripten -pthread module (it exports `{EMSCRIPTEN_THREAD_INIT}`): it imports \
+             no shared memory, so its workers would share no memory (the glue gives every \
+             worker's instance the imported shared memory)"
+        )));
     }
     Ok(Threads::Emscripten)
 }

@@ -15,7 +15,8 @@
 //! and validation), `thunks` (import thunks), `sites` (call-site numbering), `rewrite`
 //! (one function's probes), `counting` (the instructions metric), `probes` (the probes'
 //! code and the profiler's state), `in_place` (a module file made instrumented, keeping
-//! its original), `state_import` (an instrumented module's state imported from another
+//! its original), `one_memory` (the variant a JS host's module carries for hosts that allow
+//! one memory), `state_import` (an instrumented module's state imported from another
 //! module name, for a browser page).
 
 mod addresses;
@@ -24,6 +25,7 @@ mod check;
 mod counting;
 mod in_place;
 mod lines;
+mod one_memory;
 mod probes;
 mod rewrite;
 mod sites;
@@ -66,6 +68,10 @@ pub struct Options {
     /// publish no context word, each import's thunk says that it runs, and the module maps
     /// its code's addresses ([`meta::ADDRESSES_SECTION`]).
     pub sampler: Sampler,
+    /// With the state in the module's own memory, the module also carries the program
+    /// instrumented with its state in a state module, for the JS hosts that allow a module
+    /// one memory ([`meta::ONE_MEMORY_SECTION`]); the JS runtime chooses when it starts.
+    pub one_memory_variant: bool,
 }
 
 /// The calling contexts a profile keeps unless told otherwise: 4 M, at most 192 MB of the
@@ -80,17 +86,21 @@ impl Default for Options {
             state: StateLocation::OwnMemory,
             host_exceptions: false,
             sampler: Sampler::Word,
+            one_memory_variant: false,
         }
     }
 }
 
 impl Options {
-    /// These options for a JS host (node, a browser): the state in a state module, since
-    /// node 20 allows a module one memory, and handlers for the JS exceptions that the glue
-    /// throws through imports (longjmp, C++ exceptions).
+    /// These options for a JS host (node, a browser): the state in the module's own memory,
+    /// as in wasmtime, where the host allows a module two memories (node 22 and later,
+    /// current browsers), the variant with a state module carried for those that allow one
+    /// (node 20); handlers for the JS exceptions that the glue throws through imports
+    /// (longjmp, C++ exceptions); the word sampler.
     pub fn for_js_host(self) -> Options {
         Options {
-            state: StateLocation::StateModule,
+            state: StateLocation::OwnMemory,
+            one_memory_variant: true,
             host_exceptions: true,
             sampler: Sampler::Word,
             ..self
@@ -111,6 +121,12 @@ impl Options {
         self.metric.facts().probes.counter && self.state == StateLocation::OwnMemory
     }
 
+    /// Whether the module carries its variant for hosts that allow one memory: asked for,
+    /// and its own state not in a state module already.
+    fn carries_one_memory_variant(&self) -> bool {
+        self.one_memory_variant && self.state == StateLocation::OwnMemory
+    }
+
     /// Whether these options produced `meta`: a module that carries it was instrumented
     /// with the same metric, state location, import handlers and room for contexts.
     pub fn produced(&self, meta: &Meta) -> bool {
@@ -118,6 +134,7 @@ impl Options {
         meta.metric == self.metric
             && meta.state == self.state
             && meta.host_exceptions == self.host_exceptions
+            && meta.one_memory_variant == self.carries_one_memory_variant()
             && (!self.metric.facts().sampled || meta.sampler == self.sampler)
             && l.nodes_cap == Layout::new(l.functions, 0, 0, 0, self.max_contexts).nodes_cap
     }
@@ -133,6 +150,29 @@ pub struct Instrumented {
 
 /// Instruments `original`, a core module's bytes. The same input gives the same output.
 pub fn instrument(original: &[u8], options: &Options) -> Result<Instrumented, InstrumentError> {
+    if !options.carries_one_memory_variant() {
+        return instrument_once(original, options);
+    }
+    let variant = Options {
+        state: StateLocation::StateModule,
+        one_memory_variant: false,
+        ..options.clone()
+    };
+    let (done, variant) = std::thread::scope(|scope| {
+        let variant = scope.spawn(|| instrument_once(original, &variant));
+        let done = instrument_once(original, options);
+        match variant.join() {
+            Ok(variant) => (done, variant),
+            Err(panic) => std::panic::resume_unwind(panic),
+        }
+    });
+    let mut done = done?;
+    one_memory::carry(&mut done.wasm, &variant?.wasm);
+    Ok(done)
+}
+
+/// [`instrument`], the one module `options` ask for.
+fn instrument_once(original: &[u8], options: &Options) -> Result<Instrumented, InstrumentError> {
     check_input(original)?;
     // A second thread checks the proposals while walrus parses, then reads the symbols
     // while the module is rewritten and emitted: nothing but the meta appended at the
@@ -218,6 +258,7 @@ impl Rewritten {
             metric: options.metric,
             state: options.state,
             host_exceptions: options.host_exceptions,
+            one_memory_variant: options.carries_one_memory_variant(),
             sampler: options.sampler,
             layout: self.layout,
             functions,

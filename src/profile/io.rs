@@ -237,6 +237,7 @@ mod tests {
             metric: crate::meta::Metric::Calls,
             state: Default::default(),
             host_exceptions: false,
+            one_memory_variant: false,
             sampler: Default::default(),
             layout: crate::layout::Layout::new(0, 0, 0, 0, 1),
             functions: Vec::new(),

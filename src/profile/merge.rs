@@ -330,6 +330,7 @@ mod tests {
                 wall_ns: 0,
                 clock: String::new(),
                 threads_lost: Vec::new(),
+                state: None,
             }],
             metric: Metric::Calls,
             functions: vec![

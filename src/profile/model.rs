@@ -162,6 +162,10 @@ pub struct RunInfo {
     /// blocked in a host call when the program ended): their counts are missing.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub threads_lost: Vec<u32>,
+    /// Where the profiler kept its state in the module that ran (a JS runtime chooses by
+    /// what its host allows).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state: Option<crate::meta::StateLocation>,
 }
 
 /// One function.

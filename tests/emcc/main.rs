@@ -19,8 +19,8 @@ use std::sync::OnceLock;
 
 use cargo_wasmprof::profile::{Profile, HOST};
 use common::{
-    arc, calls, check_invariants, context_callers, fib_calls, have, line_of, output, validate,
-    wasmprof,
+    arc, calls, check_invariants, context_callers, fib_calls, have, line_of, nodes, output,
+    validate, wasmprof, NodeBin,
 };
 
 /// fixtures/emcc, built once by its Makefile with the wrappers as CC and CXX (the C++ one
@@ -52,10 +52,11 @@ fn built() -> &'static Path {
     })
 }
 
-/// Runs `node build/PROGRAM.js ARGS` in the fixture directory with the profile going to
-/// `out` (or, with None, to the default place); returns the exit code and stdout.
-fn node(program: &str, args: &[&str], out: Option<&Path>) -> (i32, String) {
-    let mut cmd = Command::new("node");
+/// Runs `node build/PROGRAM.js ARGS` under node `n` in the fixture directory with the
+/// profile going to `out` (or, with None, to the default place); returns the exit code and
+/// stdout.
+fn node(n: &NodeBin, program: &str, args: &[&str], out: Option<&Path>) -> (i32, String) {
+    let mut cmd = n.command();
     cmd.current_dir(built())
         .arg(format!("build/{program}.js"))
         .args(args)
@@ -96,8 +97,9 @@ fn link_calls(dir: &Path, metric: &str) {
 }
 
 /// `WASMPROF_METRIC=time`: the sampled metric under node, where a worker samples the
-/// state module's shared memory. The counts stay exact, and a run of fib(32) (7 M calls,
-/// tens of milliseconds) has its samples, most of them in fib.
+/// profiler's shared memory (the module's own, or the state module's). The counts stay
+/// exact, and a run of fib(32) (7 M calls, tens of milliseconds) has its samples, most of
+/// them in fib.
 #[test]
 fn the_sampled_metric_samples_under_node() {
     if !have(&["emcc", "node"]) {
@@ -105,21 +107,23 @@ fn the_sampled_metric_samples_under_node() {
     }
     let dir = tempfile::tempdir().unwrap();
     link_calls(dir.path(), "time");
-    let profile = dir.path().join("calls.json");
-    let run = output(
-        Command::new("node")
-            .current_dir(dir.path())
-            .args(["build/calls.js", "32"])
-            .env("WASMPROF_OUT", &profile),
-    );
-    assert!(run.status.success());
-    let p = Profile::read(&profile).unwrap();
-    check_invariants(&p);
-    assert_eq!(calls(&p, "fib"), fib_calls(32));
-    let sampling = p.sampling.expect("a sampled profile");
-    assert!(sampling.samples > 0, "{sampling:?}");
-    let hottest = p.functions.iter().max_by_key(|f| f.cost.self_ns).unwrap();
-    assert_eq!(hottest.name, "fib", "{sampling:?}");
+    for n in nodes() {
+        let profile = dir.path().join(format!("calls-{}.json", n.major));
+        let run = output(
+            n.command()
+                .current_dir(dir.path())
+                .args(["build/calls.js", "32"])
+                .env("WASMPROF_OUT", &profile),
+        );
+        assert!(run.status.success());
+        let p = n.profile(&profile);
+        check_invariants(&p);
+        assert_eq!(calls(&p, "fib"), fib_calls(32));
+        let sampling = p.sampling.expect("a sampled profile");
+        assert!(sampling.samples > 0, "{sampling:?}");
+        let hottest = p.functions.iter().max_by_key(|f| f.cost.self_ns).unwrap();
+        assert_eq!(hottest.name, "fib", "node {}: {sampling:?}", n.major);
+    }
 }
 
 /// Self instructions of `name`.
@@ -129,4 +133,44 @@ fn self_instructions(p: &Profile, name: &str) -> u64 {
         .cost
         .self_instructions
         .unwrap()
+}
+
+/// The instructions metric under node counts each source line where the profiler's state
+/// is the module's own (node 22 and later): fib is one line, which holds all its
+/// instructions. Under node 20 the state-module variant runs, which counts no lines, and
+/// the profile has none (rather than zeros).
+#[test]
+fn per_line_instructions_where_the_state_is_the_modules_own() {
+    if !have(&["emcc", "node"]) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    link_calls(dir.path(), "instructions");
+    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/emcc/calls.c");
+    for n in nodes() {
+        let profile = dir.path().join(format!("calls-{}.json", n.major));
+        let run = output(
+            n.command()
+                .current_dir(dir.path())
+                .args(["build/calls.js", "12"])
+                .env("WASMPROF_OUT", &profile),
+        );
+        assert!(run.status.success());
+        let p = n.profile(&profile);
+        assert_eq!(calls(&p, "fib"), fib_calls(12));
+        let fib_lines: Vec<_> = p.lines.iter().filter(|l| l.function == "fib").collect();
+        match n.state() {
+            cargo_wasmprof::meta::StateLocation::OwnMemory => {
+                assert_eq!(fib_lines.len(), 1, "{fib_lines:?}");
+                assert_eq!(fib_lines[0].line, line_of(&source, "int fib("));
+                assert_eq!(
+                    Some(fib_lines[0].instructions),
+                    p.function_named("fib").unwrap().cost.self_instructions
+                );
+            }
+            cargo_wasmprof::meta::StateLocation::StateModule => {
+                assert!(p.lines.is_empty(), "node {}", n.major)
+            }
+        }
+    }
 }

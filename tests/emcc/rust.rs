@@ -78,15 +78,20 @@ fn rust_through_emscripten_matches_wasip1() {
     )
     .unwrap();
 
-    let em = output(
-        wasmprof()
-            .args(["wasmprof", "test", "--target", "wasm32-unknown-emscripten"])
-            .current_dir(root),
-    );
-    assert!(em.status.success(), "the tests pass under node");
-    let stdout = String::from_utf8_lossy(&em.stdout);
-    assert!(stdout.contains("test tests::fib_of_20 ... ok"));
-    assert!(stdout.contains("Flat profile"));
+    let nodes = nodes();
+    for n in &nodes {
+        let em = output(
+            wasmprof()
+                .args(["wasmprof", "test", "--target", "wasm32-unknown-emscripten"])
+                .env(cargo_wasmprof::host::NODE_VAR, &n.path)
+                .current_dir(root),
+        );
+        assert!(em.status.success(), "the tests pass under node {}", n.major);
+        let stdout = String::from_utf8_lossy(&em.stdout);
+        assert!(stdout.contains("test tests::fib_of_20 ... ok"));
+        assert!(stdout.contains("Flat profile"));
+        n.profile(&root.join("target/wasmprof/wasm32-unknown-emscripten/calls-calls-lib.json"));
+    }
     let log =
         std::fs::read_to_string(root.join("tools/linker.log")).expect("the user's linker ran");
     assert!(log.contains("--pre-js"), "through the wrapper: {log}");

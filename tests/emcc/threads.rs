@@ -20,14 +20,13 @@ fn plain_threads() -> PathBuf {
         .clone()
 }
 
-/// `node PROGRAM ARGS` in the fixture directory (`--no-experimental-fetch`: a plain
-/// 3.1.6 program loads its module with fetch under node 18+, which fails on a path):
-/// exit code and stdout.
-fn node_output(program: &Path, args: &[&str]) -> (Option<i32>, String) {
+/// `node PROGRAM ARGS` under node `n` in the fixture directory, for a plain build (its
+/// glue's `fetch` removed: see `common::no_fetch`): exit code and stdout.
+fn node_output(n: &NodeBin, program: &Path, args: &[&str]) -> (Option<i32>, String) {
     let out = output(
-        Command::new("node")
+        n.command()
             .current_dir(built())
-            .arg("--no-experimental-fetch")
+            .args(common::no_fetch())
             .arg(program)
             .args(args),
     );
@@ -37,9 +36,10 @@ fn node_output(program: &Path, args: &[&str]) -> (Option<i32>, String) {
     )
 }
 
-/// `cargo wasmprof run --metric METRIC build/threads.js ARGS`: exit code, stdout, profile.
-/// One at a time: each run instruments the program's module in place for its metric.
-fn threads_run(metric: &str, args: &[&str]) -> (Option<i32>, String, Profile) {
+/// `cargo wasmprof run --metric METRIC build/threads.js ARGS` under node `n`: exit code,
+/// stdout, profile. One at a time: each run instruments the program's module in place for
+/// its metric.
+fn threads_run(n: &NodeBin, metric: &str, args: &[&str]) -> (Option<i32>, String, Profile) {
     static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
     let _guard = ONE_AT_A_TIME
         .lock()
@@ -49,12 +49,13 @@ fn threads_run(metric: &str, args: &[&str]) -> (Option<i32>, String, Profile) {
     let run = output(
         wasmprof()
             .current_dir(built())
+            .env(cargo_wasmprof::host::NODE_VAR, &n.path)
             .args(["run", "--metric", metric, "--no-report", "-o"])
             .arg(&out)
             .arg("build/threads.js")
             .args(args),
     );
-    let profile = Profile::read(&out).expect("a profile of every run");
+    let profile = n.profile(&out); // a profile of every run
     if metric != "calls" {
         check_invariants(&profile); // of the context tree, which the calls metric lacks
     }
@@ -90,38 +91,41 @@ fn pthreads_have_exact_counts_per_thread_under_node() {
     if !have(&["emcc", "node", "make"]) {
         return;
     }
-    let (plain_code, plain_stdout) = node_output(&plain_threads(), &[]);
     let sum: u64 = [100u64, 200, 300, 50, 7]
         .iter()
         .map(|n| n * (n - 1) / 2)
         .sum();
-    assert_eq!(plain_stdout, format!("sum {sum}\n"));
-    for metric in ["calls", "instructions", "exact-time", "time"] {
-        let (code, stdout, p) = threads_run(metric, &[]);
-        assert_eq!((code, &stdout), (plain_code, &plain_stdout), "{metric}");
-        assert_eq!(p.threads.len(), 5, "{metric}: main and four pthreads");
-        assert!(p.complete, "{metric}");
-        assert!(p.runs[0].threads_lost.is_empty());
-        let (main, mut workers) = steps_per_thread(&p);
-        workers.sort_unstable();
-        assert_eq!((main, workers), (7, vec![50, 100, 200, 300]), "{metric}");
-        assert_eq!(calls(&p, "step"), 657, "{metric}");
-        assert_eq!(calls(&p, "work"), 5, "{metric}");
-        for t in &p.threads {
-            assert_eq!(t.how, "returned", "{metric}: thread {}", t.id);
-        }
-        if metric == "instructions" {
-            // step's body is straight-line code: the same instructions every call.
-            let per_call = self_instructions(&p, "step") / 657;
+    for n in nodes() {
+        let (plain_code, plain_stdout) = node_output(&n, &plain_threads(), &[]);
+        assert_eq!(plain_stdout, format!("sum {sum}\n"));
+        for metric in ["calls", "instructions", "exact-time", "time"] {
+            let (code, stdout, p) = threads_run(&n, metric, &[]);
+            let metric = format!("node {}, {metric}", n.major);
+            assert_eq!((code, &stdout), (plain_code, &plain_stdout), "{metric}");
+            assert_eq!(p.threads.len(), 5, "{metric}: main and four pthreads");
+            assert!(p.complete, "{metric}");
+            assert!(p.runs[0].threads_lost.is_empty());
+            let (main, mut workers) = steps_per_thread(&p);
+            workers.sort_unstable();
+            assert_eq!((main, workers), (7, vec![50, 100, 200, 300]), "{metric}");
+            assert_eq!(calls(&p, "step"), 657, "{metric}");
+            assert_eq!(calls(&p, "work"), 5, "{metric}");
             for t in &p.threads {
-                let q = &t.profile;
-                let step = q.function_named("step").unwrap();
-                assert_eq!(
-                    step.cost.self_instructions,
-                    Some(step.calls * per_call),
-                    "thread {}",
-                    t.id
-                );
+                assert_eq!(t.how, "returned", "{metric}: thread {}", t.id);
+            }
+            if metric.ends_with("instructions") {
+                // step's body is straight-line code: the same instructions every call.
+                let per_call = self_instructions(&p, "step") / 657;
+                for t in &p.threads {
+                    let q = &t.profile;
+                    let step = q.function_named("step").unwrap();
+                    assert_eq!(
+                        step.cost.self_instructions,
+                        Some(step.calls * per_call),
+                        "thread {}",
+                        t.id
+                    );
+                }
             }
         }
     }
@@ -135,35 +139,37 @@ fn a_trapping_pthread_leaves_every_threads_profile() {
     if !have(&["emcc", "node", "make"]) {
         return;
     }
-    let (plain_code, plain_stdout) = node_output(&plain_threads(), &["trap"]);
-    assert_ne!(plain_code, Some(0));
-    for metric in ["calls", "instructions"] {
-        let (code, stdout, p) = threads_run(metric, &["trap"]);
-        assert_eq!((code, &stdout), (plain_code, &plain_stdout), "{metric}");
-        assert!(!p.complete);
-        let trapper = p
-            .threads
-            .iter()
-            .find(|t| t.how.starts_with("trapped"))
-            .expect("the trapping thread");
-        assert_eq!(trapper.how, "trapped: unreachable");
-        assert_eq!(
-            p.runs[0].trap.as_deref(),
-            Some(format!("thread {}: unreachable", trapper.id).as_str())
-        );
-        assert_eq!(
-            p.runs[0].open_stack.last().map(String::as_str),
-            Some("work"),
-            "{metric}"
-        );
-        assert_eq!(calls(&trapper.profile, "step"), 200);
-        let (main, mut workers) = steps_per_thread(&p);
-        workers.sort_unstable();
-        assert_eq!((main, workers), (0, vec![100, 200, 300]), "{metric}");
-        for t in p.threads.iter().filter(|t| t.id != trapper.id && t.id != 0) {
-            assert_eq!(t.how, "returned");
+    for n in nodes() {
+        let (plain_code, plain_stdout) = node_output(&n, &plain_threads(), &["trap"]);
+        assert_ne!(plain_code, Some(0));
+        for metric in ["calls", "instructions"] {
+            let (code, stdout, p) = threads_run(&n, metric, &["trap"]);
+            assert_eq!((code, &stdout), (plain_code, &plain_stdout), "{metric}");
+            assert!(!p.complete);
+            let trapper = p
+                .threads
+                .iter()
+                .find(|t| t.how.starts_with("trapped"))
+                .expect("the trapping thread");
+            assert_eq!(trapper.how, "trapped: unreachable");
+            assert_eq!(
+                p.runs[0].trap.as_deref(),
+                Some(format!("thread {}: unreachable", trapper.id).as_str())
+            );
+            assert_eq!(
+                p.runs[0].open_stack.last().map(String::as_str),
+                Some("work"),
+                "{metric}"
+            );
+            assert_eq!(calls(&trapper.profile, "step"), 200);
+            let (main, mut workers) = steps_per_thread(&p);
+            workers.sort_unstable();
+            assert_eq!((main, workers), (0, vec![100, 200, 300]), "{metric}");
+            for t in p.threads.iter().filter(|t| t.id != trapper.id && t.id != 0) {
+                assert_eq!(t.how, "returned");
+            }
+            let main = p.threads.iter().find(|t| t.id == 0).unwrap();
+            assert_eq!(main.how, format!("ended by thread {}'s trap", trapper.id));
         }
-        let main = p.threads.iter().find(|t| t.id == 0).unwrap();
-        assert_eq!(main.how, format!("ended by thread {}'s trap", trapper.id));
     }
 }

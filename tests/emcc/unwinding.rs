@@ -11,44 +11,47 @@ fn cpp_exceptions_unwind_through_the_profiler() {
     if !have(&["emcc", "node", "make"]) {
         return;
     }
-    let out = built().join("exceptions.json");
-    let (code, stdout) = node("exceptions", &[], Some(&out));
-    assert_eq!(code, 0);
-    assert!(
-        stdout.contains("sum: -9"),
-        "the program computes what it did: {stdout}"
-    );
-    let p = Profile::read(&out).unwrap();
-    check_invariants(&p);
-    assert!(p.complete, "every activation ended");
-    assert_eq!(calls(&p, "dive(int)"), 15);
-    assert_eq!(arc(&p, "dive(int)", "dive(int)"), 12);
-    assert_eq!(arc(&p, "catcher(int)", "dive(int)"), 3);
-    // clang's DWARF names the program's main `main`, like Emscripten's wrapper; the
-    // linker's name tells them apart.
-    assert_eq!(arc(&p, "__original_main", "catcher(int)"), 3);
-    assert_eq!(arc(&p, "__original_main", "after(int)"), 1);
-    assert_eq!(context_callers(&p, "after(int)"), ["__original_main"]);
-    let total = |name: &str| p.function_named(name).unwrap().cost.total_ns;
-    assert!(total("dive(int)") > 0 && total("dive(int)") <= total("catcher(int)"));
+    for n in nodes() {
+        let out = built().join(format!("exceptions-{}.json", n.major));
+        let (code, stdout) = node(&n, "exceptions", &[], Some(&out));
+        assert_eq!(code, 0);
+        assert!(
+            stdout.contains("sum: -9"),
+            "the program computes what it did: {stdout}"
+        );
+        let p = n.profile(&out);
+        check_invariants(&p);
+        assert!(p.complete, "every activation ended");
+        assert_eq!(calls(&p, "dive(int)"), 15);
+        assert_eq!(arc(&p, "dive(int)", "dive(int)"), 12);
+        assert_eq!(arc(&p, "catcher(int)", "dive(int)"), 3);
+        // clang's DWARF names the program's main `main`, like Emscripten's wrapper; the
+        // linker's name tells them apart.
+        assert_eq!(arc(&p, "__original_main", "catcher(int)"), 3);
+        assert_eq!(arc(&p, "__original_main", "after(int)"), 1);
+        assert_eq!(context_callers(&p, "after(int)"), ["__original_main"]);
+        let total = |name: &str| p.function_named(name).unwrap().cost.total_ns;
+        assert!(total("dive(int)") > 0 && total("dive(int)") <= total("catcher(int)"));
+    }
 }
 
-/// `cargo wasmprof run --metric instructions build/PROGRAM.js ARGS` in the fixture directory
-/// (which instruments the program's module again, for that metric): the profile, and the
-/// program's stdout.
-fn instructions_profile(program: &str, args: &[&str]) -> (Profile, String) {
+/// `cargo wasmprof run --metric instructions build/PROGRAM.js ARGS` under node `n` in the
+/// fixture directory (which instruments the program's module again, for that metric): the
+/// profile, and the program's stdout.
+fn instructions_profile(n: &NodeBin, program: &str, args: &[&str]) -> (Profile, String) {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join(format!("{program}.json"));
     let run = output(
         wasmprof()
             .current_dir(built())
+            .env(cargo_wasmprof::host::NODE_VAR, &n.path)
             .args(["run", "--metric", "instructions", "--no-report", "-o"])
             .arg(&out)
             .arg(format!("build/{program}.js"))
             .args(args),
     );
     assert!(run.status.success(), "{program} runs");
-    let profile = Profile::read(&out).unwrap();
+    let profile = n.profile(&out);
     check_invariants(&profile);
     (profile, String::from_utf8_lossy(&run.stdout).into_owned())
 }
@@ -75,44 +78,51 @@ fn a_longjmp_closes_the_frames_it_unwinds() {
         return;
     }
     let (rounds, depth) = (20u64, 6u64);
-    let (p, stdout) = instructions_profile("longjmp", &[&rounds.to_string(), &depth.to_string()]);
-    assert!(stdout.contains(&format!("caught: {rounds}")), "{stdout}");
-    assert!(p.complete, "every activation was closed");
-    // `guarded` calls `dive` through the trampoline once a round; dive recurses `depth`
-    // frames and longjmps out of the deepest.
-    assert_eq!(calls(&p, "dive"), rounds * (depth + 1));
-    assert_eq!(arc(&p, "env.invoke_vi", "dive"), rounds);
-    assert_eq!(arc(&p, HOST, "dive"), 0);
-    // The trampoline keeps only its thunk's `local.get, local.get, call`; what it calls
-    // after the longjmp (stackRestore) is its callee.
-    assert_eq!(self_instructions(&p, "env.invoke_vi"), 3 * rounds);
-    assert_eq!(context_callers(&p, "stackRestore"), ["env.invoke_vi"]);
-    // Every unwound frame keeps its cost: the frames above the deepest run the same body,
-    // so their contexts cost the same, and twice the rounds cost twice as much.
-    let mut inner = recursing_contexts(&p, "dive");
-    assert_eq!(inner.len() as u64, depth);
-    inner.dedup();
-    assert_eq!(inner.len(), 1, "the inner frames cost alike: {inner:?}");
-    assert!(inner[0] > 0);
-    let (twice, _) =
-        instructions_profile("longjmp", &[&(2 * rounds).to_string(), &depth.to_string()]);
-    assert_eq!(
-        self_instructions(&twice, "dive"),
-        2 * self_instructions(&p, "dive")
-    );
-    // The time metric keeps the same rules.
-    let out = built().join("longjmp-time.json");
-    let run = output(
-        wasmprof()
-            .current_dir(built())
-            .args(["run", "--no-report", "-o"])
-            .arg(&out)
-            .args(["build/longjmp.js", "5", "3"]),
-    );
-    assert!(run.status.success());
-    let timed = Profile::read(&out).unwrap();
-    check_invariants(&timed);
-    assert_eq!(arc(&timed, "env.invoke_vi", "dive"), 5);
+    for n in nodes() {
+        let (p, stdout) =
+            instructions_profile(&n, "longjmp", &[&rounds.to_string(), &depth.to_string()]);
+        assert!(stdout.contains(&format!("caught: {rounds}")), "{stdout}");
+        assert!(p.complete, "every activation was closed");
+        // `guarded` calls `dive` through the trampoline once a round; dive recurses `depth`
+        // frames and longjmps out of the deepest.
+        assert_eq!(calls(&p, "dive"), rounds * (depth + 1));
+        assert_eq!(arc(&p, "env.invoke_vi", "dive"), rounds);
+        assert_eq!(arc(&p, HOST, "dive"), 0);
+        // The trampoline keeps only its thunk's `local.get, local.get, call`; what it calls
+        // after the longjmp (stackRestore) is its callee.
+        assert_eq!(self_instructions(&p, "env.invoke_vi"), 3 * rounds);
+        assert_eq!(context_callers(&p, "stackRestore"), ["env.invoke_vi"]);
+        // Every unwound frame keeps its cost: the frames above the deepest run the same body,
+        // so their contexts cost the same, and twice the rounds cost twice as much.
+        let mut inner = recursing_contexts(&p, "dive");
+        assert_eq!(inner.len() as u64, depth);
+        inner.dedup();
+        assert_eq!(inner.len(), 1, "the inner frames cost alike: {inner:?}");
+        assert!(inner[0] > 0);
+        let (twice, _) = instructions_profile(
+            &n,
+            "longjmp",
+            &[&(2 * rounds).to_string(), &depth.to_string()],
+        );
+        assert_eq!(
+            self_instructions(&twice, "dive"),
+            2 * self_instructions(&p, "dive")
+        );
+        // The time metric keeps the same rules.
+        let out = built().join(format!("longjmp-time-{}.json", n.major));
+        let run = output(
+            wasmprof()
+                .current_dir(built())
+                .env(cargo_wasmprof::host::NODE_VAR, &n.path)
+                .args(["run", "--no-report", "-o"])
+                .arg(&out)
+                .args(["build/longjmp.js", "5", "3"]),
+        );
+        assert!(run.status.success());
+        let timed = n.profile(&out);
+        check_invariants(&timed);
+        assert_eq!(arc(&timed, "env.invoke_vi", "dive"), 5);
+    }
 }
 
 #[test]
@@ -122,21 +132,23 @@ fn js_exceptions_close_the_frames_they_unwind() {
     }
     // fixtures/emcc/exceptions.cpp built with -fexceptions: a throw is a JS exception,
     // and the calls that may throw go through JS trampolines (env.invoke_*).
-    let (p, stdout) = instructions_profile("jsexceptions", &[]);
-    assert!(stdout.contains("sum: -9"), "{stdout}");
-    assert!(p.complete, "every activation ended");
-    assert_eq!(calls(&p, "dive(int)"), 15);
-    assert_eq!(arc(&p, "dive(int)", "dive(int)"), 12);
-    // catcher calls dive(4) through the trampoline, three times.
-    assert_eq!(arc(&p, "env.invoke_ii", "dive(int)"), 3);
-    assert_eq!(arc(&p, HOST, "dive(int)"), 0);
-    assert_eq!(self_instructions(&p, "env.invoke_ii"), 3 * 3);
-    assert_eq!(context_callers(&p, "after(int)"), ["__original_main"]);
-    // The four frames above the deepest run the same body: their contexts cost alike.
-    let mut costs = recursing_contexts(&p, "dive(int)");
-    assert_eq!(costs.len(), 4);
-    costs.dedup();
-    assert_eq!(costs.len(), 1, "{costs:?}");
+    for n in nodes() {
+        let (p, stdout) = instructions_profile(&n, "jsexceptions", &[]);
+        assert!(stdout.contains("sum: -9"), "{stdout}");
+        assert!(p.complete, "every activation ended");
+        assert_eq!(calls(&p, "dive(int)"), 15);
+        assert_eq!(arc(&p, "dive(int)", "dive(int)"), 12);
+        // catcher calls dive(4) through the trampoline, three times.
+        assert_eq!(arc(&p, "env.invoke_ii", "dive(int)"), 3);
+        assert_eq!(arc(&p, HOST, "dive(int)"), 0);
+        assert_eq!(self_instructions(&p, "env.invoke_ii"), 3 * 3);
+        assert_eq!(context_callers(&p, "after(int)"), ["__original_main"]);
+        // The four frames above the deepest run the same body: their contexts cost alike.
+        let mut costs = recursing_contexts(&p, "dive(int)");
+        assert_eq!(costs.len(), 4);
+        costs.dedup();
+        assert_eq!(costs.len(), 1, "{costs:?}");
+    }
 }
 
 #[test]
@@ -148,18 +160,20 @@ fn a_stack_overflow_in_the_glue_still_leaves_the_profile() {
     // error handler overflows next: node exits with 7. The runtime saves the profile
     // when the overflow leaves the program, before that.
     let dir = tempfile::tempdir().unwrap();
-    let out = dir.path().join("overflow.json");
-    let run = output(
-        Command::new("node")
-            .current_dir(built())
-            .args(["--stack-size=50", "build/calls.js"])
-            .env("WASMPROF_OUT", &out),
-    );
-    assert_eq!(run.status.code(), Some(7));
-    let p = Profile::read(&out).expect("the profile was saved");
-    check_invariants(&p);
-    assert!(!p.complete);
-    let trap = p.runs[0].trap.as_deref().unwrap_or_default();
-    assert!(trap.contains("call stack"), "{trap}");
-    assert_eq!(calls(&p, "fib"), fib_calls(20));
+    for n in nodes() {
+        let out = dir.path().join(format!("overflow-{}.json", n.major));
+        let run = output(
+            n.command()
+                .current_dir(built())
+                .args(["--stack-size=50", "build/calls.js"])
+                .env("WASMPROF_OUT", &out),
+        );
+        assert_eq!(run.status.code(), Some(7));
+        let p = n.profile(&out); // the profile was saved
+        check_invariants(&p);
+        assert!(!p.complete);
+        let trap = p.runs[0].trap.as_deref().unwrap_or_default();
+        assert!(trap.contains("call stack"), "{trap}");
+        assert_eq!(calls(&p, "fib"), fib_calls(20));
+    }
 }

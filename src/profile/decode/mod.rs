@@ -95,6 +95,7 @@ impl Profile {
             runs: vec![RunInfo {
                 open_stack,
                 clock: dump.clock.clone(),
+                state: Some(meta.state),
                 ..run
             }],
             metric: meta.metric,
