@@ -109,6 +109,8 @@ value_enum! {
         Speedscope,
         /// The Firefox Profiler's processed format, for profiler.firefox.com.
         Firefox,
+        /// A .cpuprofile (time profiles), for Chrome DevTools, VS Code and speedscope.
+        Cpuprofile,
         /// One self-contained HTML page: flat profile, flame graph, call graph, search.
         Html,
     }

@@ -8,6 +8,7 @@
 
 pub mod annotate;
 mod callgrind;
+mod cpuprofile;
 mod firefox;
 mod flamegraph;
 mod folded;
@@ -44,6 +45,8 @@ pub enum Format {
     Speedscope,
     /// `firefox`: the Firefox Profiler's processed profile.
     Firefox,
+    /// `cpuprofile`: Chrome DevTools', VS Code's and `node --cpu-prof`'s `.cpuprofile`.
+    Cpuprofile,
     /// `html`: `templates/report.html` with the profile inside.
     Html,
 }
@@ -92,7 +95,7 @@ pub const DEFAULT_CALL_GRAPH: usize = 5;
 
 impl Format {
     /// Every format.
-    pub const ALL: [Format; 9] = [
+    pub const ALL: [Format; 10] = [
         Format::Text,
         Format::Json,
         Format::Pprof,
@@ -101,6 +104,7 @@ impl Format {
         Format::Flamegraph,
         Format::Speedscope,
         Format::Firefox,
+        Format::Cpuprofile,
         Format::Html,
     ];
 
@@ -115,6 +119,7 @@ impl Format {
             Format::Flamegraph => "flamegraph",
             Format::Speedscope => "speedscope",
             Format::Firefox => "firefox",
+            Format::Cpuprofile => "cpuprofile",
             Format::Html => "html",
         }
     }
@@ -128,6 +133,7 @@ impl Format {
             Format::Callgrind => "callgrind",
             Format::Folded => "folded",
             Format::Flamegraph => "svg",
+            Format::Cpuprofile => "cpuprofile",
             Format::Html => "html",
         }
     }
@@ -160,6 +166,7 @@ impl Format {
             Format::Flamegraph => flamegraph::write,
             Format::Speedscope => speedscope::write,
             Format::Firefox => firefox::write,
+            Format::Cpuprofile => cpuprofile::write,
             Format::Html => html::write,
         }
     }

@@ -5,6 +5,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod cpuprofile;
 mod stacks;
 mod tools;
 

@@ -140,6 +140,25 @@ fn speedscope_page_loads_the_file() {
     if !have(&["chromium", "npm"]) {
         return;
     }
+    let file = text(&profile(N, Metric::Instructions), Format::Speedscope);
+    let name = serde_json::from_str::<serde_json::Value>(&file).unwrap()["name"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let dom = speedscope_dom("p.speedscope.json", file.as_bytes());
+    assert!(
+        dom.contains(&format!("<title>{name} - speedscope</title>")),
+        "{dom:.3000}"
+    );
+    assert!(
+        dom.contains(&format!("{name} (instructions)")),
+        "{dom:.3000}"
+    );
+}
+
+/// The DOM of speedscope's page (its npm package, installed once under the test's target
+/// dir) after it imported `bytes` as the file `name`, in headless Chromium.
+pub(crate) fn speedscope_dom(name: &str, bytes: &[u8]) -> String {
     let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("speedscope-1.25.0");
     let page = dir.join("node_modules/speedscope/dist/release/index.html");
     if !page.exists() {
@@ -151,17 +170,12 @@ fn speedscope_page_loads_the_file() {
         );
         assert!(out.status.success(), "npm install speedscope failed");
     }
-    let file = text(&profile(N, Metric::Instructions), Format::Speedscope);
-    let name = serde_json::from_str::<serde_json::Value>(&file).unwrap()["name"]
-        .as_str()
-        .unwrap()
-        .to_string();
     use base64::Engine as _;
     let script = format!(
-        "speedscope.loadFileFromBase64(\"p.speedscope.json\", \"{}\")",
-        base64::engine::general_purpose::STANDARD.encode(&file)
+        "speedscope.loadFileFromBase64({name:?}, \"{}\")",
+        base64::engine::general_purpose::STANDARD.encode(bytes)
     );
-    let loader = save(&dir, "load.js", script.as_bytes());
+    let loader = save(&dir, &format!("load-{name}.js"), script.as_bytes());
     let user_data = tempfile::tempdir().unwrap();
     let dom = output(
         headless_chromium()
@@ -174,15 +188,7 @@ fn speedscope_page_loads_the_file() {
             )),
     );
     assert!(dom.status.success());
-    let dom = String::from_utf8_lossy(&dom.stdout);
-    assert!(
-        dom.contains(&format!("<title>{name} - speedscope</title>")),
-        "{dom:.3000}"
-    );
-    assert!(
-        dom.contains(&format!("{name} (instructions)")),
-        "{dom:.3000}"
-    );
+    String::from_utf8_lossy(&dom.stdout).into_owned()
 }
 
 /// The Firefox Profiler's processed format: every context a sample whose stack resolves,
