@@ -1,5 +1,6 @@
 //! `cargo wasmprof diff BASE NEW`: per-function change of calls and cost between two
-//! profiles, sorted by impact, and the change of the whole, which `--fail-above` gates on.
+//! profiles, sorted by impact, and the change of the whole, which `--fail-above` gates on;
+//! written as a table for a terminal, as JSON, or as Markdown for a pull request.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -30,6 +31,19 @@ impl FunctionChange {
     pub fn delta(&self) -> i128 {
         i128::from(self.new_cost) - i128::from(self.base_cost)
     }
+}
+
+/// How a comparison is written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum DiffFormat {
+    /// A table for a terminal.
+    #[default]
+    Text,
+    /// The comparison as JSON.
+    Json,
+    /// A Markdown table, largest regression first, for a pull request's comment or a CI
+    /// job's summary.
+    Markdown,
 }
 
 /// Two profiles compared.
@@ -88,6 +102,17 @@ impl Diff {
             e.base_calls += f.calls;
             e.base_cost += f.own_weight(metric);
         }
+        let shared = new
+            .functions
+            .iter()
+            .filter(|f| by_name.contains_key(names.name(f)))
+            .count();
+        anyhow::ensure!(
+            shared > 0 || base.functions.is_empty() || new.functions.is_empty(),
+            "BASE ({}) and NEW ({}) have no function in common: profiles of different programs",
+            base.modules.join(", "),
+            new.modules.join(", ")
+        );
         for f in &new.functions {
             let name = names.name(f);
             let e = by_name.entry(name).or_insert_with(|| entry(name));
@@ -124,6 +149,70 @@ impl Diff {
         })
     }
 
+    /// The comparison written as `format` (the first `top` functions; long names elided
+    /// unless `full_names`, but in JSON).
+    pub fn write(&self, format: DiffFormat, top: Option<usize>, full_names: bool) -> String {
+        match format {
+            DiffFormat::Text => self.render(top, full_names),
+            DiffFormat::Json => serde_json::to_string_pretty(self).expect("diffs serialize") + "\n",
+            DiffFormat::Markdown => self.markdown(top, full_names),
+        }
+    }
+
+    /// The comparison as Markdown: the whole, then the functions that changed, largest
+    /// regression first (improvements after, largest first).
+    pub fn markdown(&self, top: Option<usize>, full_names: bool) -> String {
+        let show = |v: u64| units::value(self.metric, v);
+        let what = match self.metric.has_cost() {
+            true => format!("self {}", self.metric.facts().label),
+            false => "calls".to_string(),
+        };
+        let mut out = String::new();
+        let _ = writeln!(
+            out,
+            "**{what}: {} → {} ({:+.2}%)**\n",
+            show(self.base_total),
+            show(self.new_total),
+            self.change_percent
+        );
+        if self.functions.is_empty() {
+            out.push_str("No function changed.\n");
+            return out;
+        }
+        out.push_str("| function | base | new | change | calls |\n|---|--:|--:|--:|--:|\n");
+        let mut changes: Vec<&FunctionChange> = self.functions.iter().collect();
+        changes.sort_by(|a, b| {
+            let regression = |c: &FunctionChange| c.delta() > 0;
+            regression(b)
+                .cmp(&regression(a))
+                .then(b.delta().abs().cmp(&a.delta().abs()))
+                .then(a.name.cmp(&b.name))
+        });
+        let shown = top.unwrap_or(usize::MAX);
+        for c in changes.iter().take(shown) {
+            let name = match full_names {
+                true => c.name.clone(),
+                false => units::elide(&c.name, units::NAME_WIDTH),
+            };
+            let calls = match c.base_calls == c.new_calls {
+                true => c.new_calls.to_string(),
+                false => format!("{} → {}", c.base_calls, c.new_calls),
+            };
+            let _ = writeln!(
+                out,
+                "| {} | {} | {} | {} | {calls} |",
+                markdown_code(&name),
+                show(c.base_cost),
+                show(c.new_cost),
+                change(c)
+            );
+        }
+        if changes.len() > shown {
+            let _ = writeln!(out, "\n{} more functions changed.", changes.len() - shown);
+        }
+        out
+    }
+
     /// The comparison as a table: the whole, then each function that changed (long names
     /// elided unless `full_names`).
     pub fn render(&self, top: Option<usize>, full_names: bool) -> String {
@@ -150,16 +239,12 @@ impl Diff {
             "base", "new", "change", "calls", "calls new"
         );
         for c in self.functions.iter().take(top.unwrap_or(usize::MAX)) {
-            let change = if c.base_cost == 0 {
-                "new".to_string()
-            } else {
-                format!("{:+.1}%", percent(c.new_cost, c.base_cost))
-            };
             let _ = writeln!(
                 out,
-                "{:>12} {:>12} {change:>9} {:>10} {:>10}  {}",
+                "{:>12} {:>12} {:>9} {:>10} {:>10}  {}",
                 show(c.base_cost),
                 show(c.new_cost),
+                change(c),
                 c.base_calls,
                 c.new_calls,
                 if full_names {
@@ -171,6 +256,22 @@ impl Diff {
         }
         out
     }
+}
+
+/// A function's change of cost in percent, or `new` when it cost nothing before.
+fn change(c: &FunctionChange) -> String {
+    match c.base_cost {
+        0 => "new".to_string(),
+        base => format!("{:+.1}%", percent(c.new_cost, base)),
+    }
+}
+
+/// `text` as Markdown code, whatever it holds (a name may hold backticks or `|`, which
+/// would end a table's cell).
+fn markdown_code(text: &str) -> String {
+    let text = text.replace('|', "\\|");
+    let fence = if text.contains('`') { "`` " } else { "`" };
+    format!("{fence}{text}{}", fence.chars().rev().collect::<String>())
 }
 
 /// The change from `base` to `new` in percent of `base` (0 when both are 0).
@@ -205,6 +306,39 @@ mod tests {
         let change = &diff.functions[0];
         assert_eq!(change.name, "grow");
         assert_eq!((change.base_calls, change.new_calls), (2, 5));
+    }
+
+    #[test]
+    fn profiles_of_different_programs_are_refused() {
+        let error = Diff::of(&one("a", 1), &one("b", 1), None).unwrap_err();
+        assert!(
+            error.to_string().contains("no function in common"),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn markdown_lists_regressions_first_and_keeps_cells_whole() {
+        let mut base = one("calls::fib", 10);
+        let mut new = one("calls::fib", 30);
+        let mut f = base.functions[0].clone();
+        f.name = "a|b::{closure#0}".into();
+        f.calls = 5;
+        base.functions.push(f.clone());
+        f.calls = 1;
+        new.functions.push(f);
+        let md = Diff::of(&base, &new, None).unwrap().markdown(None, false);
+        let rows: Vec<&str> = md.lines().filter(|l| l.starts_with("| `")).collect();
+        assert_eq!(rows.len(), 2, "{md}");
+        assert!(
+            rows[0].starts_with("| `calls::fib` | 10 | 30 | +200.0% | 10 → 30 |"),
+            "{md}"
+        );
+        assert!(
+            rows[1].starts_with("| `a\\|b::{closure#0}` | 5 | 1 | -80.0% |"),
+            "{md}"
+        );
+        assert!(md.starts_with("**calls: 15 → 31 (+106.67%)**"), "{md}");
     }
 
     #[test]

@@ -6,9 +6,10 @@ use clap::Args;
 
 use super::profile::InstrumentFlags;
 use super::requests::{AnnotateRequest, DiffRequest, InstrumentRequest, ReportFileRequest};
-use super::value_enums::{FormatArg, MetricArg};
+use super::value_enums::{DiffFormatArg, FormatArg, MetricArg};
 use super::view::{parse_regex, parse_top, FilterArgs, Top, ViewArgs};
 use super::UiOptions;
+use crate::diff::DiffFormat;
 use crate::format::annotate::{AnnotateOptions, Selection};
 
 /// `cargo wasmprof instrument`.
@@ -108,11 +109,15 @@ pub struct DiffArgs {
     #[command(flatten)]
     pub filter: FilterArgs,
     /// Print function names whole (long ones are elided in their generic arguments
-    /// otherwise; `--json` has them whole).
+    /// otherwise; JSON has them whole).
     #[arg(long)]
     pub full_names: bool,
-    /// Print JSON instead of a table.
-    #[arg(long)]
+    /// How to write the comparison: `text` (a table), `json`, or `markdown` (a table for
+    /// a pull request or `$GITHUB_STEP_SUMMARY`, largest regression first).
+    #[arg(long, value_name = "FORMAT", default_value = "text")]
+    pub format: DiffFormatArg,
+    /// The same as `--format json`.
+    #[arg(long, hide = true)]
     pub json: bool,
     /// Colors.
     #[command(flatten)]
@@ -170,7 +175,10 @@ impl DiffArgs {
             top: self.top.0,
             filter: self.filter.to_filter(),
             full_names: self.full_names,
-            json: self.json,
+            format: match self.json {
+                true => DiffFormat::Json,
+                false => self.format.into(),
+            },
         }
     }
 }

@@ -153,8 +153,8 @@ pub struct DiffRequest {
     pub filter: Filter,
     /// Print names whole.
     pub full_names: bool,
-    /// Print JSON instead of a table.
-    pub json: bool,
+    /// How to write the comparison.
+    pub format: crate::diff::DiffFormat,
 }
 
 /// How `test` has rustdoc run each doc test: `cargo wasmprof run` with the doc test's

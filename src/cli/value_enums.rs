@@ -5,6 +5,7 @@
 use clap::ValueEnum;
 
 use crate::build::Target;
+use crate::diff::DiffFormat;
 use crate::format::Format;
 use crate::meta::{Metric, Sampler, StateLocation};
 use crate::profile::Grouping;
@@ -113,6 +114,19 @@ value_enum! {
         Cpuprofile,
         /// One self-contained HTML page: flat profile, flame graph, call graph, search.
         Html,
+    }
+}
+
+value_enum! {
+    /// `diff --format`.
+    DiffFormatArg for DiffFormat {
+        /// A table for a terminal.
+        Text,
+        /// The comparison as JSON, for scripts.
+        Json,
+        /// A Markdown table, largest regression first, for a pull request's comment or a
+        /// CI job's summary.
+        Markdown,
     }
 }
 

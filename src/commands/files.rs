@@ -99,11 +99,7 @@ pub(super) fn diff(args: DiffRequest) -> Result<(), Error> {
     };
     let (base, new) = (view(&args.base)?, view(&args.new)?);
     let diff = Diff::of(&base, &new, args.metric)?;
-    let text = if args.json {
-        serde_json::to_string_pretty(&diff).expect("diffs serialize") + "\n"
-    } else {
-        diff.render(args.top, args.full_names)
-    };
+    let text = diff.write(args.format, args.top, args.full_names);
     let _ = write!(anstream::stdout(), "{text}");
     match args.fail_above {
         Some(limit) if diff.change_percent > limit => Err(Error::Regression(format!(

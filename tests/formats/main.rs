@@ -218,7 +218,7 @@ fn diff_ranks_changes_and_gates_on_the_total() {
             .args(["wasmprof", "diff"])
             .arg(&base)
             .arg(&new)
-            .arg("--json"),
+            .args(["--format", "json"]),
     );
     assert!(out.status.success());
     let diff: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
@@ -252,6 +252,42 @@ fn diff_ranks_changes_and_gates_on_the_total() {
     );
     assert!(same.status.success());
     assert!(String::from_utf8_lossy(&same.stdout).contains("No function changed."));
+
+    // For a pull request's comment: Markdown, the largest regression first.
+    let md = output(
+        wasmprof()
+            .args(["wasmprof", "diff", "--format", "markdown"])
+            .arg(&base)
+            .arg(&new),
+    );
+    assert!(md.status.success());
+    let md = String::from_utf8_lossy(&md.stdout).into_owned();
+    assert!(md.starts_with("**self instructions: "), "{md}");
+    let first_row = md.lines().find(|l| l.starts_with("| `")).unwrap();
+    assert!(
+        first_row.starts_with("| `fib` |")
+            && first_row.contains(&format!("{} → {}", fib_calls(N), fib_calls(N + 2))),
+        "{md}"
+    );
+
+    // Profiles of different programs: one line that says so.
+    let mut other = pb.clone();
+    let names: Vec<String> = other.functions.iter().map(|f| f.name.clone()).collect();
+    for name in names {
+        rename(&mut other, &name, &format!("other::{name}"));
+    }
+    let other_file = dir.path().join("other.json");
+    other.write(&other_file).unwrap();
+    let refused = output(
+        wasmprof()
+            .args(["wasmprof", "diff"])
+            .arg(&base)
+            .arg(&other_file),
+    );
+    assert_eq!(refused.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(stderr.contains("no function in common"), "{stderr}");
 
     // Different metrics compare on calls, or fail with a reason when asked for more.
     let timed = dir.path().join("timed.json");
