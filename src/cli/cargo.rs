@@ -6,10 +6,11 @@ use std::path::PathBuf;
 use clap::Args;
 
 use super::profile::ProfileArgs;
-use super::requests::{DocTests, TestRequest};
+use super::requests::{BaselineRequest, DocTests, TestRequest};
 use super::value_enums::TargetArg;
 use super::UiOptions;
 use crate::build::{BuildRequest, Mode};
+use crate::diff::baseline::check_name;
 use crate::meta::Metric;
 
 /// `cargo test`'s and `cargo bench`'s flags that choose what to build.
@@ -184,6 +185,20 @@ pub struct TestArgs {
     /// Run every test binary, even after one fails.
     #[arg(long)]
     pub no_fail_fast: bool,
+    /// Keep this run's profiles as baseline NAME, in
+    /// `<target-dir>/wasmprof/baselines/NAME/` (as criterion's `--save-baseline`), when
+    /// every test passes.
+    #[arg(long, value_name = "NAME", value_parser = check_name)]
+    pub save_baseline: Option<String>,
+    /// Compare this run with baseline NAME: each benchmark's cost per iteration and each
+    /// test's cost, and the functions that changed most; also written as Markdown to
+    /// `<target-dir>/wasmprof/baselines/NAME.compared.md`, for a pull request.
+    #[arg(long, value_name = "NAME", value_parser = check_name)]
+    pub baseline: Option<String>,
+    /// With --baseline: exit with code 3 when a benchmark or test grew by more than PCT
+    /// percent (beyond the noise of sampled time).
+    #[arg(long, value_name = "PCT", requires = "baseline")]
+    pub fail_above: Option<f64>,
     /// What to build.
     #[command(flatten)]
     pub cargo: CargoArgs,
@@ -216,6 +231,11 @@ impl TestArgs {
                 .collect(),
             fail_fast: !self.no_fail_fast,
             profile,
+            baselines: BaselineRequest {
+                save: self.save_baseline.clone(),
+                compare: self.baseline.clone(),
+                fail_above: self.fail_above,
+            },
         }
     }
 }

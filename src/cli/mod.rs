@@ -29,8 +29,8 @@ pub use cargo::{CargoArgs, TestArgs};
 pub use files::{AnnotateArgs, DiffArgs, InstrumentArgs, ReportArgs};
 pub use profile::{InstrumentFlags, ProfileArgs};
 pub use requests::{
-    AnnotateRequest, DiffRequest, DocTests, DoctestRunner, InstrumentRequest, ProfileRequest,
-    ReportFileRequest, ReportRequest, RunRequest, TestRequest, NO_COMPENSATION,
+    AnnotateRequest, BaselineRequest, DiffRequest, DocTests, DoctestRunner, InstrumentRequest,
+    ProfileRequest, ReportFileRequest, ReportRequest, RunRequest, TestRequest, NO_COMPENSATION,
 };
 pub use run::RunArgs;
 pub use value_enums::{ColorArg, FormatArg, GroupingArg, MetricArg, StateArg, TargetArg};

@@ -27,6 +27,20 @@ pub struct TestRequest {
     pub fail_fast: bool,
     /// How each binary is profiled and what is reported.
     pub profile: ProfileRequest,
+    /// The baselines this run is kept as and compared with.
+    pub baselines: BaselineRequest,
+}
+
+/// What `test` and `bench` do with baselines.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct BaselineRequest {
+    /// Keep the run's profiles as this baseline.
+    pub save: Option<String>,
+    /// Compare the run with this baseline.
+    pub compare: Option<String>,
+    /// Fail (exit 3) when a benchmark or test grew by more than this percentage past its
+    /// noise.
+    pub fail_above: Option<f64>,
 }
 
 /// Which doc tests a `test` runs, as cargo decides.

@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use super::pipeline::{finish, probe_cost, profile_run, program_name};
 use crate::build::{self, Mode, Target, TestBinary};
 use crate::cli::{DocTests, DoctestRunner, TestRequest};
+use crate::diff::baseline::{self, Baseline, Comparison};
 use crate::error::{Error, HostError};
 use crate::fsutil::relative;
 use crate::harness::DocTest;
@@ -16,6 +17,22 @@ use crate::status::Status;
 /// `test` and `bench`: build, then profile every binary, then the doc tests.
 pub(super) fn test(request: TestRequest, status: Status) -> Result<(), Error> {
     let build = &request.build;
+    // Profiles of the default target in wasmprof/, others in wasmprof/<triple>/ (as cargo
+    // keeps its own outputs).
+    let out_dir_of = |target_dir: &Path| match build.target {
+        Target::Wasip1 => target_dir.join("wasmprof"),
+        other => target_dir.join("wasmprof").join(other.triple()),
+    };
+    // The baseline to compare with, checked before anything runs.
+    let baseline = match &request.baselines.compare {
+        Some(name) => {
+            let dir = baseline::dir(&out_dir_of(&build::target_dir(build)?), name);
+            let found = Baseline::load(&dir, name)?;
+            found.check(request.profile.instrument.metric, build.target.triple())?;
+            Some(found)
+        }
+        None => None,
+    };
     let built = match request.doc_tests {
         DocTests::Only => build::Built {
             binaries: Vec::new(),
@@ -23,12 +40,7 @@ pub(super) fn test(request: TestRequest, status: Status) -> Result<(), Error> {
         },
         _ => build::build(build)?,
     };
-    // Profiles of the default target in wasmprof/, others in wasmprof/<triple>/ (as cargo
-    // keeps its own outputs).
-    let out_dir = match build.target {
-        Target::Wasip1 => built.target_dir.join("wasmprof"),
-        other => built.target_dir.join("wasmprof").join(other.triple()),
-    };
+    let out_dir = out_dir_of(&built.target_dir);
     // Doc tests come last, as in cargo (the libraries' and, with --doc, only they), and not
     // after a failure unless --no-fail-fast.
     let libraries: Vec<&str> = built
@@ -74,7 +86,17 @@ pub(super) fn test(request: TestRequest, status: Status) -> Result<(), Error> {
             ));
         }
     }
+    let (names, profiles): (Vec<String>, Vec<Profile>) = profiles.into_iter().unzip();
     finish(&profiles, &profile.report, &out_dir.join("report"), status)?;
+    let named: Vec<(String, &Profile)> = names.into_iter().zip(&profiles).collect();
+    let regression = baselines(
+        &request,
+        baseline.as_ref(),
+        &out_dir,
+        &named,
+        failed.is_empty(),
+        status,
+    )?;
     match failed.as_slice() {
         [] => Ok(()),
         [one] => Err(Error::TestsFailed(format!(
@@ -85,8 +107,65 @@ pub(super) fn test(request: TestRequest, status: Status) -> Result<(), Error> {
             many.len(),
             many.join("`\n    `")
         ))),
-    }
+    }?;
+    regression.map_or(Ok(()), Err)
 }
+
+/// Compares the run's `profiles` (each with its file name) with the `baseline` the request
+/// names, and keeps them as the one it saves (only when every test `passed`). Returns the
+/// regression past `--fail-above`, if any, which fails the command once the tests' own
+/// verdict is out.
+fn baselines(
+    request: &TestRequest,
+    baseline: Option<&Baseline>,
+    out_dir: &Path,
+    profiles: &[(String, &Profile)],
+    passed: bool,
+    status: Status,
+) -> Result<Option<Error>, Error> {
+    let wanted = &request.baselines;
+    let metric = request.profile.instrument.metric;
+    let target = request.build.target.triple();
+    let mut regression = None;
+    if let (Some(name), Some(found)) = (&wanted.compare, baseline) {
+        let comparison = found.compare(profiles)?;
+        let _ = std::io::Write::write_all(&mut anstream::stdout(), comparison.render().as_bytes());
+        comparison.write_markdown(&Comparison::markdown_file(out_dir, name))?;
+        if let (Some(limit), Some(worst)) = (wanted.fail_above, comparison.worst_regression()) {
+            if worst.change_percent() > limit {
+                regression = Some(Error::Regression(format!(
+                    "{}: {} grew by {:.2}% from baseline `{name}`, above the {limit}% allowed",
+                    worst.profile,
+                    worst.describe(),
+                    worst.change_percent()
+                )));
+            }
+        }
+    }
+    if let Some(name) = &wanted.save {
+        if !passed {
+            crate::status::note(format!(
+                "baseline `{name}` not saved: a test failed, and a failing run's profiles \
+                 make no baseline"
+            ));
+        } else {
+            let dir = baseline::dir(out_dir, name);
+            baseline::save(&dir, metric, target, profiles)?;
+            status.done(
+                "Saved",
+                format!(
+                    "baseline `{name}` ({} profiles) in {}",
+                    profiles.len(),
+                    relative(&dir)
+                ),
+            );
+        }
+    }
+    Ok(regression)
+}
+
+/// A profile with its file's name in the out dir (which a baseline keeps it by).
+type Named = (String, Profile);
 
 /// What profiling a `test` run's binaries and doc tests shares: the request, the host
 /// that runs them, the probes' cost, and where their profiles go.
@@ -107,7 +186,7 @@ impl BinariesRun<'_> {
         &self,
         binaries: &[TestBinary],
         doc: bool,
-    ) -> Result<(Vec<Profile>, Vec<String>), Error> {
+    ) -> Result<(Vec<Named>, Vec<String>), Error> {
         let (request, status) = (self.request, self.status);
         let mut profiles = Vec::new();
         let mut failed = Vec::new();
@@ -139,7 +218,7 @@ impl BinariesRun<'_> {
                 "Profiled",
                 format!("{} -> {}", binary.label, relative(&file)),
             );
-            profiles.push(profile);
+            profiles.push((binary.profile_name(), profile));
             if outcome.exit_code != 0 {
                 failed.push(rerun_hint(binary));
                 if request.fail_fast {
@@ -155,7 +234,7 @@ impl BinariesRun<'_> {
     /// the target's runner, and takes in their profiles (one per doc test, kept in the out
     /// dir beside the binaries', where those of `packages` from an earlier run are
     /// removed); also says whether they all passed.
-    fn doc_tests(&self, packages: &[&str]) -> Result<(Vec<Profile>, bool), Error> {
+    fn doc_tests(&self, packages: &[&str]) -> Result<(Vec<Named>, bool), Error> {
         let out_dir = self.out_dir;
         // The doc tests' profiles of an earlier run go: some are named by process id.
         for entry in std::fs::read_dir(out_dir).into_iter().flatten().flatten() {
@@ -200,9 +279,9 @@ impl BinariesRun<'_> {
     }
 }
 
-/// The doc tests' profiles the runner wrote into `dir`, moved into `out_dir`, in the order
-/// of their files and lines (rustdoc runs them in parallel).
-fn take_doc_profiles(dir: &Path, out_dir: &Path) -> Result<Vec<Profile>, Error> {
+/// The doc tests' profiles the runner wrote into `dir`, moved into `out_dir`, each with its
+/// file name, in the order of their files and lines (rustdoc runs them in parallel).
+fn take_doc_profiles(dir: &Path, out_dir: &Path) -> Result<Vec<Named>, Error> {
     let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
         .map_err(|e| Error::input(dir, e))?
         .flatten()
@@ -213,11 +292,12 @@ fn take_doc_profiles(dir: &Path, out_dir: &Path) -> Result<Vec<Profile>, Error> 
     let mut profiles = Vec::new();
     for file in &files {
         let profile = Profile::read(file).map_err(|e| Error::input(file, format!("{e:#}")))?;
-        let kept = out_dir.join(file.file_name().expect("a file name"));
+        let name = file.file_name().expect("a file name");
+        let kept = out_dir.join(name);
         std::fs::rename(file, &kept).map_err(|e| Error::input(&kept, e))?;
-        profiles.push(profile);
+        profiles.push((name.to_string_lossy().into_owned(), profile));
     }
-    profiles.sort_by_cached_key(|p| DocTest::of(p).map(|t| (t.mangled_path, t.line)));
+    profiles.sort_by_cached_key(|(_, p)| DocTest::of(p).map(|t| (t.mangled_path, t.line)));
     Ok(profiles)
 }
 

@@ -4,6 +4,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod baselines;
 mod benches;
 mod calls;
 mod lines;

@@ -1,6 +1,9 @@
 //! `cargo wasmprof diff BASE NEW`: per-function change of calls and cost between two
 //! profiles, sorted by impact, and the change of the whole, which `--fail-above` gates on;
 //! written as a table for a terminal, as JSON, or as Markdown for a pull request.
+//! `baseline` compares a whole `test` or `bench` run with a saved one.
+
+pub mod baseline;
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;

@@ -1,0 +1,471 @@
+//! Baselines, as criterion keeps them: `--save-baseline NAME` keeps each profile of a
+//! `test` or `bench` run (one per test binary and doc test) under
+//! `<target-dir>/wasmprof/baselines/NAME/`, with a manifest of the metric and target it was
+//! profiled with; `--baseline NAME` compares a later run with it. The comparison is per
+//! benchmark (the cost of one iteration of the routine each harness loop measured) and per
+//! test (the test function with everything it calls), and under each profile the functions
+//! that changed most ([`Diff`]). With `--metric instructions` every figure is exact, so one
+//! instruction more is a change; with sampled time each figure is an estimate, and a change
+//! within its noise (from the samples behind both figures) is called noise.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use super::{Diff, FunctionChange};
+use crate::error::Error;
+use crate::format::units;
+use crate::fsutil::relative;
+use crate::harness;
+use crate::meta::Metric;
+use crate::profile::Profile;
+
+/// The `format` field of a baseline's manifest.
+const FORMAT: &str = "wasmprof-baseline";
+/// The manifest's file name in a baseline's directory.
+const MANIFEST: &str = "baseline.json";
+/// How many changed functions each profile's comparison lists.
+const TOP_FUNCTIONS: usize = 5;
+
+/// What a baseline was profiled with, and its profiles' file names.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Manifest {
+    format: String,
+    metric: Metric,
+    target: String,
+    profiles: Vec<String>,
+}
+
+/// `name`, checked to be a baseline's name: a name, not a path (as `--save-baseline` and
+/// `--baseline` take it).
+pub fn check_name(name: &str) -> Result<String, String> {
+    if name.is_empty() || name == "." || name == ".." || name.contains(['/', '\\']) {
+        return Err(format!(
+            "`{name}` is not a baseline name: a name, without a path separator"
+        ));
+    }
+    Ok(name.to_string())
+}
+
+/// The directory of baseline `name` under `wasmprof_dir` (`<target-dir>/wasmprof`).
+pub fn dir(wasmprof_dir: &Path, name: &str) -> PathBuf {
+    wasmprof_dir.join("baselines").join(name)
+}
+
+/// Keeps `profiles` (each with its file name) as the baseline in `dir`, profiled with
+/// `metric` for `target`, in place of any it held: written beside it, then renamed into
+/// place, so that a failed save leaves the old baseline whole.
+pub fn save(
+    dir: &Path,
+    metric: Metric,
+    target: &str,
+    profiles: &[(String, &Profile)],
+) -> Result<(), Error> {
+    let parent = dir.parent().expect("a baseline's directory has a parent");
+    std::fs::create_dir_all(parent).map_err(|e| Error::input(parent, e))?;
+    let staging = tempfile::Builder::new()
+        .prefix(".baseline-")
+        .tempdir_in(parent)
+        .map_err(|e| Error::input(parent, e))?;
+    for (file, profile) in profiles {
+        profile.write(&staging.path().join(file))?;
+    }
+    let manifest = Manifest {
+        format: FORMAT.to_string(),
+        metric,
+        target: target.to_string(),
+        profiles: profiles.iter().map(|(file, _)| file.clone()).collect(),
+    };
+    let text = serde_json::to_vec_pretty(&manifest).expect("a manifest serializes");
+    let manifest_file = staging.path().join(MANIFEST);
+    std::fs::write(&manifest_file, text).map_err(|e| Error::input(&manifest_file, e))?;
+    if dir.exists() {
+        std::fs::remove_dir_all(dir).map_err(|e| Error::input(dir, e))?;
+    }
+    let staged = staging.keep();
+    std::fs::rename(&staged, dir).map_err(|e| Error::input(dir, e))
+}
+
+/// A saved baseline, read back.
+pub struct Baseline {
+    name: String,
+    dir: PathBuf,
+    manifest: Manifest,
+}
+
+impl Baseline {
+    /// Baseline `name` in `dir`, its manifest checked.
+    pub fn load(dir: &Path, name: &str) -> Result<Baseline, Error> {
+        let file = dir.join(MANIFEST);
+        if !dir.exists() {
+            return Err(Error::input(
+                dir,
+                format!("no baseline `{name}`: save one with --save-baseline {name}"),
+            ));
+        }
+        let text = std::fs::read(&file).map_err(|e| Error::input(&file, e))?;
+        let manifest: Manifest = serde_json::from_slice(&text)
+            .ok()
+            .filter(|m: &Manifest| m.format == FORMAT)
+            .ok_or_else(|| Error::input(&file, "not a cargo-wasmprof baseline's manifest"))?;
+        Ok(Baseline {
+            name: name.to_string(),
+            dir: dir.to_path_buf(),
+            manifest,
+        })
+    }
+
+    /// Checks that a run profiled with `metric` for `target` compares with this baseline:
+    /// a baseline of another metric or target is refused.
+    pub fn check(&self, metric: Metric, target: &str) -> Result<(), Error> {
+        let m = &self.manifest;
+        let refuse = |what: &str, theirs: &str, ours: &str, flag: String| {
+            Error::input(
+                &self.dir,
+                format!(
+                    "baseline `{}` was profiled with {what} {theirs}, this run with {ours}: \
+                     run with {flag}, or save the baseline again",
+                    self.name
+                ),
+            )
+        };
+        if m.metric != metric {
+            let flag = format!("--metric {}", m.metric.name());
+            return Err(refuse("--metric", m.metric.name(), metric.name(), flag));
+        }
+        if m.target != target {
+            let flag = format!("--target {}", m.target);
+            return Err(refuse("--target", &m.target, target, flag));
+        }
+        Ok(())
+    }
+
+    /// Compares `profiles` (each with its file name), profiled with the baseline's metric
+    /// ([`Baseline::check`]), with this baseline. A profile on one side only is a note of
+    /// the comparison.
+    pub fn compare(&self, profiles: &[(String, &Profile)]) -> Result<Comparison, Error> {
+        let m = &self.manifest;
+        let metric = m.metric;
+        let mut comparison = Comparison {
+            baseline: self.name.clone(),
+            metric,
+            ..Comparison::default()
+        };
+        for (file, new) in profiles {
+            if !m.profiles.contains(file) {
+                comparison
+                    .notes
+                    .push(format!("{file}: not in baseline `{}` (new)", self.name));
+                continue;
+            }
+            let path = self.dir.join(file);
+            let base = Profile::read(&path).map_err(|e| Error::input(&path, format!("{e:#}")))?;
+            comparison.add(file, &base, new)?;
+        }
+        for file in &m.profiles {
+            if !profiles.iter().any(|(f, _)| f == file) {
+                comparison.notes.push(format!(
+                    "{file}: in baseline `{}`, not in this run",
+                    self.name
+                ));
+            }
+        }
+        Ok(comparison)
+    }
+}
+
+/// A run compared with a baseline.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Comparison {
+    /// The baseline's name.
+    pub baseline: String,
+    /// What the figures are.
+    pub metric: Metric,
+    /// Each benchmark and test of each profile, in the run's order.
+    pub rows: Vec<Row>,
+    /// Per profile, the functions whose self cost changed most.
+    pub functions: Vec<(String, Vec<FunctionChange>)>,
+    /// What could not be compared: a profile on one side only, a benchmark or test on one
+    /// side only.
+    pub notes: Vec<String>,
+}
+
+/// One benchmark's or test's figure in the baseline and now.
+#[derive(Debug, Clone, Serialize)]
+pub struct Row {
+    /// The profile's file name.
+    pub profile: String,
+    /// `bench` (the cost of one iteration), `test` (the test with what it calls) or `run`
+    /// (the profile's whole run).
+    pub kind: &'static str,
+    /// The measured routine's or the test function's name.
+    pub name: String,
+    /// The figure in the baseline.
+    pub base: f64,
+    /// The figure now.
+    pub new: f64,
+    /// How far a change may be noise, in percent of the baseline's figure: 0 for exact
+    /// figures (instructions, calls); `None` where no estimate exists (exact time).
+    pub noise_percent: Option<f64>,
+}
+
+impl Row {
+    /// The change in percent of the baseline's figure.
+    pub fn change_percent(&self) -> f64 {
+        match self.base {
+            0.0 if self.new == 0.0 => 0.0,
+            0.0 => f64::INFINITY,
+            base => 100.0 * (self.new - base) / base,
+        }
+    }
+
+    /// Whether the change is within the figures' noise.
+    pub fn is_noise(&self) -> bool {
+        self.noise_percent
+            .is_some_and(|noise| self.change_percent().abs() <= noise)
+    }
+
+    /// What the row is, in words, its name whole.
+    pub fn describe(&self) -> String {
+        self.label(usize::MAX)
+    }
+
+    /// What the row is, in words: `bench NAME`, `test NAME` or `the whole run` (names
+    /// elided past `width`).
+    fn label(&self, width: usize) -> String {
+        match self.kind {
+            "run" => self.name.clone(),
+            kind => format!("{kind} {}", units::elide(&self.name, width)),
+        }
+    }
+
+    /// The profile's name, without `.json`.
+    fn profile_stem(&self) -> &str {
+        self.profile.strip_suffix(".json").unwrap_or(&self.profile)
+    }
+
+    /// How the change reads: `noise`, `unchanged`, or the change in percent.
+    fn verdict(&self) -> String {
+        let change = self.change_percent();
+        if change == 0.0 {
+            "unchanged".to_string()
+        } else if self.is_noise() {
+            format!("{change:+.2}% (noise)")
+        } else {
+            format!("{change:+.2}%")
+        }
+    }
+}
+
+/// The name of the row of a profile's whole run.
+const WHOLE_RUN: &str = "the whole run";
+
+/// Each benchmark's cost per iteration, each test's inclusive cost and the whole run's
+/// cost in `p` (a benchmark with a harness of its own has no loop to divide by: its
+/// binary's whole run is its figure), by kind and name.
+fn figures(p: &Profile, metric: Metric) -> BTreeMap<(&'static str, String), f64> {
+    let mut found = BTreeMap::new();
+    let whole: u64 = p.functions.iter().map(|f| f.own_weight(metric)).sum();
+    found.insert(("run", WHOLE_RUN.to_string()), whole as f64);
+    for routine in harness::measured_routines(p) {
+        let cost = match metric.has_cost() {
+            true => routine.per_iteration(metric).unwrap_or(0.0),
+            false => routine.iterations() as f64,
+        };
+        found.insert(("bench", routine.arc.callee.clone()), cost);
+    }
+    for test in harness::test_functions(p) {
+        let cost = match metric.has_cost() {
+            true => test.cost.get(metric).1 as f64,
+            false => test.calls as f64,
+        };
+        found.insert(("test", test.name.clone()), cost);
+    }
+    found
+}
+
+/// The relative noise, in percent, of a sampled figure of `ns` nanoseconds in `p`: about
+/// 2/sqrt(n) for the n samples behind it.
+fn sampled_noise(p: &Profile, ns: f64) -> Option<f64> {
+    let s = p.sampling.as_ref()?;
+    if s.samples == 0 || s.sampled_ns == 0 {
+        return Some(f64::INFINITY);
+    }
+    let samples = ns * s.samples as f64 / s.sampled_ns as f64;
+    Some(200.0 / samples.max(1.0).sqrt())
+}
+
+impl Comparison {
+    /// Adds profile `file`'s comparison: its benchmarks and tests, and the functions that
+    /// changed most.
+    fn add(&mut self, file: &str, base: &Profile, new: &Profile) -> Result<(), Error> {
+        let metric = self.metric;
+        let (before, now) = (figures(base, metric), figures(new, metric));
+        for ((kind, name), &value) in &now {
+            let Some(&old) = before.get(&(kind, name.clone())) else {
+                self.notes.push(format!("{file}: {kind} {name} is new"));
+                continue;
+            };
+            let noise_percent = match metric {
+                Metric::Time => {
+                    // A benchmark's figure is per iteration; its samples are the whole
+                    // routine's, which the iterations share alike.
+                    let spread = |p: &Profile, v: f64| sampled_noise(p, v).unwrap_or(0.0);
+                    let scale = |p: &Profile| iterations(p, kind, name);
+                    Some(
+                        (spread(base, old * scale(base)).powi(2)
+                            + spread(new, value * scale(new)).powi(2))
+                        .sqrt(),
+                    )
+                }
+                Metric::ExactTime => None,
+                Metric::Instructions | Metric::Calls => Some(0.0),
+            };
+            self.rows.push(Row {
+                profile: file.to_string(),
+                kind,
+                name: name.clone(),
+                base: old,
+                new: value,
+                noise_percent,
+            });
+        }
+        for (kind, name) in before.keys().filter(|k| !now.contains_key(k)) {
+            self.notes
+                .push(format!("{file}: {kind} {name} is not in this run"));
+        }
+        let diff = Diff::of(base, new, Some(metric))
+            .map_err(|e| Error::input(Path::new(file), format!("{e:#}")))?;
+        let top = diff.functions.into_iter().take(TOP_FUNCTIONS).collect();
+        self.functions.push((file.to_string(), top));
+        Ok(())
+    }
+
+    /// The largest change past its noise, in percent (regressions positive).
+    pub fn worst_regression(&self) -> Option<&Row> {
+        self.rows
+            .iter()
+            .filter(|r| !r.is_noise() && r.change_percent() > 0.0)
+            .max_by(|a, b| a.change_percent().total_cmp(&b.change_percent()))
+    }
+
+    /// The comparison as text, for a terminal.
+    pub fn render(&self) -> String {
+        let mut out = String::new();
+        let _ = writeln!(
+            out,
+            "\nCompared with baseline `{}` ({}; {})\n",
+            self.baseline,
+            self.metric.facts().label,
+            self.precision()
+        );
+        let _ = writeln!(
+            out,
+            "{:>14} {:>14} {:>18}  what (profile)",
+            "baseline", "now", "change"
+        );
+        for row in &self.rows {
+            let _ = writeln!(
+                out,
+                "{:>14} {:>14} {:>18}  {}  ({})",
+                self.show(row.base),
+                self.show(row.new),
+                row.verdict(),
+                row.label(units::NAME_WIDTH),
+                row.profile_stem()
+            );
+        }
+        for (file, changes) in self.functions.iter().filter(|(_, c)| !c.is_empty()) {
+            let _ = writeln!(out, "\nFunctions that changed most in {file} (self):");
+            for c in changes {
+                let _ = writeln!(
+                    out,
+                    "{:>14} {:>14}  {}",
+                    self.show(c.base_cost as f64),
+                    self.show(c.new_cost as f64),
+                    units::elide(&c.name, units::NAME_WIDTH)
+                );
+            }
+        }
+        for note in &self.notes {
+            let _ = writeln!(out, "note: {note}");
+        }
+        out
+    }
+
+    /// The comparison as Markdown, largest regression first, for a pull request.
+    pub fn markdown(&self) -> String {
+        let mut out = String::new();
+        let _ = writeln!(
+            out,
+            "### cargo-wasmprof: compared with baseline `{}`\n\n{} ({}).\n",
+            self.baseline,
+            self.metric.facts().label,
+            self.precision()
+        );
+        out.push_str("| profile | what | baseline | now | change |\n|---|---|--:|--:|--:|\n");
+        let mut rows: Vec<&Row> = self.rows.iter().collect();
+        rows.sort_by(|a, b| b.change_percent().total_cmp(&a.change_percent()));
+        for row in rows {
+            let _ = writeln!(
+                out,
+                "| {} | {} | {} | {} | {} |",
+                row.profile_stem(),
+                row.label(units::NAME_WIDTH).replace('|', "\\|"),
+                self.show(row.base),
+                self.show(row.new),
+                row.verdict()
+            );
+        }
+        for note in &self.notes {
+            let _ = writeln!(out, "\n- {note}");
+        }
+        out
+    }
+
+    /// What the figures' precision is, in words.
+    fn precision(&self) -> &'static str {
+        match self.metric {
+            Metric::Instructions | Metric::Calls => "exact: any change is a change",
+            Metric::Time => "sampled estimates: a change within the samples' noise is noise",
+            Metric::ExactTime => {
+                "measured once each: run-to-run noise is not estimated; compare instructions \
+                 for an exact gate"
+            }
+        }
+    }
+
+    fn show(&self, value: f64) -> String {
+        units::value(self.metric, value.round() as u64)
+    }
+
+    /// Where the comparison goes as Markdown, beside the baselines.
+    pub fn markdown_file(wasmprof_dir: &Path, name: &str) -> PathBuf {
+        wasmprof_dir
+            .join("baselines")
+            .join(format!("{name}.compared.md"))
+    }
+
+    /// Writes the Markdown to `file` and says where it went.
+    pub fn write_markdown(&self, file: &Path) -> Result<(), Error> {
+        crate::fsutil::write_atomic(file, self.markdown().as_bytes())?;
+        crate::status::note(format!(
+            "the comparison as Markdown (for a pull request): {}",
+            relative(file)
+        ));
+        Ok(())
+    }
+}
+
+/// How many iterations benchmark `name` of `kind` ran in `p` (1 for a test).
+fn iterations(p: &Profile, kind: &str, name: &str) -> f64 {
+    match kind {
+        "bench" => harness::measured_routines(p)
+            .iter()
+            .find(|r| r.arc.callee == name)
+            .map_or(1.0, |r| r.iterations().max(1) as f64),
+        _ => 1.0,
+    }
+}

@@ -1,0 +1,138 @@
+//! Baselines: `bench --save-baseline`, then `--baseline` with `--fail-above`, on a fixture
+//! crate whose change adds work, with exact instructions; and the bad input around them.
+
+use super::*;
+
+/// `cargo wasmprof bench --metric instructions --no-report ARGS` in `dir`.
+fn bench(dir: &Path, args: &[&str]) -> Output {
+    output(
+        wasmprof()
+            .args([
+                "wasmprof",
+                "bench",
+                "--metric",
+                "instructions",
+                "--no-report",
+            ])
+            .args(args)
+            .current_dir(dir),
+    )
+}
+
+/// The comparison's row of the squares benchmark's whole run in `text`.
+fn squares_row(text: &str) -> &str {
+    text.lines()
+        .find(|l| l.contains("the whole run") && l.contains("benches-squares-bench"))
+        .unwrap_or_else(|| panic!("the squares row in {text}"))
+}
+
+/// The steps of the README's CI job: the main branch's baseline saved, then the change
+/// compared with it. Unchanged code compares exactly equal (instructions are the same on
+/// every run); a change that makes each `square` call do more work fails the gate with
+/// exit code 3, names the benchmark, and lists `square` (its 50,000 calls unchanged) as
+/// the function that changed most; the Markdown for the pull request is written.
+#[test]
+fn a_saved_baseline_gates_a_change_that_adds_work() {
+    let dir = copy_fixture("benches");
+    let root = dir.path();
+    let saved = bench(root, &["--save-baseline", "main"]);
+    assert!(saved.status.success(), "{}", stderr(&saved));
+    assert!(stderr(&saved).contains("Saved baseline `main` (2 profiles)"));
+    let baseline = root.join("target/wasmprof/baselines/main");
+    assert!(baseline.join("baseline.json").exists());
+    assert!(baseline.join("benches-squares-bench.json").exists());
+
+    let same = bench(root, &["--baseline", "main", "--fail-above", "0"]);
+    assert!(same.status.success(), "{}", stderr(&same));
+    let text = stdout(&same);
+    assert!(text.contains("Compared with baseline `main`"), "{text}");
+    assert!(squares_row(&text).contains("unchanged"), "{text}");
+
+    // The change: every call of `square` does more.
+    let lib = root.join("src/lib.rs");
+    let source = std::fs::read_to_string(&lib).unwrap();
+    let changed = source.replace(
+        "std::hint::black_box(n) * n",
+        "std::hint::black_box(n) * std::hint::black_box(n) + std::hint::black_box(1) - 1",
+    );
+    assert_ne!(source, changed);
+    std::fs::write(&lib, changed).unwrap();
+    let gated = bench(root, &["--baseline", "main", "--fail-above", "1"]);
+    assert_eq!(gated.status.code(), Some(3), "{}", stderr(&gated));
+    assert!(
+        stderr(&gated).contains("benches-squares-bench.json: the whole run grew by"),
+        "{}",
+        stderr(&gated)
+    );
+    let text = stdout(&gated);
+    let row = squares_row(&text);
+    assert!(row.contains('+') && !row.contains("unchanged"), "{row}");
+    let changed_most = text
+        .lines()
+        .skip_while(|l| !l.contains("changed most in benches-squares-bench.json"))
+        .nth(1)
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!(changed_most.ends_with("benches::square"), "{text}");
+    let new = Profile::read(&root.join("target/wasmprof/benches-squares-bench.json")).unwrap();
+    assert_eq!(calls(&new, "benches::square"), 50 * 1000);
+    let md = std::fs::read_to_string(root.join("target/wasmprof/baselines/main.compared.md"))
+        .expect("the Markdown comparison");
+    let first_row = md.lines().find(|l| l.starts_with("| benches-")).unwrap();
+    assert!(
+        first_row.starts_with("| benches-squares-bench | the whole run |"),
+        "the regression first: {md}"
+    );
+}
+
+/// What cannot make or be a baseline: one line each, naming the problem, before anything
+/// runs.
+#[test]
+fn baselines_bad_input_is_one_line_each() {
+    let dir = copy_fixture("benches");
+    let root = dir.path();
+    let one_line = |out: &Output, code: i32, needle: &str| {
+        assert_eq!(out.status.code(), Some(code), "{}", stderr(out));
+        let err = stderr(out);
+        let errors: Vec<&str> = err.lines().filter(|l| l.starts_with("error")).collect();
+        assert_eq!(errors.len(), 1, "{err}");
+        assert!(errors[0].contains(needle), "{err}");
+    };
+    one_line(
+        &bench(root, &["--save-baseline", "a/b"]),
+        2,
+        "not a baseline name",
+    );
+    one_line(
+        &bench(root, &["--baseline", ".."]),
+        2,
+        "not a baseline name",
+    );
+    let missing = bench(root, &["--baseline", "nope"]);
+    one_line(&missing, 1, "no baseline `nope`");
+    assert!(
+        !stderr(&missing).contains("Running"),
+        "refused before anything runs"
+    );
+    assert!(bench(root, &["--save-baseline", "main"]).status.success());
+    // Another metric.
+    let calls_run = output(
+        wasmprof()
+            .args(["wasmprof", "bench", "--metric", "calls", "--no-report"])
+            .args(["--baseline", "main"])
+            .current_dir(root),
+    );
+    one_line(
+        &calls_run,
+        1,
+        "was profiled with --metric instructions, this run with calls",
+    );
+    assert!(!stderr(&calls_run).contains("Running"));
+    // A corrupt manifest.
+    let manifest = root.join("target/wasmprof/baselines/main/baseline.json");
+    std::fs::write(&manifest, "{ not json").unwrap();
+    one_line(
+        &bench(root, &["--baseline", "main"]),
+        1,
+        "baseline.json: not a cargo-wasmprof baseline",
+    );
+}
