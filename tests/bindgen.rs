@@ -149,17 +149,7 @@ fn node_tests_have_exact_counts_and_arcs() {
     for metric in [Metric::Calls, Metric::Instructions] {
         let (out, p) = run(metric);
         assert!(out.status.success(), "{metric:?}");
-        known_counts(
-            p,
-            Known {
-                fib_test: "node::fib_of_15",
-                fib_n: 15,
-                squares: 2,
-                triangles: 1,
-                closure: "node::callback::{closure#0}",
-                ticks: 7,
-            },
-        );
+        known_counts(p, NODE_TESTS);
     }
 }
 
@@ -186,19 +176,19 @@ fn node_tests_count_the_same_under_the_current_node() {
             .runs
             .iter()
             .all(|r| r.state == Some(cargo_wasmprof::meta::StateLocation::StateModule)));
-        known_counts(
-            &p,
-            Known {
-                fib_test: "node::fib_of_15",
-                fib_n: 15,
-                squares: 2,
-                triangles: 1,
-                closure: "node::callback::{closure#0}",
-                ticks: 7,
-            },
-        );
+        known_counts(&p, NODE_TESTS);
     }
 }
+
+/// What the fixture's node tests (tests/node.rs) count.
+const NODE_TESTS: Known = Known {
+    fib_test: "node::fib_of_15",
+    fib_n: 15,
+    squares: 2,
+    triangles: 1,
+    closure: "node::callback::{closure#0}",
+    ticks: 7,
+};
 
 /// What a run of the fixture's tests must count, from their code.
 struct Known {

@@ -17,20 +17,9 @@ use crate::status::Status;
 /// `test` and `bench`: build, then profile every binary, then the doc tests.
 pub(super) fn test(request: TestRequest, status: Status) -> Result<(), Error> {
     let build = &request.build;
-    // Profiles of the default target in wasmprof/, others in wasmprof/<triple>/ (as cargo
-    // keeps its own outputs).
-    let out_dir_of = |target_dir: &Path| match build.target {
-        Target::Wasip1 => target_dir.join("wasmprof"),
-        other => target_dir.join("wasmprof").join(other.triple()),
-    };
     // The baseline to compare with, checked before anything runs.
     let baseline = match &request.baselines.compare {
-        Some(name) => {
-            let dir = baseline::dir(&out_dir_of(&build::target_dir(build)?), name);
-            let found = Baseline::load(&dir, name)?;
-            found.check(request.profile.instrument.metric, build.target.triple())?;
-            Some(found)
-        }
+        Some(name) => Some(baseline_to_compare(&request, name)?),
         None => None,
     };
     let built = match request.doc_tests {
@@ -40,7 +29,7 @@ pub(super) fn test(request: TestRequest, status: Status) -> Result<(), Error> {
         },
         _ => build::build(build)?,
     };
-    let out_dir = out_dir_of(&built.target_dir);
+    let out_dir = out_dir(&built.target_dir, build.target);
     // Doc tests come last, as in cargo (the libraries' and, with --doc, only they), and not
     // after a failure unless --no-fail-fast.
     let libraries: Vec<&str> = built
@@ -97,7 +86,13 @@ pub(super) fn test(request: TestRequest, status: Status) -> Result<(), Error> {
         failed.is_empty(),
         status,
     )?;
-    match failed.as_slice() {
+    verdict(&failed)?;
+    regression.map_or(Ok(()), Err)
+}
+
+/// The tests' verdict, as cargo gives it: the rerun flag of each binary that `failed`.
+fn verdict(failed: &[String]) -> Result<(), Error> {
+    match failed {
         [] => Ok(()),
         [one] => Err(Error::TestsFailed(format!(
             "test failed, to rerun pass `{one}`"
@@ -107,8 +102,28 @@ pub(super) fn test(request: TestRequest, status: Status) -> Result<(), Error> {
             many.len(),
             many.join("`\n    `")
         ))),
-    }?;
-    regression.map_or(Ok(()), Err)
+    }
+}
+
+/// Where the profiles of `target` go in `target_dir`: the default target's in wasmprof/,
+/// others in wasmprof/<triple>/ (as cargo keeps its own outputs).
+fn out_dir(target_dir: &Path, target: Target) -> PathBuf {
+    match target {
+        Target::Wasip1 => target_dir.join("wasmprof"),
+        other => target_dir.join("wasmprof").join(other.triple()),
+    }
+}
+
+/// Baseline `name` of the run `request` makes, checked to compare with it.
+fn baseline_to_compare(request: &TestRequest, name: &str) -> Result<Baseline, Error> {
+    let build = &request.build;
+    let out_dir = out_dir(&build::target_dir(build)?, build.target);
+    let found = Baseline::load(&baseline::dir(&out_dir, name), name)?;
+    found.check(
+        request.profile.instrument.metric,
+        request.build.target.triple(),
+    )?;
+    Ok(found)
 }
 
 /// Compares the run's `profiles` (each with its file name) with the `baseline` the request

@@ -68,27 +68,7 @@ impl Diff {
     /// Compares `base` and `new` in `metric`, or, when None, in the metric both measured
     /// (calls when they differ). Sampled and exact time are both wall time, and compare.
     pub fn of(base: &Profile, new: &Profile, metric: Option<Metric>) -> anyhow::Result<Diff> {
-        let metric = match metric {
-            Some(m) => {
-                for (which, p) in [("BASE", base), ("NEW", new)] {
-                    anyhow::ensure!(
-                        m == Metric::Calls || p.metric == m || (m.is_time() && p.metric.is_time()),
-                        "{which} measured {}, not {}; compare them with --metric {}",
-                        p.metric.name(),
-                        m.name(),
-                        if base.metric == new.metric {
-                            base.metric.name()
-                        } else {
-                            "calls"
-                        }
-                    );
-                }
-                m
-            }
-            None if base.metric == new.metric => base.metric,
-            None if base.metric.is_time() && new.metric.is_time() => Metric::Time,
-            None => Metric::Calls,
-        };
+        let metric = compared_metric(base, new, metric)?;
         // By identity: a ` [func N]` is each build's own index.
         let names = MergedNames::of([base, new]);
         let mut by_name: BTreeMap<&str, FunctionChange> = BTreeMap::new();
@@ -162,22 +142,26 @@ impl Diff {
         }
     }
 
-    /// The comparison as Markdown: the whole, then the functions that changed, largest
-    /// regression first (improvements after, largest first).
-    pub fn markdown(&self, top: Option<usize>, full_names: bool) -> String {
-        let show = |v: u64| units::value(self.metric, v);
+    /// The whole's change in words: `self instructions: 1.2M ARROW 1.3M (+8.33%)`.
+    fn whole(&self, arrow: &str) -> String {
         let what = match self.metric.has_cost() {
             true => format!("self {}", self.metric.facts().label),
             false => "calls".to_string(),
         };
-        let mut out = String::new();
-        let _ = writeln!(
-            out,
-            "**{what}: {} → {} ({:+.2}%)**\n",
+        let show = |v: u64| units::value(self.metric, v);
+        format!(
+            "{what}: {} {arrow} {} ({:+.2}%)",
             show(self.base_total),
             show(self.new_total),
             self.change_percent
-        );
+        )
+    }
+
+    /// The comparison as Markdown: the whole, then the functions that changed, largest
+    /// regression first (improvements after, largest first).
+    pub fn markdown(&self, top: Option<usize>, full_names: bool) -> String {
+        let show = |v: u64| units::value(self.metric, v);
+        let mut out = format!("**{}**\n\n", self.whole("→"));
         if self.functions.is_empty() {
             out.push_str("No function changed.\n");
             return out;
@@ -220,18 +204,7 @@ impl Diff {
     /// elided unless `full_names`).
     pub fn render(&self, top: Option<usize>, full_names: bool) -> String {
         let show = |v: u64| units::value(self.metric, v);
-        let what = match self.metric.has_cost() {
-            true => format!("self {}", self.metric.facts().label),
-            false => "calls".to_string(),
-        };
-        let mut out = String::new();
-        let _ = writeln!(
-            out,
-            "Total {what}: {} -> {} ({:+.2}%)\n",
-            show(self.base_total),
-            show(self.new_total),
-            self.change_percent
-        );
+        let mut out = format!("Total {}\n\n", self.whole("->"));
         if self.functions.is_empty() {
             out.push_str("No function changed.\n");
             return out;
@@ -259,6 +232,37 @@ impl Diff {
         }
         out
     }
+}
+
+/// What `base` and `new` are compared in: `metric` if both measured it (sampled and exact
+/// time are both wall time; calls every profile counts), else what both measured, else
+/// calls.
+fn compared_metric(
+    base: &Profile,
+    new: &Profile,
+    metric: Option<Metric>,
+) -> anyhow::Result<Metric> {
+    Ok(match metric {
+        Some(m) => {
+            for (which, p) in [("BASE", base), ("NEW", new)] {
+                anyhow::ensure!(
+                    m == Metric::Calls || p.metric == m || (m.is_time() && p.metric.is_time()),
+                    "{which} measured {}, not {}; compare them with --metric {}",
+                    p.metric.name(),
+                    m.name(),
+                    if base.metric == new.metric {
+                        base.metric.name()
+                    } else {
+                        "calls"
+                    }
+                );
+            }
+            m
+        }
+        None if base.metric == new.metric => base.metric,
+        None if base.metric.is_time() && new.metric.is_time() => Metric::Time,
+        None => Metric::Calls,
+    })
 }
 
 /// A function's change of cost in percent, or `new` when it cost nothing before.

@@ -96,6 +96,20 @@ fn link_calls(dir: &Path, metric: &str) {
     validate(&std::fs::read(dir.join("build/calls.wasm")).unwrap());
 }
 
+/// Runs `dir`'s `build/calls.js FIB_N` under node `n`: the profile it wrote (checked to keep
+/// its state where `n` allows).
+fn calls_profile(dir: &Path, n: &NodeBin, fib_n: &str) -> Profile {
+    let profile = dir.join(format!("calls-{}.json", n.major));
+    let run = output(
+        n.command()
+            .current_dir(dir)
+            .args(["build/calls.js", fib_n])
+            .env("WASMPROF_OUT", &profile),
+    );
+    assert!(run.status.success(), "node {}", n.major);
+    n.profile(&profile)
+}
+
 /// `WASMPROF_METRIC=time`: the sampled metric under node, where a worker samples the
 /// profiler's shared memory (the module's own, or the state module's). The counts stay
 /// exact, and a run of fib(32) (7 M calls, tens of milliseconds) has its samples, most of
@@ -108,15 +122,7 @@ fn the_sampled_metric_samples_under_node() {
     let dir = tempfile::tempdir().unwrap();
     link_calls(dir.path(), "time");
     for n in nodes() {
-        let profile = dir.path().join(format!("calls-{}.json", n.major));
-        let run = output(
-            n.command()
-                .current_dir(dir.path())
-                .args(["build/calls.js", "32"])
-                .env("WASMPROF_OUT", &profile),
-        );
-        assert!(run.status.success());
-        let p = n.profile(&profile);
+        let p = calls_profile(dir.path(), &n, "32");
         check_invariants(&p);
         assert_eq!(calls(&p, "fib"), fib_calls(32));
         let sampling = p.sampling.expect("a sampled profile");
@@ -148,15 +154,7 @@ fn per_line_instructions_where_the_state_is_the_modules_own() {
     link_calls(dir.path(), "instructions");
     let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/emcc/calls.c");
     for n in nodes() {
-        let profile = dir.path().join(format!("calls-{}.json", n.major));
-        let run = output(
-            n.command()
-                .current_dir(dir.path())
-                .args(["build/calls.js", "12"])
-                .env("WASMPROF_OUT", &profile),
-        );
-        assert!(run.status.success());
-        let p = n.profile(&profile);
+        let p = calls_profile(dir.path(), &n, "12");
         assert_eq!(calls(&p, "fib"), fib_calls(12));
         let fib_lines: Vec<_> = p.lines.iter().filter(|l| l.function == "fib").collect();
         match n.state() {
