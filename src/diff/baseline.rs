@@ -2,9 +2,9 @@
 //! `test` or `bench` run (one per test binary and doc test) under
 //! `<target-dir>/wasmprof/baselines/NAME/`, with a manifest of the metric and target it was
 //! profiled with; `--baseline NAME` compares a later run with it. The comparison is per
-//! benchmark (the cost of one iteration of the routine each harness loop measured) and per
-//! test (the test function with everything it calls), and under each profile the functions
-//! that changed most ([`Diff`]). With `--metric instructions` every figure is exact, so one
+//! benchmark (the cost of one iteration of the routine each harness loop measured), per
+//! test (the test function with everything it calls) and per profile's whole run, and under
+//! each that changed the functions that changed most ([`Diff`] of the stacks through it). With `--metric instructions` every figure is exact, so one
 //! instruction more is a change; with sampled time each figure is an estimate, and a change
 //! within its noise (from the samples behind both figures) is called noise.
 
@@ -20,13 +20,13 @@ use crate::format::units;
 use crate::fsutil::relative;
 use crate::harness;
 use crate::meta::Metric;
-use crate::profile::Profile;
+use crate::profile::{Filter, Profile};
 
 /// The `format` field of a baseline's manifest.
 const FORMAT: &str = "wasmprof-baseline";
 /// The manifest's file name in a baseline's directory.
 const MANIFEST: &str = "baseline.json";
-/// How many changed functions each profile's comparison lists.
+/// How many changed functions each changed row lists.
 const TOP_FUNCTIONS: usize = 5;
 
 /// What a baseline was profiled with, and its profiles' file names.
@@ -185,8 +185,6 @@ pub struct Comparison {
     pub metric: Metric,
     /// Each benchmark and test of each profile, in the run's order.
     pub rows: Vec<Row>,
-    /// Per profile, the functions whose self cost changed most.
-    pub functions: Vec<(String, Vec<FunctionChange>)>,
     /// What could not be compared: a profile on one side only, a benchmark or test on one
     /// side only.
     pub notes: Vec<String>,
@@ -209,6 +207,10 @@ pub struct Row {
     /// How far a change may be noise, in percent of the baseline's figure: 0 for exact
     /// figures (instructions, calls); `None` where no estimate exists (exact time).
     pub noise_percent: Option<f64>,
+    /// When it changed past its noise: the functions whose self cost changed most under
+    /// it (in the stacks through the benchmark's routine or the test; in the whole run).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub functions: Vec<FunctionChange>,
 }
 
 impl Row {
@@ -323,23 +325,25 @@ impl Comparison {
                 Metric::ExactTime => None,
                 Metric::Instructions | Metric::Calls => Some(0.0),
             };
-            self.rows.push(Row {
+            let mut row = Row {
                 profile: file.to_string(),
                 kind,
                 name: name.clone(),
                 base: old,
                 new: value,
                 noise_percent,
-            });
+                functions: Vec::new(),
+            };
+            if old != value && !row.is_noise() {
+                row.functions = changed_under(base, new, &row, metric)
+                    .map_err(|e| Error::input(Path::new(file), format!("{e:#}")))?;
+            }
+            self.rows.push(row);
         }
         for (kind, name) in before.keys().filter(|k| !now.contains_key(k)) {
             self.notes
                 .push(format!("{file}: {kind} {name} is not in this run"));
         }
-        let diff = Diff::of(base, new, Some(metric))
-            .map_err(|e| Error::input(Path::new(file), format!("{e:#}")))?;
-        let top = diff.functions.into_iter().take(TOP_FUNCTIONS).collect();
-        self.functions.push((file.to_string(), top));
         Ok(())
     }
 
@@ -377,9 +381,14 @@ impl Comparison {
                 row.profile_stem()
             );
         }
-        for (file, changes) in self.functions.iter().filter(|(_, c)| !c.is_empty()) {
-            let _ = writeln!(out, "\nFunctions that changed most in {file} (self):");
-            for c in changes {
+        for row in self.rows.iter().filter(|r| !r.functions.is_empty()) {
+            let _ = writeln!(
+                out,
+                "\nFunctions that changed most under {} ({}), self:",
+                row.label(units::NAME_WIDTH),
+                row.profile_stem()
+            );
+            for c in &row.functions {
                 let _ = writeln!(
                     out,
                     "{:>14} {:>14}  {}",
@@ -419,6 +428,33 @@ impl Comparison {
                 row.verdict()
             );
         }
+        let changed: Vec<&Row> = self
+            .rows
+            .iter()
+            .filter(|r| !r.functions.is_empty())
+            .collect();
+        if !changed.is_empty() {
+            out.push_str("\n<details><summary>What changed under each (self)</summary>\n\n");
+            for row in changed {
+                let _ = writeln!(
+                    out,
+                    "{} ({}):",
+                    row.label(units::NAME_WIDTH),
+                    row.profile_stem()
+                );
+                for c in &row.functions {
+                    let _ = writeln!(
+                        out,
+                        "- `{}`: {} → {}",
+                        units::elide(&c.name, units::NAME_WIDTH).replace('`', "'"),
+                        self.show(c.base_cost as f64),
+                        self.show(c.new_cost as f64)
+                    );
+                }
+                out.push('\n');
+            }
+            out.push_str("</details>\n");
+        }
         for note in &self.notes {
             let _ = writeln!(out, "\n- {note}");
         }
@@ -457,6 +493,30 @@ impl Comparison {
         ));
         Ok(())
     }
+}
+
+/// The functions whose self cost changed most under `row`: in the stacks through its
+/// routine or test function (a view focused on it), or in the whole run. A profile without
+/// a calling-context tree (the calls metric) has no stacks to focus on: the whole run's.
+fn changed_under(
+    base: &Profile,
+    new: &Profile,
+    row: &Row,
+    metric: Metric,
+) -> anyhow::Result<Vec<FunctionChange>> {
+    let focus = Filter {
+        focus: Some(regex::Regex::new(&format!(
+            "^{}$",
+            regex::escape(&row.name)
+        ))?),
+        ..Filter::default()
+    };
+    let focused = row.kind != "run" && metric.has_cost();
+    let diff = match focused {
+        true => Diff::of(&base.view(&focus)?, &new.view(&focus)?, Some(metric))?,
+        false => Diff::of(base, new, Some(metric))?,
+    };
+    Ok(diff.functions.into_iter().take(TOP_FUNCTIONS).collect())
 }
 
 /// How many iterations benchmark `name` of `kind` ran in `p` (1 for a test).

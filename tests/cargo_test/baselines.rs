@@ -69,7 +69,7 @@ fn a_saved_baseline_gates_a_change_that_adds_work() {
     assert!(row.contains('+') && !row.contains("unchanged"), "{row}");
     let changed_most = text
         .lines()
-        .skip_while(|l| !l.contains("changed most in benches-squares-bench.json"))
+        .skip_while(|l| !l.contains("changed most under the whole run (benches-squares-bench)"))
         .nth(1)
         .unwrap_or_else(|| panic!("{text}"));
     assert!(changed_most.ends_with("benches::square"), "{text}");
@@ -81,6 +81,10 @@ fn a_saved_baseline_gates_a_change_that_adds_work() {
     assert!(
         first_row.starts_with("| benches-squares-bench | the whole run |"),
         "the regression first: {md}"
+    );
+    assert!(
+        md.contains("- `benches::square`: "),
+        "what changed under it: {md}"
     );
 }
 
@@ -135,4 +139,61 @@ fn baselines_bad_input_is_one_line_each() {
         1,
         "baseline.json: not a cargo-wasmprof baseline",
     );
+}
+
+/// `test` keeps baselines too, and names what changed under each test: a change inside
+/// `fib`'s leaves changes the test that calls it (`fib_of_20`) and lists what changed
+/// under it, while the tests that do not call it compare unchanged, to the instruction.
+#[test]
+fn a_test_baseline_names_what_changed_under_each_test() {
+    let dir = copy_fixture("calls");
+    let root = dir.path();
+    let test = |args: &[&str]| {
+        output(
+            wasmprof()
+                .args(["wasmprof", "test", "--lib", "--metric", "instructions"])
+                .args(["--no-report"])
+                .args(args)
+                .current_dir(root),
+        )
+    };
+    assert!(test(&["--save-baseline", "before"]).status.success());
+    let lib = root.join("src/lib.rs");
+    let source = std::fs::read_to_string(&lib).unwrap();
+    let changed = source.replacen(
+        "        n as u64\n",
+        "        std::hint::black_box(n) as u64\n",
+        1,
+    );
+    assert_ne!(source, changed);
+    std::fs::write(&lib, changed).unwrap();
+    let out = test(&["--baseline", "before"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    let row = |test: &str| {
+        text.lines()
+            .find(|l| l.contains(&format!("test {test}  (")))
+            .unwrap_or_else(|| panic!("{test} in {text}"))
+    };
+    assert!(
+        row("calls::tests::even_and_odd").contains("unchanged"),
+        "{text}"
+    );
+    assert!(
+        !row("calls::tests::fib_of_20").contains("unchanged"),
+        "{text}"
+    );
+    // Under fib_of_20: the new `black_box` (a function of its own in a debug build, called
+    // at each of fib(20)'s F(21) = 10,946 leaves), then `fib`, whose leaves grew.
+    let under: Vec<&str> = text
+        .lines()
+        .skip_while(|l| !l.contains("changed most under test calls::tests::fib_of_20 "))
+        .skip(1)
+        .take(2)
+        .collect();
+    assert!(under[0].ends_with("core::hint::black_box<u32>"), "{text}");
+    assert!(under[1].ends_with("calls::fib"), "{text}");
+    let p = Profile::read(&root.join("target/wasmprof/calls-calls-lib.json")).unwrap();
+    assert_eq!(calls(&p, "core::hint::black_box<u32>"), 10_946);
+    assert_eq!(calls(&p, "calls::fib"), fib_calls(20));
 }
