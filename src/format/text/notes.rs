@@ -83,8 +83,19 @@ fn exact_times(notes: &mut Vec<String>, p: &Profile) {
     }
 }
 
-/// Sampled times: the samples that found the probes running, and those that came late.
+/// Sampled times: the samples that found the probes running, and those that came late;
+/// under a JS host, which way the word sampler's shares lean.
 fn sampling(notes: &mut Vec<String>, p: &Profile) {
+    let js_host = p.runs.iter().any(|r| {
+        r.clock == crate::js_runtime::NODE_CLOCK || r.clock == crate::js_runtime::BROWSER_CLOCK
+    });
+    let word_sampled = p
+        .sampling
+        .is_some_and(|s| s.sampler == Sampler::Word && s.samples > 0);
+    if word_sampled && js_host {
+        // Measured (BENCHMARKS.md, accuracy of time under node): fixtures/emcc/parts.c.
+        notes.push("under a JS host the probes' calls, and what they slow around them, count as the functions' own time, so the shares of call-dense functions lean high (measured on a program of a loop, small calls and a recursion: the recursion +16 points under node 20, +8 under node 26, the loop 10-24 points low); --metric instructions gives exact costs".to_string());
+    }
     if let Some(s) = p.sampling.filter(|s| s.in_probes > 0) {
         let share = percent(s.in_probes, s.samples + s.in_probes + s.idle);
         // Measured (BENCHMARKS.md, accuracy of time): under dense probes the CPU runs the
