@@ -242,8 +242,10 @@ var wasmprof = (function () {
   if (METRIC.sampled && isolated) {
     try {
       if (isNode) {
+        // It says when it has the memory, then samples.
         early = new (require('worker_threads').Worker)(
-          'require("worker_threads").parentPort.once("message", ' + SOURCE + ');', { eval: true });
+          'var port = require("worker_threads").parentPort; port.once("message", function (d) { ' +
+          'port.postMessage("sampling"); ' + SOURCE + '(d); });', { eval: true });
         early.unref(); // the program's end ends the process
       } else {
         early = new Worker(URL.createObjectURL(new Blob(
@@ -273,6 +275,15 @@ var wasmprof = (function () {
       interval_us: Number(isNode && process.env[ENV.sample_interval]) || SAMPLING.default_interval_us
     };
     if (early) {
+      if (isNode && !isPthread) {
+        // The program waits (a second at most) until the sampler has the memory: on a busy
+        // machine the worker could otherwise take it after a short program has ended.
+        var worker = early;
+        ready = new Promise(function (resolve) {
+          worker.once('message', resolve);
+          setTimeout(resolve, 1000).unref();
+        });
+      }
       early.postMessage(data);
     } else if (!isolated) {
       console.warn('wasmprof: the page is not cross-origin isolated, so no worker can sample it and the profile has no times; use the exact-time metric for such pages (' + ENV.metric + '=exact-time at link time, or --metric exact-time)');
