@@ -81,24 +81,9 @@ fn nodes(root: &Path) -> Vec<(String, PathBuf)> {
 /// Runs `node build/program.js args` in `dir` under `node`; returns the kernel's own time
 /// when it prints one, else the process's wall time (ms).
 fn run(node: &Path, dir: &Path, build: &str, program: &str, args: &[&str]) -> f64 {
-    let no_fetch = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/emcc/no-fetch.cjs");
     let started = Instant::now();
-    let out = Command::new(node)
-        .current_dir(dir)
-        .arg("-r")
-        .arg(no_fetch)
-        .arg(format!("{build}/{program}.js"))
-        .args(args)
-        .env("WASMPROF_OUT", dir.join(format!("{build}-{program}.json")))
-        .output()
-        .expect("node runs");
+    let (stdout, _) = node_run(node, dir, build, program, &[], args);
     let wall = started.elapsed().as_secs_f64() * 1e3;
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{build}/{program}.js {args:?}: {}\n{stdout}",
-        String::from_utf8_lossy(&out.stderr)
-    );
     stdout
         .lines()
         .find_map(|l| l.strip_prefix("time: "))
@@ -219,21 +204,17 @@ fn parts_accuracy(nodes: &[(String, PathBuf)], dir: &Path) {
     for (version, node) in nodes {
         let mut runs: [Vec<[f64; 3]>; 3] = Default::default();
         for round in 0..RUNS {
-            let (truth, _) = node_run(node, dir, "plain", &[]);
+            let (truth, _) = node_run(node, dir, "plain", "parts", &[], &[]);
             runs[0].push(shares(PARTS.map(|(part, _)| printed_ms(&truth, part))));
-            let (_, profile) = node_run(node, dir, "time", &[]);
+            let (_, profile) = node_run(node, dir, "time", "parts", &[], &[]);
             let p = cargo_wasmprof::profile::Profile::read(&profile).expect("the profile");
             runs[1].push(shares(PARTS.map(|(_, f)| {
                 p.function_named(f).map_or(0.0, |f| f.cost.total_ns as f64)
             })));
             let prof_dir = dir.join(format!("cpu-prof-{version}-{round}"));
             let dir_arg = format!("--cpu-prof-dir={}", prof_dir.display());
-            node_run(
-                node,
-                dir,
-                "plain",
-                &["--cpu-prof", &dir_arg, "--cpu-prof-interval=100"],
-            );
+            let flags = ["--cpu-prof", &dir_arg, "--cpu-prof-interval=100"];
+            node_run(node, dir, "plain", "parts", &flags, &[]);
             runs[2].push(shares(cpu_prof_inclusive(&prof_dir)));
         }
         let medians = runs.map(|r| [0, 1, 2].map(|k| median(r.iter().map(|s| s[k]).collect())));
@@ -250,26 +231,36 @@ fn parts_accuracy(nodes: &[(String, PathBuf)], dir: &Path) {
     }
 }
 
-/// Runs `node FLAGS BUILD/parts.js` in `dir` (the profile, if any, to `BUILD-parts.json`):
-/// its stdout and where the profile went.
-fn node_run(node: &Path, dir: &Path, build: &str, flags: &[&str]) -> (String, PathBuf) {
+/// Runs `node FLAGS BUILD/PROGRAM.js ARGS` in `dir`, the glue's `fetch` removed (see
+/// fixtures/emcc/no-fetch.cjs), the profile (if any) to `BUILD-PROGRAM.json`: its stdout
+/// and where the profile went.
+fn node_run(
+    node: &Path,
+    dir: &Path,
+    build: &str,
+    program: &str,
+    flags: &[&str],
+    args: &[&str],
+) -> (String, PathBuf) {
     let no_fetch = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/emcc/no-fetch.cjs");
-    let profile = dir.join(format!("{build}-parts.json"));
+    let profile = dir.join(format!("{build}-{program}.json"));
     let out = Command::new(node)
         .current_dir(dir)
         .arg("-r")
         .arg(no_fetch)
         .args(flags)
-        .arg(format!("{build}/parts.js"))
+        .arg(format!("{build}/{program}.js"))
+        .args(args)
         .env("WASMPROF_OUT", &profile)
         .output()
         .expect("node runs");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     assert!(
         out.status.success(),
-        "{build}/parts.js: {}",
+        "{build}/{program}.js {args:?}: {}\n{stdout}",
         String::from_utf8_lossy(&out.stderr)
     );
-    (String::from_utf8_lossy(&out.stdout).into_owned(), profile)
+    (stdout, profile)
 }
 
 /// The milliseconds parts.c printed for `part`.

@@ -195,9 +195,8 @@ pub struct Comparison {
 pub struct Row {
     /// The profile's file name.
     pub profile: String,
-    /// `bench` (the cost of one iteration), `test` (the test with what it calls) or `run`
-    /// (the profile's whole run).
-    pub kind: &'static str,
+    /// What the row measures.
+    pub kind: Kind,
     /// The measured routine's or the test function's name.
     pub name: String,
     /// The figure in the baseline.
@@ -238,8 +237,8 @@ impl Row {
     /// elided past `width`).
     fn label(&self, width: usize) -> String {
         match self.kind {
-            "run" => self.name.clone(),
-            kind => format!("{kind} {}", units::elide(&self.name, width)),
+            Kind::Run => self.name.clone(),
+            kind => format!("{} {}", kind.name(), units::elide(&self.name, width)),
         }
     }
 
@@ -264,26 +263,64 @@ impl Row {
 /// The name of the row of a profile's whole run.
 const WHOLE_RUN: &str = "the whole run";
 
+/// What a row measures.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Kind {
+    /// A profile's whole run.
+    Run,
+    /// A benchmark: the cost of one iteration of the routine its harness loop measured.
+    Bench,
+    /// A test: the test function with everything it calls.
+    Test,
+}
+
+impl Kind {
+    fn name(self) -> &'static str {
+        match self {
+            Kind::Run => "run",
+            Kind::Bench => "bench",
+            Kind::Test => "test",
+        }
+    }
+}
+
+/// A row's figure in one profile, and the whole cost it is a share of (a benchmark's
+/// iterations together: what its samples stand for).
+#[derive(Debug, Clone, Copy)]
+struct Figure {
+    value: f64,
+    whole: f64,
+}
+
 /// Each benchmark's cost per iteration, each test's inclusive cost and the whole run's
 /// cost in `p` (a benchmark with a harness of its own has no loop to divide by: its
 /// binary's whole run is its figure), by kind and name.
-fn figures(p: &Profile, metric: Metric) -> BTreeMap<(&'static str, String), f64> {
+fn figures(p: &Profile, metric: Metric) -> BTreeMap<(Kind, String), Figure> {
     let mut found = BTreeMap::new();
+    let alone = |value: f64| Figure {
+        value,
+        whole: value,
+    };
     let whole: u64 = p.functions.iter().map(|f| f.own_weight(metric)).sum();
-    found.insert(("run", WHOLE_RUN.to_string()), whole as f64);
+    found.insert((Kind::Run, WHOLE_RUN.to_string()), alone(whole as f64));
     for routine in harness::measured_routines(p) {
-        let cost = match metric.has_cost() {
-            true => routine.per_iteration(metric).unwrap_or(0.0),
-            false => routine.iterations() as f64,
+        let iterations = routine.iterations() as f64;
+        let figure = match routine.per_iteration(metric) {
+            Some(cost) => Figure {
+                value: cost,
+                whole: cost * iterations,
+            },
+            None => alone(iterations),
         };
-        found.insert(("bench", routine.arc.callee.clone()), cost);
+        found.insert((Kind::Bench, routine.arc.callee.clone()), figure);
     }
     for test in harness::test_functions(p) {
         let cost = match metric.has_cost() {
             true => test.cost.get(metric).1 as f64,
             false => test.calls as f64,
         };
-        found.insert(("test", test.name.clone()), cost);
+        found.insert((Kind::Test, test.name.clone()), alone(cost));
     }
     found
 }
@@ -305,26 +342,23 @@ impl Comparison {
     fn add(&mut self, file: &str, base: &Profile, new: &Profile) -> Result<(), Error> {
         let metric = self.metric;
         let (before, now) = (figures(base, metric), figures(new, metric));
-        for ((kind, name), &value) in &now {
+        for (&(kind, ref name), &now_figure) in &now {
             let Some(&old) = before.get(&(kind, name.clone())) else {
-                self.notes.push(format!("{file}: {kind} {name} is new"));
+                self.notes
+                    .push(format!("{file}: {} {name} is new", kind.name()));
                 continue;
             };
             let noise_percent = match metric {
+                // A benchmark's figure is per iteration; its samples are the whole
+                // routine's, which the iterations share alike.
                 Metric::Time => {
-                    // A benchmark's figure is per iteration; its samples are the whole
-                    // routine's, which the iterations share alike.
-                    let spread = |p: &Profile, v: f64| sampled_noise(p, v).unwrap_or(0.0);
-                    let scale = |p: &Profile| iterations(p, kind, name);
-                    Some(
-                        (spread(base, old * scale(base)).powi(2)
-                            + spread(new, value * scale(new)).powi(2))
-                        .sqrt(),
-                    )
+                    let spread = |p: &Profile, f: Figure| sampled_noise(p, f.whole).unwrap_or(0.0);
+                    Some((spread(base, old).powi(2) + spread(new, now_figure).powi(2)).sqrt())
                 }
                 Metric::ExactTime => None,
                 Metric::Instructions | Metric::Calls => Some(0.0),
             };
+            let (old, value) = (old.value, now_figure.value);
             let mut row = Row {
                 profile: file.to_string(),
                 kind,
@@ -342,7 +376,7 @@ impl Comparison {
         }
         for (kind, name) in before.keys().filter(|k| !now.contains_key(k)) {
             self.notes
-                .push(format!("{file}: {kind} {name} is not in this run"));
+                .push(format!("{file}: {} {name} is not in this run", kind.name()));
         }
         Ok(())
     }
@@ -511,21 +545,10 @@ fn changed_under(
         ))?),
         ..Filter::default()
     };
-    let focused = row.kind != "run" && metric.has_cost();
+    let focused = row.kind != Kind::Run && metric.has_cost();
     let diff = match focused {
         true => Diff::of(&base.view(&focus)?, &new.view(&focus)?, Some(metric))?,
         false => Diff::of(base, new, Some(metric))?,
     };
     Ok(diff.functions.into_iter().take(TOP_FUNCTIONS).collect())
-}
-
-/// How many iterations benchmark `name` of `kind` ran in `p` (1 for a test).
-fn iterations(p: &Profile, kind: &str, name: &str) -> f64 {
-    match kind {
-        "bench" => harness::measured_routines(p)
-            .iter()
-            .find(|r| r.arc.callee == name)
-            .map_or(1.0, |r| r.iterations().max(1) as f64),
-        _ => 1.0,
-    }
 }

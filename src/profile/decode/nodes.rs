@@ -42,20 +42,19 @@ pub(super) struct Raw<'a>(pub(super) &'a [u8]);
 
 impl Raw<'_> {
     pub(super) fn u32(&self, at: u32) -> anyhow::Result<u32> {
-        let at = at as usize;
-        let bytes = self
-            .0
-            .get(at..at + 4)
-            .context("profiler memory is truncated")?;
-        Ok(u32::from_le_bytes(bytes.try_into().expect("4 bytes")))
+        self.bytes(at).map(u32::from_le_bytes)
     }
     pub(super) fn u64(&self, at: u32) -> anyhow::Result<u64> {
+        self.bytes(at).map(u64::from_le_bytes)
+    }
+    /// The `N` bytes at `at`.
+    fn bytes<const N: usize>(&self, at: u32) -> anyhow::Result<[u8; N]> {
         let at = at as usize;
         let bytes = self
             .0
-            .get(at..at + 8)
+            .get(at..at + N)
             .context("profiler memory is truncated")?;
-        Ok(u64::from_le_bytes(bytes.try_into().expect("8 bytes")))
+        Ok(bytes.try_into().expect("N bytes"))
     }
 }
 
