@@ -155,7 +155,6 @@ pub fn contract(metric: Metric) -> serde_json::Value {
         "metric": metric.facts(),
         "metrics": metrics,
         "layout": {
-            "node_size": l::NODE_SIZE,
             "where": l::HDR_WHERE,
             "samples": l::HDR_SAMPLES,
             "probe_samples": l::HDR_PROBE_SAMPLES,

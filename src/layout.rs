@@ -14,18 +14,23 @@
 //! dyn_arcs      DynArc per slot: (site, callee) pairs seen at indirect sites and host entries
 //! segments      u64 per straight-line segment of the program's code, with the instructions
 //!               metric: how many times it ran (its instructions' lines are in the meta)
+//! live          LiveEntry per slot, when allocations are recorded: the program's live
+//!               allocations (address, allocating node, size), an open-addressing table
+//!               that the allocator probes keep (a free finds its allocation here)
 //! nodes         Node per context-tree node: the root (node 0), one fold node per function
 //!               (function f's at node f + 1: it collects f's entries once the tree is
 //!               full), then the contexts,
 //!               allocated in order (each node lists its children, so memory is touched
 //!               densely, which matters: a page touched for the first time costs a fault);
-//!               the memory starts with room for a few and grows as the tree does
+//!               the memory starts with room for a few and grows as the tree does; when
+//!               allocations are recorded a node is ALLOC_NODE_SIZE bytes, its allocation
+//!               figures after the others
 //! ```
 
 use serde::{Deserialize, Serialize};
 
 /// Bytes reserved for the header at offset 0.
-pub const HEADER_SIZE: u32 = 128;
+pub const HEADER_SIZE: u32 = 192;
 /// Header: the magic `WPRF`, a u32.
 pub const HDR_MAGIC: u32 = 0;
 /// Header: the next free context-tree node, a u32.
@@ -68,6 +73,25 @@ pub const HDR_WAIT_ADDR: u32 = 80;
 /// Header: with the instructions metric, the instruction counter when the thread began to
 /// wait, a u64.
 pub const HDR_WAIT_INSTRUCTIONS: u32 = 88;
+/// Header, when allocations are recorded: how deep the running allocator calls are, a u32
+/// (an allocator that calls another, `__rust_alloc` calling `malloc`, is recorded once, by
+/// the outermost).
+pub const HDR_ALLOC_DEPTH: u32 = 100;
+/// Header: the allocations in the live table, a u32.
+pub const HDR_LIVE_COUNT: u32 = 104;
+/// Header: the bytes of the allocations in the live table, a u64.
+pub const HDR_LIVE_BYTES: u32 = 112;
+/// Header: the most [`HDR_LIVE_BYTES`] ever was, a u64.
+pub const HDR_PEAK_BYTES: u32 = 120;
+/// Header: allocations the live table had no room for, a u64 (counted in their contexts,
+/// but not in the bytes held at the end or the peak).
+pub const HDR_UNTRACKED: u32 = 128;
+/// Header: the bytes of those, a u64.
+pub const HDR_UNTRACKED_BYTES: u32 = 136;
+/// Header: frees of an address the live table did not hold, a u64 (an untracked
+/// allocation's, or memory the allocator handed out before the probes saw it); their
+/// bytes are counted only where the free says its size (`__rust_dealloc`).
+pub const HDR_UNMATCHED_FREES: u32 = 144;
 /// The sample word's value while the probes' own work runs.
 pub const IN_PROBES: u32 = u32::MAX;
 /// The magic number at [`HDR_MAGIC`] (`WPRF` in little-endian bytes).
@@ -105,6 +129,26 @@ pub const NODE_SAMPLE_NS: u32 = NODE_T0;
 /// or a JS exception unwound, or that was still open when the run ended). A context node
 /// has at most one open activation at a time (a recursive call is a child node).
 pub const NODE_T0: u32 = 40;
+
+/// Size of a context-tree node when allocations are recorded: [`NODE_SIZE`] and the
+/// allocation figures, each a u64, that the allocator probes add to the running node.
+pub const ALLOC_NODE_SIZE: u32 = NODE_SIZE + 40;
+/// Allocations made in this context (a realloc that moves or resizes is one).
+pub const NODE_ALLOCS: u32 = NODE_SIZE;
+/// The bytes those asked for.
+pub const NODE_ALLOC_BYTES: u32 = NODE_SIZE + 8;
+/// Frees made in this context (a realloc's of the old block is one).
+pub const NODE_FREES: u32 = NODE_SIZE + 16;
+/// The bytes those freed, as their allocations asked for them.
+pub const NODE_FREED_BYTES: u32 = NODE_SIZE + 24;
+/// The 64 KiB pages by which `memory.grow` grew the program's memories in this context.
+pub const NODE_GROWN_PAGES: u32 = NODE_SIZE + 32;
+/// Size of one live-table slot: `address: u32, node: u32, size: u64`; address 0 is an
+/// empty slot (an allocator returns 0 only when it fails).
+pub const LIVE_ENTRY_SIZE: u32 = 16;
+/// The live table's slots when allocations are recorded; at most three quarters of them
+/// are used, so that a lookup stays short.
+pub const LIVE_SLOTS: u32 = 1 << 16;
 
 /// The parent recorded for the root and for fold nodes.
 pub const NO_PARENT: u32 = u32::MAX;
@@ -145,8 +189,17 @@ pub struct Layout {
     /// Number of counted straight-line segments (0 unless per-line counts are kept).
     #[serde(default)]
     pub segments: u32,
+    /// Offset of `live`, the live allocations' table.
+    #[serde(default)]
+    pub live_off: u32,
+    /// Slots in `live` (a power of two; 0 unless allocations are recorded).
+    #[serde(default)]
+    pub live_slots: u32,
     /// Offset of `nodes`.
     pub nodes_off: u32,
+    /// Bytes per node: [`NODE_SIZE`], or [`ALLOC_NODE_SIZE`] when allocations are recorded.
+    #[serde(default = "node_size")]
+    pub node_size: u32,
     /// Capacity of `nodes`, root and fold nodes included.
     pub nodes_cap: u32,
     /// The most the profiler's memory grows to, in 64 KiB pages (room for `nodes_cap`).
@@ -156,19 +209,25 @@ pub struct Layout {
     pub initial_pages: u32,
 }
 
+fn node_size() -> u32 {
+    NODE_SIZE
+}
+
 /// The contexts the profiler's memory has room for at the start.
 pub const INITIAL_CONTEXTS: u32 = 1 << 14;
 
 impl Layout {
     /// Lays out the regions for `functions` function ids, `direct_sites` direct call sites,
     /// `indirect_sites` indirect call sites, `segments` counted segments and room for
-    /// `max_contexts` context-tree nodes.
+    /// `max_contexts` context-tree nodes; with `allocations`, the live table and the nodes'
+    /// allocation figures.
     pub fn new(
         functions: u32,
         direct_sites: u32,
         indirect_sites: u32,
         segments: u32,
         max_contexts: u32,
+        allocations: bool,
     ) -> Layout {
         let align8 = |x: u64| (x + 7) & !7;
         // Room for every indirect site to reach a handful of callees, and for host entries.
@@ -181,11 +240,20 @@ impl Layout {
         let direct_arcs_off = align8(calls_off + 8 * u64::from(functions));
         let dyn_arcs_off = direct_arcs_off + 8 * (u64::from(direct_sites) + 1);
         let segments_off = align8(dyn_arcs_off + u64::from(DYN_ARC_SIZE) * u64::from(dyn_arcs_cap));
-        let nodes_off = align8(segments_off + 8 * u64::from(segments));
-        let end = nodes_off + u64::from(NODE_SIZE) * nodes_cap;
+        let live_off = align8(segments_off + 8 * u64::from(segments));
+        let live_slots = if allocations { LIVE_SLOTS } else { 0 };
+        let nodes_off = live_off + u64::from(LIVE_ENTRY_SIZE) * u64::from(live_slots);
+        let node_size = if allocations {
+            ALLOC_NODE_SIZE
+        } else {
+            NODE_SIZE
+        };
+        // Larger nodes: as many as a 32-bit memory holds.
+        let nodes_cap = nodes_cap.min((u64::from(u32::MAX) - nodes_off) / u64::from(node_size));
+        let end = nodes_off + u64::from(node_size) * nodes_cap;
         let pages = end.div_ceil(PAGE);
         let first = (u64::from(functions) + 1 + u64::from(INITIAL_CONTEXTS)).min(nodes_cap);
-        let initial_pages = (nodes_off + u64::from(NODE_SIZE) * first).div_ceil(PAGE);
+        let initial_pages = (nodes_off + u64::from(node_size) * first).div_ceil(PAGE);
         let to32 = |x: u64| u32::try_from(x).expect("profiler memory exceeds 4 GiB");
         Layout {
             functions,
@@ -196,7 +264,10 @@ impl Layout {
             dyn_arcs_cap,
             segments_off: to32(segments_off),
             segments,
+            live_off: to32(live_off),
+            live_slots,
             nodes_off: to32(nodes_off),
+            node_size,
             nodes_cap: to32(nodes_cap),
             pages: to32(pages),
             initial_pages: to32(initial_pages),
@@ -215,16 +286,19 @@ mod tests {
 
     #[test]
     fn regions_do_not_overlap_and_fit_the_pages() {
-        let l = Layout::new(1000, 5000, 300, 70_000, 100_000);
+        let l = Layout::new(1000, 5000, 300, 70_000, 100_000, true);
         assert!(l.calls_off >= HEADER_SIZE);
         assert!(l.direct_arcs_off >= l.calls_off + 8 * 1000);
         assert_eq!(l.direct_arcs_off % 8, 0);
         assert!(l.dyn_arcs_off >= l.direct_arcs_off + 8 * 5001);
         assert!(l.segments_off >= l.dyn_arcs_off + DYN_ARC_SIZE * l.dyn_arcs_cap);
-        assert!(l.nodes_off >= l.segments_off + 8 * 70_000);
+        assert!(l.live_off >= l.segments_off + 8 * 70_000);
+        assert!(l.nodes_off >= l.live_off + LIVE_ENTRY_SIZE * l.live_slots);
+        assert!(l.live_slots.is_power_of_two());
+        assert_eq!(l.node_size, ALLOC_NODE_SIZE);
         assert!(
             u64::from(l.pages) * PAGE
-                >= u64::from(l.nodes_off) + u64::from(NODE_SIZE * l.nodes_cap)
+                >= u64::from(l.nodes_off) + u64::from(l.node_size) * u64::from(l.nodes_cap)
         );
         assert!(l.dyn_arcs_cap.is_power_of_two());
         assert_eq!(l.first_context_node(), 1001);

@@ -48,7 +48,7 @@ pub const FRAMES_SECTION: &str = "wasmprof.frames";
 /// The function id of the profiler's own functions in [`FRAMES_SECTION`].
 pub const NO_FUNCTION: u32 = u32::MAX;
 /// Version of the [`Meta`] format and of the memory layout.
-pub const VERSION: u32 = 6;
+pub const VERSION: u32 = 7;
 /// Import module of everything an instrumented module takes from outside: the clock, and
 /// with [`StateLocation::StateModule`] the state module's exports.
 pub const STATE_MODULE: &str = "wasmprof";
@@ -326,6 +326,115 @@ pub struct Meta {
     /// sampler, those [`ADDRESSES_SECTION`] names.
     #[serde(default, skip_serializing_if = "LineTables::is_empty")]
     pub line_tables: LineTables,
+    /// What the module records of the program's allocations.
+    #[serde(default)]
+    pub allocations: Allocations,
+}
+
+/// What a module records of the program's allocations: the allocator entry points found
+/// by name, and whether their probes are there (the layout then has the live table).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Allocations {
+    /// Each allocator entry point found, by function id.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub allocators: Vec<Allocator>,
+    /// The `memory.grow` instructions of the program.
+    #[serde(default)]
+    pub grow_sites: u32,
+    /// Why the allocations are not recorded, when they are not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub not_recorded: Option<String>,
+}
+
+/// One allocator entry point of the program.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Allocator {
+    /// Its function id.
+    pub function: u32,
+    /// What it does.
+    pub kind: AllocKind,
+}
+
+/// The allocator entry points the probes know, by the names the toolchains give them: C's
+/// (wasi-libc's and Emscripten's dlmalloc and emmalloc) and Rust's global allocator shim.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AllocKind {
+    /// `malloc(size) -> ptr`.
+    Malloc,
+    /// `calloc(count, size) -> ptr`.
+    Calloc,
+    /// `realloc(ptr, size) -> ptr`.
+    Realloc,
+    /// `free(ptr)`.
+    Free,
+    /// `aligned_alloc(align, size) -> ptr`.
+    AlignedAlloc,
+    /// `memalign(align, size) -> ptr`.
+    Memalign,
+    /// `posix_memalign(out, align, size) -> error`, the pointer stored at `out`.
+    PosixMemalign,
+    /// `__rust_alloc(size, align) -> ptr`.
+    RustAlloc,
+    /// `__rust_alloc_zeroed(size, align) -> ptr`.
+    RustAllocZeroed,
+    /// `__rust_realloc(ptr, old_size, align, new_size) -> ptr`.
+    RustRealloc,
+    /// `__rust_dealloc(ptr, size, align)`.
+    RustDealloc,
+}
+
+impl AllocKind {
+    /// Every kind.
+    pub const ALL: [AllocKind; 11] = [
+        AllocKind::Malloc,
+        AllocKind::Calloc,
+        AllocKind::Realloc,
+        AllocKind::Free,
+        AllocKind::AlignedAlloc,
+        AllocKind::Memalign,
+        AllocKind::PosixMemalign,
+        AllocKind::RustAlloc,
+        AllocKind::RustAllocZeroed,
+        AllocKind::RustRealloc,
+        AllocKind::RustDealloc,
+    ];
+
+    /// The entry point's name (Rust's are in the `__rustc` namespace when mangled).
+    pub fn name(self) -> &'static str {
+        match self {
+            AllocKind::Malloc => "malloc",
+            AllocKind::Calloc => "calloc",
+            AllocKind::Realloc => "realloc",
+            AllocKind::Free => "free",
+            AllocKind::AlignedAlloc => "aligned_alloc",
+            AllocKind::Memalign => "memalign",
+            AllocKind::PosixMemalign => "posix_memalign",
+            AllocKind::RustAlloc => "__rust_alloc",
+            AllocKind::RustAllocZeroed => "__rust_alloc_zeroed",
+            AllocKind::RustRealloc => "__rust_realloc",
+            AllocKind::RustDealloc => "__rust_dealloc",
+        }
+    }
+
+    /// The kind a function of this (demangled) name is: `malloc`, `__rust_alloc` or
+    /// `__rustc::__rust_alloc`.
+    pub fn of_name(name: &str) -> Option<AllocKind> {
+        let name = name.strip_prefix("__rustc::").unwrap_or(name);
+        AllocKind::ALL.into_iter().find(|kind| kind.name() == name)
+    }
+
+    /// Its parameters and results, all `i32` in a 32-bit memory: (parameters, results).
+    pub fn arity(self) -> (usize, usize) {
+        match self {
+            AllocKind::Malloc => (1, 1),
+            AllocKind::Free => (1, 0),
+            AllocKind::PosixMemalign => (3, 1),
+            AllocKind::RustRealloc => (4, 1),
+            AllocKind::RustDealloc => (3, 0),
+            _ => (2, 1),
+        }
+    }
 }
 
 /// Where code is in the source, compactly (a module has tens of thousands of segments and
@@ -380,6 +489,11 @@ pub struct SiteMeta {
 }
 
 impl Meta {
+    /// Whether the module's probes record the program's allocations.
+    pub fn records_allocations(&self) -> bool {
+        self.layout.live_slots > 0
+    }
+
     /// Reads the meta from an instrumented module; `Ok(None)` if it has none.
     pub fn from_module(wasm: &[u8]) -> anyhow::Result<Option<Meta>> {
         let Some(data) = custom_section(wasm, SECTION)? else {

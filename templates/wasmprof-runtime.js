@@ -31,7 +31,6 @@ var wasmprof = (function () {
   var LAYOUT = CONTRACT.layout, METRIC = CONTRACT.metric, NAMES = CONTRACT.names;
   var ENV = CONTRACT.env, SAMPLING = CONTRACT.sampling, CLOCKS = CONTRACT.clocks;
   var DUMP = CONTRACT.dump;
-  var NODE_SIZE = LAYOUT.node_size;
   var PROGRAM = WASM_FILE.replace(/\.wasm$/, '');
   var isNode = typeof process === 'object' && !!(process.versions && process.versions.node);
   // In a worker of Emscripten's -pthread (worker.js sets this before it loads the script).
@@ -272,6 +271,7 @@ var wasmprof = (function () {
       sampling: SAMPLING,
       nodes_off: run.meta.layout.nodes_off,
       nodes_cap: run.meta.layout.nodes_cap,
+      node_size: run.meta.layout.node_size,
       interval_us: Number(isNode && process.env[ENV.sample_interval]) || SAMPLING.default_interval_us
     };
     if (early) {
@@ -318,7 +318,7 @@ var wasmprof = (function () {
   function usedBytes(memory) {
     var layout = run.meta.layout;
     var nodes = new DataView(memory.buffer, memory.byteOffset).getUint32(8, true);
-    return Math.min(memory.length, layout.nodes_off + NODE_SIZE * Math.min(nodes, layout.nodes_cap));
+    return Math.min(memory.length, layout.nodes_off + layout.node_size * Math.min(nodes, layout.nodes_cap));
   }
 
   // The dump that `cargo wasmprof report` decodes: the used part of the profiler's memory

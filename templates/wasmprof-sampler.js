@@ -36,8 +36,8 @@ function sampler(d) {
     } else if (node === 0 || node >= d.nodes_cap) {
       Atomics.add(u64, L.idle_samples / 8, 1n);
     } else {
-      var at = d.nodes_off + node * L.node_size;
-      if (at + L.node_size > u64.byteLength) { // the tree grew the memory
+      var at = d.nodes_off + node * d.node_size;
+      if (at + d.node_size > u64.byteLength) { // the tree grew the memory
         i32 = new Int32Array(d.memory.buffer);
         u64 = new BigUint64Array(d.memory.buffer);
       }

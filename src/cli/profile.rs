@@ -64,7 +64,7 @@ pub struct InstrumentFlags {
     #[arg(long, value_name = "METRIC", default_value = "time")]
     pub metric: MetricArg,
     /// The most calling contexts to keep: the profiler's memory grows with the tree up to
-    /// room for N (48 bytes each); past it, entries are folded per function (counts and
+    /// room for N (48 bytes each, 88 where allocations are recorded); past it, entries are folded per function (counts and
     /// times stay exact, their paths are lost, and the report says how many).
     #[arg(
         long,
@@ -87,6 +87,14 @@ pub struct InstrumentFlags {
     /// dense calls: see BENCHMARKS.md). JS hosts always take `word`.
     #[arg(long, value_name = "HOW", value_enum, default_value = "word")]
     pub sampler: SamplerArg,
+    /// Do not record the program's allocations. By default, with a metric that keeps the
+    /// calling contexts, every call of the allocator entry points found by name (`malloc`,
+    /// `calloc`, `realloc`, `free`, `aligned_alloc`, `posix_memalign`, Rust's
+    /// `__rust_alloc`, `__rust_dealloc`, ...) and every `memory.grow` is recorded in its
+    /// context: allocations and bytes, frees matched to their allocations by address,
+    /// bytes still held at the end, the peak, pages grown.
+    #[arg(long)]
+    pub no_alloc: bool,
 }
 
 impl InstrumentFlags {
@@ -99,6 +107,7 @@ impl InstrumentFlags {
             host_exceptions: false,
             sampler: self.sampler.into(),
             one_memory_variant: false,
+            allocations: !self.no_alloc,
         }
     }
 }

@@ -208,6 +208,9 @@ impl DoctestRunner {
             "--sample-interval".to_string(),
             self.sample_interval.as_micros().to_string(),
         ];
+        if !options.allocations {
+            args.push("--no-alloc".into());
+        }
         match &self.compensation {
             Compensation::Subtract(cost) => args.extend([
                 "--probe-cost".to_string(),

@@ -125,9 +125,10 @@ mod tests {
                     ],
                     false => vec![Compensation::None],
                 };
-                for (compensation, sampler) in compensations
+                for ((compensation, sampler), allocations) in compensations
                     .into_iter()
                     .flat_map(|c| [(c.clone(), Sampler::Stacks), (c, Sampler::Word)])
+                    .flat_map(|c| [(c.clone(), true), (c, false)])
                 {
                     let runner = DoctestRunner {
                         dir: PathBuf::from("/tmp/a dir/doctests.tmp"),
@@ -138,6 +139,7 @@ mod tests {
                             host_exceptions: false,
                             sampler,
                             one_memory_variant: false,
+                            allocations,
                         },
                         sample_interval: Duration::from_micros(250),
                         compensation,

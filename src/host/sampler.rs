@@ -89,7 +89,7 @@ impl SampleTarget {
         } else if node == 0 || node >= l.nodes_cap {
             self.bump(layout::HDR_IDLE_SAMPLES, 1);
         } else {
-            let at = l.nodes_off + node * layout::NODE_SIZE;
+            let at = l.nodes_off + node * l.node_size;
             self.bump(at + layout::NODE_SAMPLES, 1);
             self.bump(at + layout::NODE_SAMPLE_NS, ns);
         }

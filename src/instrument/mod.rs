@@ -20,6 +20,7 @@
 //! module name, for a browser page).
 
 mod addresses;
+mod allocators;
 mod bindgen;
 mod check;
 mod counting;
@@ -72,6 +73,9 @@ pub struct Options {
     /// instrumented with its state in a state module, for the JS hosts that allow a module
     /// one memory ([`meta::ONE_MEMORY_SECTION`]); the JS runtime chooses when it starts.
     pub one_memory_variant: bool,
+    /// Record the program's allocations (its allocators' calls, found by name, and its
+    /// memory's growth) in the calling contexts, where the metric and the state allow.
+    pub allocations: bool,
 }
 
 /// The calling contexts a profile keeps unless told otherwise: 4 M, at most 192 MB of the
@@ -87,6 +91,7 @@ impl Default for Options {
             host_exceptions: false,
             sampler: Sampler::Word,
             one_memory_variant: false,
+            allocations: true,
         }
     }
 }
@@ -136,7 +141,18 @@ impl Options {
             && meta.host_exceptions == self.host_exceptions
             && meta.one_memory_variant == self.carries_one_memory_variant()
             && (!self.metric.facts().sampled || meta.sampler == self.sampler)
-            && l.nodes_cap == Layout::new(l.functions, 0, 0, 0, self.max_contexts).nodes_cap
+            && (meta.allocations.not_recorded.as_deref() == Some(allocators::NOT_ASKED))
+                != self.allocations
+            && l.nodes_cap
+                == Layout::new(
+                    l.functions,
+                    0,
+                    0,
+                    0,
+                    self.max_contexts,
+                    meta.records_allocations(),
+                )
+                .nodes_cap
     }
 }
 
@@ -230,6 +246,8 @@ struct Rewritten {
     /// For the stack sampler, walrus's code transform: every instruction's offset in the
     /// output and its place (see `addresses`).
     code_map: Option<Vec<(usize, u32)>>,
+    /// What the module records of the program's allocations.
+    allocations: meta::Allocations,
 }
 
 impl Rewritten {
@@ -266,6 +284,7 @@ impl Rewritten {
             indirect_sites: locate(&self.sites.indirect),
             frames: self.frames,
             line_tables,
+            allocations: self.allocations,
         };
         // A custom section may come last: appending it leaves the module as it was.
         let mut wasm = self.wasm;
@@ -309,9 +328,11 @@ fn rewrite(mut module: Module, options: &Options) -> Result<Rewritten, Instrumen
         true => (bindgen::intrinsics(&module), bindgen::interpreted(&module)),
         false => Default::default(),
     };
+    let threaded = threads != check::Threads::None;
+    let allocs = allocators::plan(&module, options, threaded, &left_alone);
     let thunks = add_import_thunks(&mut module, &original_funcs, &intrinsics);
     redirect_to_thunks(&mut module, &thunks, &left_alone);
-    let (sites, plans) = plan(&module, &original_funcs, &left_alone, &thunks);
+    let (sites, plans) = plan(&module, &original_funcs, &left_alone, &thunks, &allocs);
 
     // Per-line costs: with the instructions metric, each segment of the program's code
     // (not the thunks') counts its runs in the profiler's own memory.
@@ -332,10 +353,10 @@ fn rewrite(mut module: Module, options: &Options) -> Result<Rewritten, Instrumen
         sites.indirect.len() as u32,
         segment_count,
         options.max_contexts,
+        allocs.record,
     );
     // Imports come first among the function ids.
     let imports = imported.iter().filter(|&&i| i).count() as u32;
-    let threaded = threads != check::Threads::None;
     let profiler = add_profiler(&mut module, &layout, options, imports, threaded)?;
     let segments = rewrite_functions(&mut module, &plans, &profiler, &layout, options);
     debug_assert_eq!(segments.len(), segment_count as usize);
@@ -356,16 +377,19 @@ fn rewrite(mut module: Module, options: &Options) -> Result<Rewritten, Instrumen
         frames,
         segments,
         code_map: catch.map(|catch| catch.take()),
+        allocations: allocs.meta,
     })
 }
 
 /// The functions to rewrite, each with its call sites numbered (in two compact spaces), the
-/// program's functions (but those `left_alone`) first, then the imports' `thunks`.
+/// program's functions (but those `left_alone`) first, then the imports' `thunks`; the
+/// allocators and the functions that grow a memory, as `allocs` says.
 fn plan(
     module: &Module,
     original_funcs: &[FunctionId],
     left_alone: &std::collections::HashSet<FunctionId>,
     thunks: &std::collections::BTreeMap<FunctionId, FunctionId>,
+    allocs: &allocators::AllocPlan,
 ) -> (Sites, Vec<Plan>) {
     // Thunks hold no sites of their own.
     let thunk_for: HashMap<FunctionId, u32> = thunks
@@ -379,12 +403,12 @@ fn plan(
             let f = id.index() as u32;
             let seqs = sequences(func);
             let site_ids = sites.number(func, &seqs, f, &thunk_for);
-            let waits = seqs.iter().any(|&seq| {
-                func.block(seq)
-                    .instrs
-                    .iter()
-                    .any(|(instr, _)| probes::is_wait(instr))
-            });
+            let any = |pred: &dyn Fn(&walrus::ir::Instr) -> bool| {
+                seqs.iter()
+                    .any(|&seq| func.block(seq).instrs.iter().any(|(instr, _)| pred(instr)))
+            };
+            let waits = any(&probes::is_wait);
+            let grows = allocs.record && any(&|instr| allocators::is_grow32(module, instr));
             plans.push(Plan {
                 id,
                 f,
@@ -392,6 +416,8 @@ fn plan(
                 seqs,
                 thunk: false,
                 waits,
+                alloc: allocs.kinds.get(&id).copied(),
+                grows,
             });
         }
     }
@@ -406,6 +432,8 @@ fn plan(
             seqs: sequences(func),
             thunk: true,
             waits: false,
+            alloc: None,
+            grows: false,
         });
     }
     (sites, plans)
@@ -471,6 +499,17 @@ fn rewrite_functions(
                 .then(|| module.locals.add(ValType::I64)),
             wait: (profiler.wait.is_some() && plan.waits)
                 .then(|| probes::WaitLocals::add(&mut module.locals)),
+            alloc_args: match plan.alloc {
+                Some(kind) => (0..kind.arity().0)
+                    .map(|_| module.locals.add(ValType::I32))
+                    .collect(),
+                None => Vec::new(),
+            },
+            alloc_result: plan
+                .alloc
+                .filter(|kind| kind.arity().1 == 1)
+                .map(|_| module.locals.add(ValType::I32)),
+            grow_delta: plan.grows.then(|| module.locals.add(ValType::I32)),
         };
         let results = module
             .types
@@ -568,7 +607,8 @@ impl walrus::CustomSection for FrameTable {
 
 /// One function to rewrite: its walrus id, its function id, the ids of its call sites, its
 /// instruction sequences (found once, for the numbering and the rewrite), whether it is
-/// an import's thunk, and whether it waits (`memory.atomic.wait`).
+/// an import's thunk, whether it waits (`memory.atomic.wait`), the allocator it is (when
+/// allocations are recorded) and whether it grows a memory whose growth they record.
 struct Plan {
     id: FunctionId,
     f: u32,
@@ -576,4 +616,6 @@ struct Plan {
     seqs: Vec<InstrSeqId>,
     thunk: bool,
     waits: bool,
+    alloc: Option<meta::AllocKind>,
+    grows: bool,
 }

@@ -4,7 +4,7 @@
 
 use walrus::ir::{
     Block, Br, Const, GlobalGet, GlobalSet, Instr, InstrLocId, InstrSeqId, InstrSeqType, LocalGet,
-    LocalSet, Value,
+    LocalSet, LocalTee, Value,
 };
 use walrus::{LocalFunction, Module, ValType};
 
@@ -115,18 +115,44 @@ impl FunctionRewrite<'_> {
         self.counter.map(|c| c.flush(at)).unwrap_or_default()
     }
 
-    /// The exit probe, in a block of its own (a sequence has one place in the tree).
-    fn exit_probe(&mut self, at: InstrLocId) -> Vec<(Instr, InstrLocId)> {
+    /// The exit probe, in a block of its own (a sequence has one place in the tree), where
+    /// the activation ends `how`; an allocator's allocation probe before it, while its
+    /// node runs.
+    fn exit_probe(&mut self, at: InstrLocId, how: Exit) -> Vec<(Instr, InstrLocId)> {
         let Some(timing) = self.timing else {
             return Vec::new();
         };
-        let mut probe = self.flush(at);
+        let mut probe = self.allocator_exit(how);
+        probe.extend(self.flush(at));
         let mut seq = self.func.builder_mut().dangling_instr_seq(None);
         if self.plan.thunk {
             timing.repair(&mut seq, self.locals.timed);
         }
         timing.exit(&mut seq, self.locals.timed);
         probe.push((Instr::Block(Block { seq: seq.id() }), at));
+        probe
+    }
+
+    /// An allocator's probe where its activation ends `how`: one allocator call less deep,
+    /// and, when it returns, what it did recorded (its result, on the stack, kept in a
+    /// local first).
+    fn allocator_exit(&mut self, how: Exit) -> Vec<(Instr, InstrLocId)> {
+        let (Some(kind), Some(alloc)) = (self.plan.alloc, &self.profiler.alloc) else {
+            return Vec::new();
+        };
+        let (args, result) = (self.locals.alloc_args.clone(), self.locals.alloc_result);
+        let mut probe = Vec::new();
+        let mut seq = self.func.builder_mut().dangling_instr_seq(None);
+        match how {
+            Exit::Unwound => alloc.unwound(&mut seq),
+            Exit::Returned => {
+                if let Some(local) = result {
+                    probe.push((Instr::LocalTee(LocalTee { local }), self::probe()));
+                }
+                alloc.leave(&mut seq, kind, &args, result);
+            }
+        }
+        probe.push((Instr::Block(Block { seq: seq.id() }), self::probe()));
         probe
     }
 
@@ -190,7 +216,9 @@ impl FunctionRewrite<'_> {
                 segment.instrs.push((Instr::Br(Br { block }), loc));
             }
             Instr::ReturnCall(_) | Instr::ReturnCallIndirect(_) | Instr::ReturnCallRef(_) => {
-                segment.instrs.extend(self.exit_probe(probe()));
+                segment
+                    .instrs
+                    .extend(self.exit_probe(probe(), Exit::Unwound));
                 segment.instrs.push((instr, loc));
             }
             Instr::AtomicWait(_) if self.profiler.wait.is_some() => {
@@ -201,6 +229,15 @@ impl FunctionRewrite<'_> {
                 // The host may read the counter while the thread waits.
                 segment.instrs.extend(self.flush(probe()));
                 segment.instrs.extend(wait_probe.around(instr, loc, locals));
+            }
+            Instr::MemoryGrow(_) if self.locals.grow_delta.is_some() => {
+                let (Some(alloc), Some(delta)) = (&self.profiler.alloc, self.locals.grow_delta)
+                else {
+                    unreachable!("a function with a delta local has the allocation probes");
+                };
+                segment
+                    .instrs
+                    .extend(alloc.around_grow((instr, loc), delta));
             }
             other => segment.instrs.push((other, loc)),
         }
@@ -248,8 +285,12 @@ impl FunctionRewrite<'_> {
             self.mark_import_running(body, in_import);
         }
         let at = InstrLocId::default();
+        let params = self.func.args.clone();
         let mut entry_probe = self.func.builder_mut().dangling_instr_seq(None);
         timing.entry(&mut entry_probe, self.plan.f, self.locals.timed);
+        if let (Some(_), Some(alloc)) = (self.plan.alloc, &self.profiler.alloc) {
+            alloc.enter(&mut entry_probe, &params, &self.locals.alloc_args);
+        }
         let mut probe = vec![(
             Instr::Block(Block {
                 seq: entry_probe.id(),
@@ -259,16 +300,16 @@ impl FunctionRewrite<'_> {
         match unwind {
             None => {
                 probe.push((Instr::Block(Block { seq: body }), at));
-                probe.extend(self.exit_probe(at));
+                probe.extend(self.exit_probe(at, Exit::Returned));
             }
             Some(Unwind::Standard) => probe.extend(self.standard_handler(body)),
             Some(Unwind::Legacy) => {
                 // try (result ..) body catch_all exit probe; rethrow 0 end
                 // exit probe
-                let cleanup = self.exit_probe(at);
+                let cleanup = self.exit_probe(at, Exit::Unwound);
                 let body = vec![(Instr::Block(Block { seq: body }), at)];
                 probe.push(legacy_try(self.func, body, self.body_ty, cleanup));
-                probe.extend(self.exit_probe(at));
+                probe.extend(self.exit_probe(at, Exit::Returned));
             }
         }
         self.func.block_mut(entry).instrs = probe;
@@ -318,11 +359,11 @@ impl FunctionRewrite<'_> {
             }),
             at,
         )];
-        normal.extend(self.exit_probe(at));
+        normal.extend(self.exit_probe(at, Exit::Returned));
         normal.push((Instr::Return(walrus::ir::Return {}), at));
         self.func.block_mut(caught).instrs = normal;
         let mut handler = vec![(Instr::Block(Block { seq: caught }), at)];
-        handler.extend(self.exit_probe(at));
+        handler.extend(self.exit_probe(at, Exit::Unwound));
         handler.push((Instr::ThrowRef(walrus::ir::ThrowRef {}), at));
         handler
     }
@@ -400,6 +441,22 @@ pub(super) struct ProbeLocals {
     pub(super) pending: Option<walrus::LocalId>,
     /// In a threaded module's functions that wait, the wait probe's locals.
     pub(super) wait: Option<probes::WaitLocals>,
+    /// In an allocator, where its allocation probe keeps its arguments as they came (its
+    /// code may reuse its parameters' locals).
+    pub(super) alloc_args: Vec<walrus::LocalId>,
+    /// In an allocator that returns a pointer, where its allocation probe keeps it.
+    pub(super) alloc_result: Option<walrus::LocalId>,
+    /// In a function that grows a memory, where the allocation probes keep the delta.
+    pub(super) grow_delta: Option<walrus::LocalId>,
+}
+
+/// How a function's activation ends, for its exit probe.
+#[derive(Clone, Copy)]
+enum Exit {
+    /// It returns: its results are on the stack.
+    Returned,
+    /// An exception leaves it, or it tail-calls: no results.
+    Unwound,
 }
 
 /// Where the probes' instructions are in the original module: nowhere (the stack sampler

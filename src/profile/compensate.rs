@@ -179,6 +179,7 @@ mod tests {
                 total_ns,
                 ..Costs::default()
             },
+            alloc: None,
         }
     }
 
@@ -227,6 +228,7 @@ mod tests {
             lines: Vec::new(),
             view: None,
             threads: Vec::new(),
+            allocations: None,
         }
     }
 

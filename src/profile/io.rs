@@ -239,12 +239,13 @@ mod tests {
             host_exceptions: false,
             one_memory_variant: false,
             sampler: Default::default(),
-            layout: crate::layout::Layout::new(0, 0, 0, 0, 1),
+            layout: crate::layout::Layout::new(0, 0, 0, 0, 1, false),
             functions: Vec::new(),
             direct_sites: Vec::new(),
             indirect_sites: Vec::new(),
             frames: Vec::new(),
             line_tables: Default::default(),
+            allocations: Default::default(),
         };
         fields
             .iter()

@@ -3,7 +3,9 @@
 
 use std::collections::HashMap;
 
-use super::{Arc, Context, Costs, Function, LineCost, Profile, FORMAT, FORMAT_VERSION};
+use super::{
+    Allocations, Arc, Context, Costs, Function, LineCost, Profile, FORMAT, FORMAT_VERSION,
+};
 use crate::meta::Metric;
 use crate::symbols::without_index;
 
@@ -62,6 +64,7 @@ impl Merger {
                     folded: false,
                     calls: 0,
                     cost: Costs::default(),
+                    alloc: None,
                 }],
                 folded_entries: 0,
                 arcs_dropped: 0,
@@ -71,6 +74,9 @@ impl Merger {
                 lines: Vec::new(),
                 view: None,
                 threads: Vec::new(),
+                allocations: Allocations::merge(
+                    profiles.iter().filter_map(|p| p.allocations.as_ref()),
+                ),
             },
             function_ids: HashMap::new(),
             arc_ids: HashMap::new(),
@@ -208,6 +214,7 @@ impl Merger {
                             folded: c.folded,
                             calls: 0,
                             cost: Costs::default(),
+                            alloc: None,
                         });
                         out.contexts.len() as u32 - 1
                     })
@@ -217,6 +224,9 @@ impl Merger {
             let d = &mut out.contexts[new_id as usize];
             d.calls += c.calls;
             d.cost.add(&c.cost);
+            if let Some(a) = &c.alloc {
+                d.alloc.get_or_insert_with(Default::default).add(a);
+            }
         }
     }
 }
@@ -316,6 +326,7 @@ mod tests {
             folded: false,
             calls,
             cost: Costs::default(),
+            alloc: None,
         };
         Profile {
             format: FORMAT.into(),
@@ -351,6 +362,7 @@ mod tests {
             lines: Vec::new(),
             view: None,
             threads: Vec::new(),
+            allocations: None,
         }
     }
 

@@ -5,6 +5,7 @@
 //! profiler's memory with the module's meta ([`crate::meta`]).
 //!
 //! - [`model`](Profile): the types, and lookups by name;
+//! - `alloc`: the program's allocations, per context and as a whole;
 //! - `decode`: a run's [`Dump`] and the module's meta into a profile;
 //! - `merge`: several runs' profiles as one;
 //! - `compensate`: the probes' measured cost subtracted from a timed profile;
@@ -13,6 +14,7 @@
 //! - `threads`: a threaded run's profile, the merge of its threads', each thread kept;
 //! - `view`: the profile's stacks through some functions, or grouped by file or crate.
 
+mod alloc;
 mod compensate;
 mod decode;
 mod io;
@@ -23,6 +25,7 @@ mod stacks;
 mod threads;
 mod view;
 
+pub use alloc::{Allocations, Allocs};
 pub use compensate::Compensation;
 pub use decode::Dump;
 pub use io::{DumpFile, DumpThread, RunDump, DUMP_FIELDS, DUMP_FORMAT, DUMP_THREAD_FIELDS};

@@ -62,6 +62,10 @@ pub struct Profile {
     /// merge (empty for a program of one thread).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub threads: Vec<super::Thread>,
+    /// What the profile records of the program's allocations (each context's figures are
+    /// in `contexts`); absent where the module said nothing of them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allocations: Option<super::Allocations>,
 }
 
 /// How the sampled time metric's times were taken: each sample found one context running
@@ -378,6 +382,10 @@ pub struct Context {
     /// Self and inclusive cost along this path.
     #[serde(flatten)]
     pub cost: Costs,
+    /// The allocations made and freed in this context itself, when they are recorded and
+    /// there were any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub alloc: Option<super::Allocs>,
 }
 
 impl Profile {

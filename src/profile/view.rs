@@ -81,6 +81,18 @@ struct Node {
     calls: u64,
     self_: u64,
     samples: Option<u64>,
+    alloc: Option<super::Allocs>,
+}
+
+impl Node {
+    /// Adds a context's own cost (`self_`, its samples, its allocations) in.
+    fn add_own(&mut self, self_: u64, c: &Context) {
+        self.self_ += self_;
+        self.samples = add(self.samples, c.cost.self_samples);
+        if let Some(a) = &c.alloc {
+            self.alloc.get_or_insert_with(Default::default).add(a);
+        }
+    }
 }
 
 impl Profile {
@@ -234,6 +246,7 @@ impl Profile {
                 folded: node.folded,
                 calls: node.calls,
                 cost: Costs::in_unit(metric, node.self_, total[j], node.samples),
+                alloc: node.alloc,
             })
             .collect();
         let arcs = self.view_arcs(&nodes, &tree, &total, &functions, by);
@@ -275,9 +288,7 @@ impl Profile {
             let grouped = by != Grouping::Function;
             if grouped && up != 0 && nodes[up].group == Some(group) && !c.folded {
                 // A call inside the group: its cost is the group's own.
-                let node = &mut nodes[up];
-                node.self_ += self_;
-                node.samples = add(node.samples, c.cost.self_samples);
+                nodes[up].add_own(self_, c);
                 new_of[i] = up;
                 continue;
             }
@@ -290,10 +301,8 @@ impl Profile {
                 });
                 nodes.len() - 1
             });
-            let node = &mut nodes[id];
-            node.calls += c.calls;
-            node.self_ += self_;
-            node.samples = add(node.samples, c.cost.self_samples);
+            nodes[id].calls += c.calls;
+            nodes[id].add_own(self_, c);
             new_of[i] = id;
         }
         nodes

@@ -182,13 +182,13 @@ impl TimedOps {
         self.mark_probes(b);
         self.counter.count_arc(b, f, [node, addr]);
         b.global_get(self.cur).local_set(parent);
-        node_addr(b, parent);
+        node_addr(b, &self.layout, parent);
         mem.load32(b, nodes + layout::NODE_FIRST_CHILD);
         b.local_tee(node);
         b.if_else(
             ValType::I32,
             |first| {
-                node_addr(first, node);
+                node_addr(first, &self.layout, node);
                 mem.load32(first, nodes + layout::NODE_FUNC);
                 push_func(first, f);
                 first.binop(BinaryOp::I32Ne);
@@ -206,7 +206,7 @@ impl TimedOps {
             },
             |_| {},
         );
-        node_addr(b, node);
+        node_addr(b, &self.layout, node);
         b.local_set(addr);
         mem.add64(b, addr, nodes + layout::NODE_COUNT, |b| {
             b.i64_const(1);
@@ -249,7 +249,7 @@ impl TimedOps {
     fn add_cost(&self, b: &mut InstrSeqBuilder, [parent, node, addr]: [LocalId; 3], dt: LocalId) {
         let mem = Mem(self.mem);
         let nodes = self.layout.nodes_off;
-        node_addr(b, node);
+        node_addr(b, &self.layout, node);
         b.local_set(addr);
         mem.add64(b, addr, nodes + layout::NODE_INCL, |b| {
             b.local_get(dt);
@@ -260,7 +260,7 @@ impl TimedOps {
         b.if_else(
             None,
             |folded| {
-                node_addr(folded, parent);
+                node_addr(folded, &self.layout, parent);
                 folded.local_set(addr);
                 mem.add64(folded, addr, nodes + layout::NODE_CHILD, |b| {
                     b.local_get(dt);

@@ -146,13 +146,13 @@ fn innermost_import(
                         },
                         |_| {},
                     );
-                    node_addr(up, n);
+                    node_addr(up, layout, n);
                     mem.load32(up, nodes + layout::NODE_FUNC);
                     up.local_tee(func)
                         .i32_const(imports as i32)
                         .binop(BinaryOp::I32LtU)
                         .br_if(found_id);
-                    node_addr(up, n);
+                    node_addr(up, layout, n);
                     mem.load32(up, nodes + layout::NODE_PARENT);
                     up.local_set(n).br(up_id);
                 });
@@ -223,7 +223,7 @@ pub(super) fn build_unwind_to(
                 .i32_const(layout.first_context_node() as i32)
                 .binop(BinaryOp::I32LtU)
                 .br_if(done_id);
-            node_addr(up, n);
+            node_addr(up, layout, n);
             up.local_set(addr);
             mem.add64(up, addr, nodes + layout::NODE_INCL, |b| {
                 b.local_get(now).local_get(addr);

@@ -18,6 +18,7 @@
 //! table and the context tree, `functions` the probes' out-of-line functions, `mem` the
 //! memory accesses, `wait` the probe around a thread's waits.
 
+mod alloc;
 mod entry_exit;
 mod functions;
 mod mem;
@@ -33,6 +34,7 @@ use crate::layout::{self, Layout};
 #[cfg(doc)]
 use crate::meta::StateLocation;
 use crate::meta::{self, Metric, Sampler};
+pub use alloc::AllocProbes;
 use entry_exit::SampleWord;
 pub use entry_exit::{
     ArcCounter, CallCounter, Reading, TimedLocals, TimedOps, TimedProbes, Timing,
@@ -77,6 +79,9 @@ pub struct Profiler {
     pub wait: Option<WaitProbe>,
     /// With the stack sampler, what each import's thunk does around its import.
     pub in_import: Option<InImport>,
+    /// When the program's allocations are recorded (the layout has the live table), the
+    /// probes of its allocators and `memory.grow`s.
+    pub alloc: Option<AllocProbes>,
 }
 
 /// With the stack sampler, what an import's thunk does around the import: it says, in the
@@ -124,7 +129,10 @@ pub fn add(
     imports: u32,
     threaded: bool,
 ) -> Profiler {
+    let program_memory = module.memories.iter().next().map(|m| m.id());
     let pieces = ProfilerState::build(module, layout, options, imports, threaded);
+    let alloc = (layout.live_slots > 0)
+        .then(|| AllocProbes::build(module, layout, pieces.memory, pieces.cur, program_memory));
     let wait = threaded.then(|| WaitProbe {
         how: WaitHow::Inline(pieces.wait_state()),
         memory64: memory64(module),
@@ -156,6 +164,7 @@ pub fn add(
         probes,
         wait,
         in_import: stacks.then_some(InImport(pieces.memory)),
+        alloc,
     }
 }
 
@@ -201,6 +210,7 @@ pub fn import_state_module(
         probes,
         wait,
         in_import: None,
+        alloc: None,
     };
     (profiler, state.emit_wasm())
 }

@@ -130,9 +130,9 @@ fn slot_addr(b: &mut InstrSeqBuilder, slot: LocalId) {
 }
 
 /// Pushes the address of node `n`, relative to the node region.
-pub(super) fn node_addr(b: &mut InstrSeqBuilder, n: LocalId) {
+pub(super) fn node_addr(b: &mut InstrSeqBuilder, layout: &Layout, n: LocalId) {
     b.local_get(n)
-        .i32_const(layout::NODE_SIZE as i32)
+        .i32_const(layout.node_size as i32)
         .binop(BinaryOp::I32Mul);
 }
 
@@ -149,7 +149,7 @@ pub(super) fn find_child(
 ) {
     let nodes = layout.nodes_off;
     b.i32_const(0).local_set(prev);
-    node_addr(b, parent);
+    node_addr(b, layout, parent);
     mem.load32(b, nodes + layout::NODE_FIRST_CHILD);
     b.local_set(node);
     b.block(None, |done| {
@@ -159,7 +159,7 @@ pub(super) fn find_child(
             missing.loop_(None, |lp| {
                 let lp_id = lp.id();
                 lp.local_get(node).unop(UnaryOp::I32Eqz).br_if(missing_id);
-                node_addr(lp, node);
+                node_addr(lp, layout, node);
                 lp.local_tee(at);
                 mem.load32(lp, nodes + layout::NODE_FUNC);
                 lp.local_get(f).binop(BinaryOp::I32Eq);
@@ -168,7 +168,7 @@ pub(super) fn find_child(
                     |found| {
                         // Move to the front of the list, unless it is there.
                         found.local_get(prev).unop(UnaryOp::I32Eqz).br_if(done_id);
-                        node_addr(found, prev);
+                        node_addr(found, layout, prev);
                         found.local_get(at);
                         mem.load32(found, nodes + layout::NODE_NEXT_SIBLING);
                         mem.store32(found, nodes + layout::NODE_NEXT_SIBLING);
@@ -229,7 +229,7 @@ fn add_child(
         .i32_const(1)
         .binop(BinaryOp::I32Add);
     mem.store32(done, layout::HDR_NODE_COUNT);
-    node_addr(done, node);
+    node_addr(done, layout, node);
     done.local_tee(at).local_get(parent);
     mem.store32(done, nodes + layout::NODE_PARENT);
     done.local_get(at).local_get(f);
@@ -241,12 +241,12 @@ fn add_child(
 /// it, up to the layout's pages) when it does not; 1 when the memory cannot grow. The tree
 /// so takes only the memory it uses. Uses `pages` as scratch.
 fn grow_for(b: &mut InstrSeqBuilder, layout: &Layout, mem: &Mem, node: LocalId, pages: LocalId) {
-    // (node + 1) * NODE_SIZE + nodes_off > memory.size * 64 KiB, in 64 bits.
+    // (node + 1) * node_size + nodes_off > memory.size * 64 KiB, in 64 bits.
     b.local_get(node)
         .unop(UnaryOp::I64ExtendUI32)
         .i64_const(1)
         .binop(BinaryOp::I64Add)
-        .i64_const(i64::from(layout::NODE_SIZE))
+        .i64_const(i64::from(layout.node_size))
         .binop(BinaryOp::I64Mul)
         .i64_const(i64::from(layout.nodes_off))
         .binop(BinaryOp::I64Add);
@@ -290,10 +290,10 @@ fn link_first(
 ) {
     let nodes = layout.nodes_off;
     b.local_get(at);
-    node_addr(b, parent);
+    node_addr(b, layout, parent);
     mem.load32(b, nodes + layout::NODE_FIRST_CHILD);
     mem.store32(b, nodes + layout::NODE_NEXT_SIBLING);
-    node_addr(b, parent);
+    node_addr(b, layout, parent);
     b.local_get(node);
     mem.store32(b, nodes + layout::NODE_FIRST_CHILD);
 }

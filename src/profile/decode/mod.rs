@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 
 use anyhow::Context as _;
 
+mod allocs;
 mod lines;
 mod nodes;
 
@@ -63,7 +64,12 @@ impl Profile {
                 true => 1.0,
                 false => dump.ticks_per_ns,
             },
-            nodes: read_nodes(&raw, &meta.layout, dump.cur, end_or_samples(meta, dump))?,
+            nodes: {
+                let mut nodes =
+                    read_nodes(&raw, &meta.layout, dump.cur, end_or_samples(meta, dump))?;
+                allocs::read_node_allocs(&raw, &meta.layout, &mut nodes)?;
+                nodes
+            },
             stacks: dump.stacks.as_ref(),
             direct: direct_sites(&raw, meta)?,
             raw,
@@ -110,6 +116,7 @@ impl Profile {
             lines,
             view: None,
             threads: Vec::new(),
+            allocations: Some(allocs::allocations(&decoder.raw, meta)?),
         })
     }
 }
@@ -299,6 +306,7 @@ impl Decoder<'_> {
                         node.samples,
                     ),
                 },
+                alloc: node.alloc.non_empty(),
             });
         }
         contexts

@@ -68,6 +68,8 @@ pub(super) struct RawNode {
     pub(super) t0: u64,
     /// With the sampled metric, the node's own samples.
     pub(super) samples: u64,
+    /// When allocations are recorded, the node's own.
+    pub(super) alloc: crate::profile::Allocs,
 }
 
 /// The nodes of the context tree: the root, the fold nodes (function f at node f + 1), the
@@ -141,7 +143,7 @@ pub(super) fn read_raw_nodes(
     let node_count = raw.u32(layout::HDR_NODE_COUNT)?.min(l.nodes_cap);
     let mut nodes = Vec::with_capacity(node_count as usize);
     for n in 0..node_count {
-        let at = l.nodes_off + n * layout::NODE_SIZE;
+        let at = l.nodes_off + n * l.node_size;
         let mut node = RawNode {
             parent: raw.u32(at + layout::NODE_PARENT)?,
             func: raw.u32(at + layout::NODE_FUNC)?,
@@ -150,6 +152,7 @@ pub(super) fn read_raw_nodes(
             child: raw.u64(at + layout::NODE_CHILD)?,
             t0: raw.u64(at + layout::NODE_T0)?,
             samples: 0,
+            alloc: Default::default(),
         };
         match ending {
             Ending::Samples => {

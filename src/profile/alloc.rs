@@ -1,0 +1,142 @@
+//! The program's allocations in the profile: each context's figures ([`Allocs`], exact:
+//! the allocator probes count every call), and the run's ([`Allocations`]: what was still
+//! held at the end, the peak, and what the live table could not follow).
+
+use serde::{Deserialize, Serialize};
+
+use super::{Context, Profile};
+
+/// A calling context's allocations: those its allocator calls made, the frees, the bytes
+/// of each, what was still held at the end of what it allocated, and the pages it grew the
+/// memory by. A context's figures are its own: its callers' are the sums over its subtree.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Allocs {
+    /// Allocations (a realloc that moves or resizes is one).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub allocs: u64,
+    /// The bytes they asked for.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub alloc_bytes: u64,
+    /// Frees (a realloc's of its old block is one).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub frees: u64,
+    /// The bytes they freed, as their allocations asked for them.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub freed_bytes: u64,
+    /// Of the allocations made here, those still held at the end.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub held: u64,
+    /// Their bytes.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub held_bytes: u64,
+    /// The 64 KiB pages `memory.grow` added here.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub grown_pages: u64,
+}
+
+fn is_zero(x: &u64) -> bool {
+    *x == 0
+}
+
+impl Allocs {
+    /// Adds `other` in.
+    pub fn add(&mut self, other: &Allocs) {
+        self.allocs += other.allocs;
+        self.alloc_bytes += other.alloc_bytes;
+        self.frees += other.frees;
+        self.freed_bytes += other.freed_bytes;
+        self.held += other.held;
+        self.held_bytes += other.held_bytes;
+        self.grown_pages += other.grown_pages;
+    }
+
+    /// Whether nothing happened here.
+    pub fn is_empty(&self) -> bool {
+        *self == Allocs::default()
+    }
+
+    /// `Some(self)` unless nothing happened.
+    pub fn non_empty(self) -> Option<Allocs> {
+        (!self.is_empty()).then_some(self)
+    }
+}
+
+/// What a profile records of the program's allocations as a whole.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Allocations {
+    /// Why they are not recorded (then nothing else here is).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub not_recorded: Option<String>,
+    /// The allocator entry points found, by name (none: only `memory.grow` was recorded).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub allocators: Vec<String>,
+    /// The most bytes live at once (of a merged profile's runs, the largest run's; each
+    /// run is a process of its own).
+    pub peak_bytes: u64,
+    /// Allocations the live table had no room for (counted in their contexts, but not in
+    /// the bytes held or the peak).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub untracked: u64,
+    /// Their bytes.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub untracked_bytes: u64,
+    /// Frees of an address the live table did not hold (an untracked allocation's, or a
+    /// block the allocator gave out before the probes saw it).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub unmatched_frees: u64,
+}
+
+impl Allocations {
+    /// The summary of several runs' (merged into one profile).
+    pub fn merge<'a>(runs: impl IntoIterator<Item = &'a Allocations>) -> Option<Allocations> {
+        let mut merged: Option<Allocations> = None;
+        for run in runs {
+            let m = merged.get_or_insert_with(|| Allocations {
+                not_recorded: run.not_recorded.clone(),
+                ..Allocations::default()
+            });
+            if m.not_recorded.is_some() && run.not_recorded.is_none() {
+                m.not_recorded = None;
+            }
+            for name in &run.allocators {
+                if !m.allocators.contains(name) {
+                    m.allocators.push(name.clone());
+                }
+            }
+            m.peak_bytes = m.peak_bytes.max(run.peak_bytes);
+            m.untracked += run.untracked;
+            m.untracked_bytes += run.untracked_bytes;
+            m.unmatched_frees += run.unmatched_frees;
+        }
+        merged
+    }
+}
+
+impl Profile {
+    /// Every context's allocations summed: the program's.
+    pub fn total_allocs(&self) -> Allocs {
+        let mut total = Allocs::default();
+        for c in &self.contexts {
+            if let Some(a) = &c.alloc {
+                total.add(a);
+            }
+        }
+        total
+    }
+
+    /// Each context's allocations with its subtree's (children come after their parents).
+    pub fn inclusive_allocs(&self) -> Vec<Allocs> {
+        let mut incl: Vec<Allocs> = self
+            .contexts
+            .iter()
+            .map(|c: &Context| c.alloc.unwrap_or_default())
+            .collect();
+        for j in (1..self.contexts.len()).rev() {
+            if let Some(parent) = self.contexts[j].parent {
+                let child = incl[j];
+                incl[parent as usize].add(&child);
+            }
+        }
+        incl
+    }
+}

@@ -1,0 +1,73 @@
+//! The program's allocations as the allocator probes left them: each node's figures, the
+//! live table (what each context still held at the end), and the header's totals.
+
+use super::nodes::{Raw, RawNode};
+use crate::layout::{self, Layout};
+use crate::meta::Meta;
+use crate::profile::{Allocations, Allocs};
+
+/// Each node's allocations, and, from the live table, what it still held at the end (a
+/// live block's node is the one that allocated it).
+pub(super) fn read_node_allocs(raw: &Raw, l: &Layout, nodes: &mut [RawNode]) -> anyhow::Result<()> {
+    if l.live_slots == 0 {
+        return Ok(());
+    }
+    for (n, node) in nodes.iter_mut().enumerate() {
+        let at = l.nodes_off + n as u32 * l.node_size;
+        node.alloc = Allocs {
+            allocs: raw.u64(at + layout::NODE_ALLOCS)?,
+            alloc_bytes: raw.u64(at + layout::NODE_ALLOC_BYTES)?,
+            frees: raw.u64(at + layout::NODE_FREES)?,
+            freed_bytes: raw.u64(at + layout::NODE_FREED_BYTES)?,
+            grown_pages: raw.u64(at + layout::NODE_GROWN_PAGES)?,
+            ..Allocs::default()
+        };
+    }
+    for slot in 0..l.live_slots {
+        let at = l.live_off + slot * layout::LIVE_ENTRY_SIZE;
+        if raw.u32(at)? == 0 {
+            continue;
+        }
+        let node = raw.u32(at + 4)? as usize;
+        let size = raw.u64(at + 8)?;
+        let Some(node) = nodes.get_mut(node) else {
+            anyhow::bail!("a live allocation names node {node}, past the context tree");
+        };
+        node.alloc.held += 1;
+        node.alloc.held_bytes += size;
+    }
+    Ok(())
+}
+
+/// What the run recorded of its allocations as a whole: the header's totals, or why
+/// nothing was recorded.
+pub(super) fn allocations(raw: &Raw, meta: &Meta) -> anyhow::Result<Allocations> {
+    let found = &meta.allocations;
+    let mut allocators: Vec<String> = found
+        .allocators
+        .iter()
+        .filter_map(|a| meta.functions.get(a.function as usize))
+        .map(|f| f.symbol.name.clone())
+        .collect();
+    allocators.dedup();
+    if !meta.records_allocations() {
+        return Ok(Allocations {
+            not_recorded: Some(
+                found
+                    .not_recorded
+                    .clone()
+                    .unwrap_or_else(|| "the module was instrumented without them".into()),
+            ),
+            allocators,
+            ..Allocations::default()
+        });
+    }
+    Ok(Allocations {
+        not_recorded: None,
+        allocators,
+        peak_bytes: raw.u64(layout::HDR_PEAK_BYTES)?,
+        untracked: raw.u64(layout::HDR_UNTRACKED)?,
+        untracked_bytes: raw.u64(layout::HDR_UNTRACKED_BYTES)?,
+        unmatched_frees: raw.u64(layout::HDR_UNMATCHED_FREES)?,
+    })
+}
