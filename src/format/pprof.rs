@@ -9,6 +9,11 @@
 //! locations are (function, line) pairs: the definition for a leaf, the call site toward
 //! the next frame for the others.
 //!
+//! When the program's allocations are recorded, four sample types follow the cost, Go's
+//! heap profile's: `alloc_objects/count`, `alloc_space/bytes`, `inuse_objects/count`,
+//! `inuse_space/bytes` (what each context allocated, and of it what was still held at the
+//! end), so that `go tool pprof -sample_index=alloc_space` reads them as a Go heap profile.
+//!
 //! With per-line costs (the instructions metric's, or the stack sampler's times), a third
 //! sample type, `line_instructions/count` or `line_wall/nanoseconds`, holds one sample per
 //! line of a function: a one-frame stack whose location has the line, and, for code
@@ -290,7 +295,7 @@ pub(super) fn write(
     out: &mut dyn Write,
 ) -> anyhow::Result<()> {
     let mut b = Builder::new(profile);
-    let by_line = sample_types(&mut b, profile);
+    let types = sample_types(&mut b, profile);
     describe(&mut b, profile);
 
     // A threaded program's samples are each thread's, labelled with it (pprof's
@@ -310,14 +315,16 @@ pub(super) fn write(
     };
     for (part, label) in parts {
         b.read(part);
-        stack_samples(&mut b, part, by_line, label);
+        stack_samples(&mut b, part, types, label);
     }
     b.read(profile);
-    for l in profile.lines.iter().filter(|_| by_line) {
+    for l in profile.lines.iter().filter(|_| types.by_line) {
         if let Some(location) = b.line_location(l) {
+            let mut value = vec![0; types.count()];
+            value[types.count() - 1] = l.cost(profile.metric) as i64;
             b.out.sample.push(Sample {
                 location_id: vec![location],
-                value: vec![0, 0, l.cost(profile.metric) as i64],
+                value,
                 label: Vec::new(),
             });
         }
@@ -329,16 +336,49 @@ pub(super) fn write(
     Ok(())
 }
 
-/// The profile's sample types: calls, the metric's cost, and with per-line costs, those
-/// (asked for; the stacks' cost is the default view). Says whether the per-line samples
-/// are there.
-fn sample_types(b: &mut Builder<'_>, profile: &Profile) -> bool {
+/// Which sample types follow calls and the metric's cost.
+#[derive(Clone, Copy)]
+struct Types {
+    /// The metric has a cost (its value follows calls).
+    cost: bool,
+    /// Go's four heap sample types.
+    allocs: bool,
+    /// Per-line costs, last.
+    by_line: bool,
+}
+
+impl Types {
+    /// How many values a sample has.
+    fn count(&self) -> usize {
+        1 + usize::from(self.cost) + 4 * usize::from(self.allocs) + usize::from(self.by_line)
+    }
+}
+
+/// Go's heap profile's sample types, as a context's allocations give them.
+const HEAP_TYPES: [(&str, &str); 4] = [
+    ("alloc_objects", "count"),
+    ("alloc_space", "bytes"),
+    ("inuse_objects", "count"),
+    ("inuse_space", "bytes"),
+];
+
+/// The profile's sample types: calls, the metric's cost, the allocations when recorded,
+/// and with per-line costs, those (asked for; the stacks' cost is the default view).
+fn sample_types(b: &mut Builder<'_>, profile: &Profile) -> Types {
     let unit = profile.metric.facts().unit;
     let mut types = vec![("calls", "count")];
     match unit {
         Unit::Nanoseconds => types.push(("wall", "nanoseconds")),
         Unit::Instructions => types.push(("instructions", "count")),
         Unit::Calls => {}
+    }
+    let default = *types.last().expect("calls");
+    let allocs = profile
+        .allocations
+        .as_ref()
+        .is_some_and(|a| a.not_recorded.is_none());
+    if allocs {
+        types.extend(HEAP_TYPES);
     }
     let by_line = unit != Unit::Calls && !profile.lines.is_empty();
     if by_line {
@@ -354,9 +394,12 @@ fn sample_types(b: &mut Builder<'_>, profile: &Profile) -> bool {
         };
         b.out.sample_type.push(value_type);
     }
-    let default = types[..types.len() - usize::from(by_line)].last();
-    b.out.default_sample_type = b.string(default.map_or("calls", |t| t.0));
-    by_line
+    b.out.default_sample_type = b.string(default.0);
+    Types {
+        cost: unit != Unit::Calls,
+        allocs,
+        by_line,
+    }
 }
 
 /// The profile's mapping (its modules), comment and duration.
@@ -390,7 +433,7 @@ fn describe(b: &mut Builder<'_>, profile: &Profile) {
 /// The samples of `profile`'s stacks, each labelled `label`: one per calling context (the
 /// stack from it up to the root, its calls and self cost), or, for the calls metric, one
 /// per arc (the callee under its caller).
-fn stack_samples(b: &mut Builder<'_>, profile: &Profile, by_line: bool, label: Vec<Label>) {
+fn stack_samples(b: &mut Builder<'_>, profile: &Profile, types: Types, label: Vec<Label>) {
     let metric = profile.metric;
     let host = profile.functions.len();
     if metric.has_cost() {
@@ -410,7 +453,11 @@ fn stack_samples(b: &mut Builder<'_>, profile: &Profile, by_line: bool, label: V
                 at = frame.parent.map(|p| &profile.contexts[p as usize]);
             }
             let mut value = vec![c.calls as i64, c.cost.get(metric).0 as i64];
-            if by_line {
+            if types.allocs {
+                let a = c.alloc.unwrap_or_default();
+                value.extend([a.allocs, a.alloc_bytes, a.held, a.held_bytes].map(|x| x as i64));
+            }
+            if types.by_line {
                 value.push(0);
             }
             b.out.sample.push(Sample {

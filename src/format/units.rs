@@ -161,6 +161,17 @@ pub fn count(n: u64) -> String {
     }
 }
 
+/// An amount of memory: exact bytes below 10,000, else in KiB, MiB or GiB.
+pub fn bytes(n: u64) -> String {
+    const KIB: f64 = 1024.0;
+    match n {
+        0..10_000 => format!("{n} B"),
+        10_000..10_485_760 => format!("{:.1} KiB", n as f64 / KIB),
+        10_485_760..10_737_418_240 => format!("{:.1} MiB", n as f64 / (KIB * KIB)),
+        _ => format!("{:.2} GiB", n as f64 / (KIB * KIB * KIB)),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

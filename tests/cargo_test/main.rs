@@ -4,6 +4,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod allocations;
 mod baselines;
 mod benches;
 mod calls;

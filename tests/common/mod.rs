@@ -160,6 +160,27 @@ pub fn check_invariants(p: &Profile) {
         let parent = c.parent.expect("non-root contexts have a parent") as usize;
         assert!(parent < c.id as usize, "parents come before children");
     }
+    check_allocations(p);
+}
+
+/// The recorded allocations add up: every allocation the live table followed was freed
+/// or is still held, in count and in bytes; the peak holds at least what is held.
+fn check_allocations(p: &Profile) {
+    let Some(a) = p.allocations.as_ref().filter(|a| a.not_recorded.is_none()) else {
+        return;
+    };
+    let total = p.total_allocs();
+    if a.untracked == 0 && a.unmatched_frees == 0 {
+        assert_eq!(total.allocs, total.frees + total.held, "{a:?} {total:?}");
+        assert_eq!(
+            total.alloc_bytes,
+            total.freed_bytes + total.held_bytes,
+            "{a:?} {total:?}"
+        );
+    }
+    if p.modules.len() == 1 {
+        assert!(a.peak_bytes >= total.held_bytes, "{a:?} {total:?}");
+    }
 }
 
 /// The name of the caller of context `c`: its parent's function, or `<host>`.

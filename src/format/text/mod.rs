@@ -3,18 +3,21 @@
 //! instructions, or, for the calls metric, counts alone.
 //!
 //! This module writes the summary and the flat profile; `call_graph` the call graph, `runs`
-//! the tables of what ran (tests, benchmarks' iterations, threads), `notes` the notes that
-//! say what the figures leave out or how far to trust them.
+//! the tables of what ran (tests, benchmarks' iterations, threads), `allocations` the
+//! program's allocations, `notes` the notes that say what the figures leave out or how far
+//! to trust them.
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
 
 use anstyle::Style;
 
+mod allocations;
 mod call_graph;
 mod notes;
 mod runs;
 
+use allocations::allocations;
 use call_graph::call_graph;
 use notes::notes;
 use runs::{iterations, tests, threads};
@@ -122,6 +125,7 @@ pub(super) fn render(p: &Profile, options: &EmitOptions) -> String {
     }
     flat_profile(&mut out, q, units, &rows);
     call_graph(&mut out, q, units, options, &rows);
+    allocations(&mut out, p, units, top);
     notes(&mut out, p, units);
     out
 }

@@ -16,6 +16,7 @@ pub(super) fn notes(out: &mut String, p: &Profile, units: Units) {
     exact_times(&mut notes, p);
     sampling(&mut notes, p);
     full_tables(&mut notes, p);
+    allocations(&mut notes, p);
     if !notes.is_empty() {
         out.push('\n');
     }
@@ -139,6 +140,38 @@ fn full_tables(notes: &mut Vec<String>, p: &Profile) {
         notes.push(format!(
             "{} calls could not be recorded as arcs (the arc table was full)",
             p.arcs_dropped
+        ));
+    }
+}
+
+/// The allocations: why they are not recorded (unless `--no-alloc` said so), and what the
+/// recorded figures leave out.
+fn allocations(notes: &mut Vec<String>, p: &Profile) {
+    let Some(a) = &p.allocations else {
+        return;
+    };
+    match a.not_recorded.as_deref() {
+        Some("--no-alloc") => return,
+        Some(why) => {
+            notes.push(format!("allocations are not recorded: {why}"));
+            return;
+        }
+        None => {}
+    }
+    if a.allocators.is_empty() {
+        notes.push("no allocator entry point by a known name (malloc, free, __rust_alloc, ...) was found: the allocations show only what grew the memory (an allocator of the program's own, under other names, is not seen)".into());
+    }
+    if a.untracked > 0 {
+        notes.push(format!(
+            "{} allocations ({}) found the live table full: they are counted where they were made, but not in the bytes held at the end or the peak",
+            a.untracked,
+            crate::format::units::bytes(a.untracked_bytes)
+        ));
+    }
+    if a.unmatched_frees > 0 {
+        notes.push(format!(
+            "{} frees were of addresses no recorded allocation had (an untracked allocation's, or memory the allocator gave out unseen); only those that say their size (__rust_dealloc) count their bytes",
+            a.unmatched_frees
         ));
     }
 }

@@ -1,0 +1,116 @@
+//! The report's allocations section: the program's own code first, each row a function
+//! of the program with what the allocator calls under it made (the innermost of the
+//! program's functions on a context's path is charged; a context with none on its path is
+//! the runtime's or the harness's, one row), and how far the figures go.
+
+use std::collections::HashMap;
+use std::fmt::Write as _;
+
+use super::{location, Units, BOLD};
+use crate::format::units::{bytes, count};
+use crate::profile::{Allocs, Profile};
+
+/// The section, when the profile records allocations: the whole run's figures, then the
+/// rows by bytes allocated (and any that hold the most at the end or grew the memory, past
+/// `top`).
+pub(super) fn allocations(out: &mut String, p: &Profile, units: Units, top: usize) {
+    let Some(summary) = &p.allocations else {
+        return;
+    };
+    if summary.not_recorded.is_some() {
+        return;
+    }
+    let total = p.total_allocs();
+    let _ = writeln!(
+        out,
+        "\n{BOLD}Allocations{BOLD:#} (exact: every call of the allocator's entry points and every memory.grow)\n"
+    );
+    let _ = writeln!(
+        out,
+        "{} allocations of {}, {} frees of {}; {} still held at the end ({}); peak {} live; memory grown by {} pages",
+        count(total.allocs),
+        bytes(total.alloc_bytes),
+        count(total.frees),
+        bytes(total.freed_bytes),
+        count(total.held),
+        bytes(total.held_bytes),
+        bytes(summary.peak_bytes),
+        total.grown_pages,
+    );
+    if total.is_empty() {
+        return;
+    }
+    let rows = rows(p);
+    let mut shown: Vec<usize> = (0..rows.len()).take(top).collect();
+    // The largest holders and growers are shown whatever their rank.
+    for key in [|a: &Allocs| a.held_bytes, |a: &Allocs| a.grown_pages] {
+        if let Some(best) = (0..rows.len())
+            .filter(|&i| key(&rows[i].1) > 0)
+            .max_by_key(|&i| key(&rows[i].1))
+        {
+            if !shown.contains(&best) {
+                shown.push(best);
+            }
+        }
+    }
+    let _ = writeln!(
+        out,
+        "\n{:>11} {:>8} {:>11} {:>8} {:>6}  allocated under",
+        "allocated", "allocs", "held at end", "held", "grown"
+    );
+    for &i in &shown {
+        let (who, a) = &rows[i];
+        let name = match who {
+            Some(f) => {
+                let f = &p.functions[*f];
+                format!("{}{}", units.name(&f.name), location(f))
+            }
+            None => "[the runtime and the harness: no function of the program on the path]".into(),
+        };
+        let _ = writeln!(
+            out,
+            "{:>11} {:>8} {:>11} {:>8} {:>6}  {name}",
+            bytes(a.alloc_bytes),
+            count(a.allocs),
+            bytes(a.held_bytes),
+            count(a.held),
+            a.grown_pages,
+        );
+    }
+    if shown.len() < rows.len() {
+        let _ = writeln!(
+            out,
+            "{:>11}  [{} more: --top all lists them]",
+            "",
+            rows.len() - shown.len()
+        );
+    }
+}
+
+/// Each function of the program that allocations are charged to (`None`: the runtime's and
+/// the harness's), with their sum, by bytes allocated (then held, then grown), largest first.
+fn rows(p: &Profile) -> Vec<(Option<usize>, Allocs)> {
+    let program = crate::harness::program_functions(p);
+    let mut owner: Vec<Option<usize>> = vec![None; p.contexts.len()];
+    let mut sums: HashMap<Option<usize>, Allocs> = HashMap::new();
+    // Parents come before their children: a context's owner is its function, if the
+    // program's, else its parent's owner.
+    for (j, c) in p.contexts.iter().enumerate() {
+        let own = c
+            .function
+            .map(|f| f as usize)
+            .filter(|&f| program.get(f).copied().unwrap_or(false));
+        owner[j] = own.or_else(|| c.parent.and_then(|parent| owner[parent as usize]));
+        if let Some(a) = &c.alloc {
+            sums.entry(owner[j]).or_default().add(a);
+        }
+    }
+    let mut rows: Vec<(Option<usize>, Allocs)> = sums.into_iter().collect();
+    rows.sort_by_key(|(who, a)| {
+        (
+            std::cmp::Reverse((a.alloc_bytes, a.held_bytes, a.grown_pages)),
+            who.map_or(usize::MAX, |f| f),
+        )
+    });
+    rows
+}

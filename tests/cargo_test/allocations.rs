@@ -1,0 +1,167 @@
+//! The allocation profile of the `allocs` fixture, whose functions allocate known sizes:
+//! exact allocations, frees and bytes per function and per calling context, what is held
+//! at the end, the memory grown, in the report and in `go tool pprof`.
+
+use super::*;
+use cargo_wasmprof::profile::Allocs;
+
+/// One `cargo wasmprof test --format text,pprof` of the `allocs` fixture.
+fn allocs_run() -> &'static CallsRun {
+    static RUN: OnceLock<CallsRun> = OnceLock::new();
+    RUN.get_or_init(|| {
+        let run = test_run("allocs", &["--format", "text,pprof"]);
+        assert!(run.out.status.success(), "{}", stderr(&run.out));
+        run
+    })
+}
+
+/// What the contexts of function `name` (each with its callees: no recursion here) made.
+fn under(p: &Profile, name: &str) -> Allocs {
+    let f = p.function_named(name).unwrap_or_else(|| panic!("{name}"));
+    let inclusive = p.inclusive_allocs();
+    let mut sum = Allocs::default();
+    for (j, c) in p.contexts.iter().enumerate() {
+        if c.function == Some(f.id) {
+            sum.add(&inclusive[j]);
+        }
+    }
+    sum
+}
+
+/// `a` without the pages grown (what the allocator grows the memory for depends on what
+/// it had free, which the code does not say).
+fn without_growth(a: Allocs) -> Allocs {
+    Allocs {
+        grown_pages: 0,
+        ..a
+    }
+}
+
+#[test]
+fn each_function_allocates_what_its_code_says() {
+    let p = allocs_run().profile("allocs-allocs-lib.json");
+    check_invariants(&p);
+    // Vec::<u8>::with_capacity(1000), ten times, each dropped.
+    let ten = Allocs {
+        allocs: 10,
+        alloc_bytes: 10_000,
+        frees: 10,
+        freed_bytes: 10_000,
+        ..Allocs::default()
+    };
+    assert_eq!(without_growth(under(&p, "allocs::ten_vectors")), ten);
+    // Box<[u64; 16]>, five times, each kept.
+    let boxes = Allocs {
+        allocs: 5,
+        alloc_bytes: 5 * 128,
+        held: 5,
+        held_bytes: 5 * 128,
+        ..Allocs::default()
+    };
+    assert_eq!(without_growth(under(&p, "allocs::five_boxes")), boxes);
+    // malloc(4096) and free.
+    let c = Allocs {
+        allocs: 1,
+        alloc_bytes: 4096,
+        frees: 1,
+        freed_bytes: 4096,
+        ..Allocs::default()
+    };
+    assert_eq!(without_growth(under(&p, "allocs::c_malloc")), c);
+    // One mebibyte, which the memory had no room for: 16 pages grown at least.
+    let mib = under(&p, "allocs::one_mebibyte");
+    let one = Allocs {
+        allocs: 1,
+        alloc_bytes: 1 << 20,
+        frees: 1,
+        freed_bytes: 1 << 20,
+        ..Allocs::default()
+    };
+    assert_eq!(without_growth(mib), one);
+    assert!(mib.grown_pages >= 16, "{mib:?}");
+    // The allocator's own context is charged, under its caller, once (malloc calls no
+    // other allocator entry point here; __rust_alloc calls malloc on wasip1, which is not
+    // counted again).
+    let malloc = p.function_named("malloc").expect("malloc").id;
+    let c_malloc = p.function_named("allocs::c_malloc").unwrap().id;
+    let direct: Vec<&Allocs> = p
+        .contexts
+        .iter()
+        .filter(|c| {
+            c.function == Some(malloc)
+                && c.parent
+                    .is_some_and(|parent| p.contexts[parent as usize].function == Some(c_malloc))
+        })
+        .filter_map(|c| c.alloc.as_ref())
+        .collect();
+    assert_eq!(direct.len(), 1);
+    assert_eq!((direct[0].allocs, direct[0].alloc_bytes), (1, 4096));
+    let summary = p.allocations.as_ref().expect("allocations recorded");
+    assert_eq!(summary.not_recorded, None);
+    assert!(summary.peak_bytes >= 1 << 20, "{summary:?}");
+    for name in [
+        "malloc",
+        "free",
+        "__rustc::__rust_alloc",
+        "__rustc::__rust_dealloc",
+    ] {
+        assert!(
+            summary.allocators.iter().any(|a| a == name),
+            "{name}: {summary:?}"
+        );
+    }
+}
+
+#[test]
+fn the_report_and_go_tool_pprof_show_them() {
+    let run = allocs_run();
+    let out = stdout(&run.out);
+    let section = out
+        .split_once("Allocations (exact")
+        .unwrap_or_else(|| panic!("an allocations section in\n{out}"))
+        .1;
+    let row = section
+        .lines()
+        .find(|l| l.contains("allocs::five_boxes"))
+        .unwrap_or_else(|| panic!("a row for five_boxes in\n{out}"));
+    // allocated, allocs, held at end, held.
+    let figures: Vec<&str> = row.split_whitespace().take(6).collect();
+    assert_eq!(figures, ["640", "B", "5", "640", "B", "5"], "{row}");
+    if !have(&["go"]) {
+        return;
+    }
+    let file = run.dir.path().join("target/wasmprof/report.pb.gz");
+    let top = output(
+        Command::new("go")
+            .args(["tool", "pprof", "-top", "-cum", "-unit=B"])
+            .arg("-sample_index=inuse_space")
+            .arg(&file),
+    );
+    assert!(top.status.success());
+    let top = stdout(&top);
+    let row = top
+        .lines()
+        .find(|l| l.trim_end().ends_with(" allocs::five_boxes"))
+        .unwrap_or_else(|| panic!("five_boxes in\n{top}"));
+    // flat flat% sum% cum cum% name: what it holds is all under it.
+    assert_eq!(row.split_whitespace().nth(3), Some("640B"), "{row}");
+}
+
+#[test]
+fn no_alloc_records_none_and_the_calls_metric_says_why() {
+    let run = test_run("allocs", &["--no-alloc", "--no-report"]);
+    assert!(run.out.status.success(), "{}", stderr(&run.out));
+    let p = run.profile("allocs-allocs-lib.json");
+    assert!(p.contexts.iter().all(|c| c.alloc.is_none()));
+    let why = p.allocations.and_then(|a| a.not_recorded);
+    assert_eq!(why.as_deref(), Some("--no-alloc"));
+    let run = test_run("allocs", &["--metric", "calls"]);
+    assert!(run.out.status.success(), "{}", stderr(&run.out));
+    let out = stdout(&run.out);
+    assert!(
+        out.contains(
+            "note: allocations are not recorded: the calls metric keeps no calling contexts"
+        ),
+        "{out}"
+    );
+}
