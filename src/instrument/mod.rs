@@ -36,7 +36,7 @@ mod thunks;
 use std::collections::HashMap;
 
 use walrus::ir::{InstrSeqId, InstrSeqType};
-use walrus::{FunctionId, FunctionKind, Module, ValType};
+use walrus::{FunctionId, FunctionKind, Module};
 
 pub use crate::error::InstrumentError;
 use crate::layout::Layout;
@@ -484,33 +484,7 @@ fn rewrite_functions(
     let mut segment_offsets: Vec<Vec<u32>> = Vec::new();
     let mut segment_functions: Vec<u32> = Vec::new();
     for plan in plans {
-        let locals = ProbeLocals {
-            timed: probes::TimedLocals {
-                parent: module.locals.add(ValType::I32),
-                node: module.locals.add(ValType::I32),
-                t0: module.locals.add(ValType::I64),
-                scratch: module.locals.add(ValType::I32),
-            },
-            pending: options
-                .metric
-                .facts()
-                .probes
-                .counter
-                .then(|| module.locals.add(ValType::I64)),
-            wait: (profiler.wait.is_some() && plan.waits)
-                .then(|| probes::WaitLocals::add(&mut module.locals)),
-            alloc_args: match plan.alloc {
-                Some(kind) => (0..kind.arity().0)
-                    .map(|_| module.locals.add(ValType::I32))
-                    .collect(),
-                None => Vec::new(),
-            },
-            alloc_result: plan
-                .alloc
-                .filter(|kind| kind.arity().1 == 1)
-                .map(|_| module.locals.add(ValType::I32)),
-            grow_delta: plan.grows.then(|| module.locals.add(ValType::I32)),
-        };
+        let locals = ProbeLocals::add(&mut module.locals, plan, profiler, options);
         let results = module
             .types
             .results(module.funcs.get(plan.id).ty())

@@ -450,6 +450,37 @@ pub(super) struct ProbeLocals {
     pub(super) grow_delta: Option<walrus::LocalId>,
 }
 
+impl ProbeLocals {
+    /// The locals `plan`'s function needs for `profiler`'s probes, added to `locals`.
+    pub(super) fn add(
+        locals: &mut walrus::ModuleLocals,
+        plan: &Plan,
+        profiler: &probes::Profiler,
+        options: &super::Options,
+    ) -> ProbeLocals {
+        let timed = probes::TimedLocals {
+            parent: locals.add(ValType::I32),
+            node: locals.add(ValType::I32),
+            t0: locals.add(ValType::I64),
+            scratch: locals.add(ValType::I32),
+        };
+        let (params, results) = plan.alloc.map_or((0, 0), |kind| kind.arity());
+        ProbeLocals {
+            timed,
+            pending: options
+                .metric
+                .facts()
+                .probes
+                .counter
+                .then(|| locals.add(ValType::I64)),
+            wait: (profiler.wait.is_some() && plan.waits).then(|| probes::WaitLocals::add(locals)),
+            alloc_args: (0..params).map(|_| locals.add(ValType::I32)).collect(),
+            alloc_result: (results == 1).then(|| locals.add(ValType::I32)),
+            grow_delta: plan.grows.then(|| locals.add(ValType::I32)),
+        }
+    }
+}
+
 /// How a function's activation ends, for its exit probe.
 #[derive(Clone, Copy)]
 enum Exit {

@@ -128,50 +128,23 @@ impl AllocProbes {
     ) {
         let arg = |i: usize| args[i];
         let r = || result.expect("an allocating entry point returns its pointer");
-        let alloc = |b: &mut InstrSeqBuilder, size: &dyn Fn(&mut InstrSeqBuilder)| {
-            b.local_get(r());
-            size(b);
-            b.call(self.record_alloc);
-        };
-        let free_unsized = |b: &mut InstrSeqBuilder| {
-            b.local_get(arg(0)).i64_const(-1).call(self.record_free);
-        };
         match kind {
             AllocKind::Malloc | AllocKind::RustAlloc | AllocKind::RustAllocZeroed => {
-                alloc(b, &|b| {
+                self.alloc(b, r(), |b| {
                     b.local_get(arg(0));
                 })
             }
-            AllocKind::Calloc => alloc(b, &|b| {
+            AllocKind::Calloc => self.alloc(b, r(), |b| {
                 b.local_get(arg(0))
                     .local_get(arg(1))
                     .binop(BinaryOp::I32Mul);
             }),
-            AllocKind::AlignedAlloc | AllocKind::Memalign => alloc(b, &|b| {
+            AllocKind::AlignedAlloc | AllocKind::Memalign => self.alloc(b, r(), |b| {
                 b.local_get(arg(1));
             }),
-            AllocKind::PosixMemalign => {
-                let Some(program) = self.program_memory else {
-                    return;
-                };
-                b.local_get(r()).unop(UnaryOp::I32Eqz);
-                b.if_else(
-                    None,
-                    |ok| {
-                        ok.local_get(arg(0));
-                        Mem(program).load32(ok, 0);
-                        ok.local_get(arg(2)).call(self.record_alloc);
-                    },
-                    |_| {},
-                );
-            }
-            AllocKind::Free => free_unsized(b),
-            AllocKind::RustDealloc => {
-                b.local_get(arg(0))
-                    .local_get(arg(1))
-                    .unop(UnaryOp::I64ExtendUI32)
-                    .call(self.record_free);
-            }
+            AllocKind::PosixMemalign => self.posix_memalign(b, args, r()),
+            AllocKind::Free => self.free(b, arg(0), None),
+            AllocKind::RustDealloc => self.free(b, arg(0), Some(arg(1))),
             AllocKind::Realloc => {
                 // Moved or resized: the old block freed, the new one allocated; a null
                 // result frees only for a size of 0 (else the old block stays).
@@ -179,14 +152,14 @@ impl AllocProbes {
                 b.if_else(
                     None,
                     |moved| {
-                        free_unsized(moved);
-                        alloc(moved, &|b| {
+                        self.free(moved, arg(0), None);
+                        self.alloc(moved, r(), |b| {
                             b.local_get(arg(1));
                         });
                     },
                     |failed| {
                         failed.local_get(arg(1)).unop(UnaryOp::I32Eqz);
-                        failed.if_else(None, free_unsized, |_| {});
+                        failed.if_else(None, |zero| self.free(zero, arg(0), None), |_| {});
                     },
                 );
             }
@@ -195,12 +168,8 @@ impl AllocProbes {
                 b.if_else(
                     None,
                     |moved| {
-                        moved
-                            .local_get(arg(0))
-                            .local_get(arg(1))
-                            .unop(UnaryOp::I64ExtendUI32)
-                            .call(self.record_free);
-                        alloc(moved, &|b| {
+                        self.free(moved, arg(0), Some(arg(1)));
+                        self.alloc(moved, r(), |b| {
                             b.local_get(arg(3));
                         });
                     },
@@ -208,6 +177,46 @@ impl AllocProbes {
                 );
             }
         }
+    }
+
+    /// An allocation of the block at `ptr`, of the size `size` pushes.
+    fn alloc(
+        &self,
+        b: &mut InstrSeqBuilder,
+        ptr: LocalId,
+        size: impl FnOnce(&mut InstrSeqBuilder),
+    ) {
+        b.local_get(ptr);
+        size(b);
+        b.call(self.record_alloc);
+    }
+
+    /// A free of the block at `ptr`, of `size` bytes when the free says it.
+    fn free(&self, b: &mut InstrSeqBuilder, ptr: LocalId, size: Option<LocalId>) {
+        b.local_get(ptr);
+        match size {
+            Some(size) => b.local_get(size).unop(UnaryOp::I64ExtendUI32),
+            None => b.i64_const(-1),
+        };
+        b.call(self.record_free);
+    }
+
+    /// `posix_memalign(out, align, size)`: when it returns 0, the block it stored at `out`
+    /// in the program's memory.
+    fn posix_memalign(&self, b: &mut InstrSeqBuilder, args: &[LocalId], result: LocalId) {
+        let Some(program) = self.program_memory else {
+            return;
+        };
+        b.local_get(result).unop(UnaryOp::I32Eqz);
+        b.if_else(
+            None,
+            |ok| {
+                ok.local_get(args[0]);
+                Mem(program).load32(ok, 0);
+                ok.local_get(args[2]).call(self.record_alloc);
+            },
+            |_| {},
+        );
     }
 }
 
@@ -348,28 +357,40 @@ fn build_record_alloc(module: &mut Module, layout: &Layout, mem: Mem, cur: Globa
             lp.br(lp_id);
         });
     });
+    store_live(&mut b, layout, &mem, cur, [ptr, size, e]);
+    builder.finish(vec![ptr, size], &mut module.funcs)
+}
+
+/// Stores the live block at `ptr` of `size` bytes, of the running node, at slot address
+/// `e`, and counts it live, with the peak.
+fn store_live(
+    b: &mut InstrSeqBuilder,
+    layout: &Layout,
+    mem: &Mem,
+    cur: GlobalId,
+    [ptr, size, e]: [LocalId; 3],
+) {
     b.local_get(e).local_get(ptr);
-    mem.store32(&mut b, layout.live_off);
+    mem.store32(b, layout.live_off);
     b.local_get(e).global_get(cur);
-    mem.store32(&mut b, layout.live_off + 4);
+    mem.store32(b, layout.live_off + 4);
     b.local_get(e).local_get(size).unop(UnaryOp::I64ExtendUI32);
-    mem.store64(&mut b, layout.live_off + 8);
-    add_header32(&mut b, &mem, l::HDR_LIVE_COUNT, 1);
-    add_header(&mut b, &mem, l::HDR_LIVE_BYTES, false, |b| {
+    mem.store64(b, layout.live_off + 8);
+    add_header32(b, mem, l::HDR_LIVE_COUNT, 1);
+    add_header(b, mem, l::HDR_LIVE_BYTES, false, |b| {
         b.local_get(size).unop(UnaryOp::I64ExtendUI32);
     });
     // peak = max(peak, live)
     b.i32_const(0).i32_const(0);
-    mem.load64(&mut b, l::HDR_LIVE_BYTES);
+    mem.load64(b, l::HDR_LIVE_BYTES);
     b.i32_const(0);
-    mem.load64(&mut b, l::HDR_PEAK_BYTES);
+    mem.load64(b, l::HDR_PEAK_BYTES);
     b.i32_const(0);
-    mem.load64(&mut b, l::HDR_LIVE_BYTES);
+    mem.load64(b, l::HDR_LIVE_BYTES);
     b.i32_const(0);
-    mem.load64(&mut b, l::HDR_PEAK_BYTES);
+    mem.load64(b, l::HDR_PEAK_BYTES);
     b.binop(BinaryOp::I64GtU).select(None);
-    mem.store64(&mut b, l::HDR_PEAK_BYTES);
-    builder.finish(vec![ptr, size], &mut module.funcs)
+    mem.store64(b, l::HDR_PEAK_BYTES);
 }
 
 /// `record_free(ptr: i32, size: i64)`: a free in the running node, of the bytes its
