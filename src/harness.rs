@@ -147,7 +147,13 @@ pub fn is_harness(f: &Function) -> bool {
 
 /// [`is_harness`], for `f` of `library` (its file's).
 fn is_harness_of(f: &Function, library: Option<&str>) -> bool {
-    f.name.starts_with("test::")
+    // libtest's crate is `test`, and so is a crate's `tests/test.rs` (serde_json's): the
+    // name counts only where the file is not the program's.
+    let libtest_name = f.name.starts_with("test::")
+        && f.file
+            .as_deref()
+            .is_none_or(crate::source::is_toolchain_file);
+    libtest_name
         || wasm_bindgen_test_of(&f.name).is_some()
         || matches!(
             library,

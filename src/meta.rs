@@ -418,10 +418,20 @@ impl AllocKind {
     }
 
     /// The kind a function of this (demangled) name is: `malloc`, `__rust_alloc` or
-    /// `__rustc::__rust_alloc`.
+    /// `__rustc::__rust_alloc`; C's also under the names of the allocators' own functions,
+    /// which the name section has where `malloc` is an alias: dlmalloc's `dlmalloc`
+    /// (Emscripten's default allocator) and emmalloc's `emmalloc_malloc`.
     pub fn of_name(name: &str) -> Option<AllocKind> {
-        let name = name.strip_prefix("__rustc::").unwrap_or(name);
-        AllocKind::ALL.into_iter().find(|kind| kind.name() == name)
+        let rust = name.strip_prefix("__rustc::").unwrap_or(name);
+        if let Some(kind) = AllocKind::ALL.into_iter().find(|kind| kind.name() == rust) {
+            return Some(kind);
+        }
+        let c = name
+            .strip_prefix("emmalloc_")
+            .or_else(|| name.strip_prefix("dl"))?;
+        AllocKind::ALL
+            .into_iter()
+            .find(|kind| !kind.name().starts_with("__rust") && kind.name() == c)
     }
 
     /// Its parameters and results, all `i32` in a 32-bit memory: (parameters, results).
@@ -539,6 +549,32 @@ pub fn custom_section<'a>(wasm: &'a [u8], name: &str) -> anyhow::Result<Option<&
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn allocator_entry_points_are_known_by_their_names_and_aliases() {
+        assert_eq!(AllocKind::of_name("malloc"), Some(AllocKind::Malloc));
+        assert_eq!(AllocKind::of_name("dlfree"), Some(AllocKind::Free));
+        assert_eq!(
+            AllocKind::of_name("emmalloc_posix_memalign"),
+            Some(AllocKind::PosixMemalign)
+        );
+        assert_eq!(
+            AllocKind::of_name("__rustc::__rust_dealloc"),
+            Some(AllocKind::RustDealloc)
+        );
+        assert_eq!(
+            AllocKind::of_name("__rust_realloc"),
+            Some(AllocKind::RustRealloc)
+        );
+        for other in [
+            "dl__rust_alloc",
+            "dlmalloc_usable_size",
+            "mallocx",
+            "free_list",
+        ] {
+            assert_eq!(AllocKind::of_name(other), None, "{other}");
+        }
+    }
 
     #[test]
     fn the_facts_table_is_in_the_metrics_order() {

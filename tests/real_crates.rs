@@ -2,8 +2,8 @@
 //! dev-dependencies pinned by fixtures/corpus/locks), run twice: with cargo, whose runner is
 //! `cargo wasmprof run --no-instrument`, and with `cargo wasmprof test` under every metric.
 //! Both must run the same binaries in the same order with the same `test result:` lines;
-//! the profiled run leaves a profile for each binary and a merged profile with each
-//! function once. The wall times, plain and profiled, are printed per crate and metric.
+//! the profiled run leaves a profile for each binary, whose allocations add up, and a
+//! merged profile with each function once. The wall times, plain and profiled, are printed per crate and metric.
 //!
 //! The two smallest suites run by default (CI runs them); `WASMPROF_CORPUS=all` runs
 //! every crate, `WASMPROF_CORPUS=semver,memchr` the ones named.
@@ -15,7 +15,7 @@ use std::process::Command;
 use std::time::Instant;
 
 use cargo_wasmprof::profile::Profile;
-use common::{copy_dir, each_function_once, output, running};
+use common::{check_allocations, copy_dir, each_function_once, output, running};
 
 /// The crates, smallest suite first, as fixtures/corpus/Cargo.toml pins them.
 const CORPUS: &[&str] = &[
@@ -192,6 +192,10 @@ fn real_crates_test_suites_run_alike_plain_and_profiled() {
                 .iter()
                 .filter(|b| !b.starts_with("Doc-tests "))
                 .count();
+            // The allocations recorded add up in each binary's run.
+            for file in &files {
+                check_allocations(&Profile::read(&file.path()).unwrap());
+            }
             assert!(
                 files.len() >= binaries && p.modules.len() == files.len(),
                 "{name} {metric}: a profile for each of {binaries} binaries and the doc tests: {} files, {} modules",

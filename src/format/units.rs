@@ -163,12 +163,14 @@ pub fn count(n: u64) -> String {
 
 /// An amount of memory: exact bytes below 10,000, else in KiB, MiB or GiB.
 pub fn bytes(n: u64) -> String {
-    const KIB: f64 = 1024.0;
+    const KIB: u64 = 1 << 10;
+    const MIB: u64 = 1 << 20;
+    const GIB: u64 = 1 << 30;
     match n {
         0..10_000 => format!("{n} B"),
-        10_000..10_485_760 => format!("{:.1} KiB", n as f64 / KIB),
-        10_485_760..10_737_418_240 => format!("{:.1} MiB", n as f64 / (KIB * KIB)),
-        _ => format!("{:.2} GiB", n as f64 / (KIB * KIB * KIB)),
+        10_000..MIB => format!("{:.1} KiB", n as f64 / KIB as f64),
+        MIB..GIB => format!("{:.2} MiB", n as f64 / MIB as f64),
+        _ => format!("{:.2} GiB", n as f64 / GIB as f64),
     }
 }
 
@@ -220,5 +222,14 @@ mod tests {
         assert_eq!(count(12_345), "12.3k");
         assert_eq!(count(1_375_400), "1.38M");
         assert_eq!(count(45_600_000), "45.60M");
+    }
+
+    #[test]
+    fn memory_is_exact_in_bytes_then_binary_units() {
+        assert_eq!(bytes(640), "640 B");
+        assert_eq!(bytes(9_999), "9999 B");
+        assert_eq!(bytes(10_240), "10.0 KiB");
+        assert_eq!(bytes(1 << 20), "1.00 MiB");
+        assert_eq!(bytes(3 << 30), "3.00 GiB");
     }
 }

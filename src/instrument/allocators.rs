@@ -1,6 +1,6 @@
 //! The program's allocator entry points, found by their names (C's `malloc` and the rest,
-//! Rust's `__rust_alloc` and the rest), its `memory.grow` instructions, and whether the
-//! probes record its allocations.
+//! Rust's `__rust_alloc` and the rest), its `memory.grow` instructions and the imports
+//! that grow its memory from the host, and whether the probes record its allocations.
 
 use std::collections::{HashMap, HashSet};
 
@@ -10,6 +10,19 @@ use walrus::{FunctionId, FunctionKind, Module, ValType};
 use super::sites::sequences;
 use super::Options;
 use crate::meta::{AllocKind, Allocations, Allocator, StateLocation};
+
+/// The imports that grow the program's memory from the host: Emscripten's `sbrk` asks JS
+/// to (`emscripten_resize_heap`), where no `memory.grow` of the module runs. Their thunks
+/// record the pages the memory gained during the call.
+const HOST_GROWTH: [&str; 1] = ["emscripten_resize_heap"];
+
+/// Whether `import` grows the program's memory from the host ([`HOST_GROWTH`]).
+pub(super) fn grows_from_host(module: &Module, import: FunctionId) -> bool {
+    module.imports.iter().any(|i| {
+        matches!(i.kind, walrus::ImportKind::Function(f) if f == import)
+            && HOST_GROWTH.contains(&i.name.as_str())
+    })
+}
 
 /// Why a module records no allocations when `--no-alloc` asked for none.
 pub(super) const NOT_ASKED: &str = "--no-alloc";
@@ -39,6 +52,7 @@ pub(super) fn plan(
     let mut grow_sites = 0;
     for func in module.funcs.iter() {
         let FunctionKind::Local(local) = &func.kind else {
+            grow_sites += u32::from(grows_from_host(module, func.id()));
             continue;
         };
         if left_alone.contains(&func.id()) {

@@ -433,7 +433,7 @@ fn plan(
             thunk: true,
             waits: false,
             alloc: None,
-            grows: false,
+            grows: allocs.record && allocators::grows_from_host(module, import),
         });
     }
     (sites, plans)
@@ -582,7 +582,8 @@ impl walrus::CustomSection for FrameTable {
 /// One function to rewrite: its walrus id, its function id, the ids of its call sites, its
 /// instruction sequences (found once, for the numbering and the rewrite), whether it is
 /// an import's thunk, whether it waits (`memory.atomic.wait`), the allocator it is (when
-/// allocations are recorded) and whether it grows a memory whose growth they record.
+/// allocations are recorded) and whether it grows a memory whose growth they record (with
+/// `memory.grow`, or, a thunk, by calling the host that does).
 struct Plan {
     id: FunctionId,
     f: u32,

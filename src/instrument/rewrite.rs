@@ -230,14 +230,15 @@ impl FunctionRewrite<'_> {
                 segment.instrs.extend(self.flush(probe()));
                 segment.instrs.extend(wait_probe.around(instr, loc, locals));
             }
-            Instr::MemoryGrow(_) if self.locals.grow_delta.is_some() => {
+            Instr::MemoryGrow(_) | Instr::Call(_) if self.locals.grow_delta.is_some() => {
                 let (Some(alloc), Some(delta)) = (&self.profiler.alloc, self.locals.grow_delta)
                 else {
                     unreachable!("a function with a delta local has the allocation probes");
                 };
-                segment
-                    .instrs
-                    .extend(alloc.around_grow((instr, loc), delta));
+                segment.instrs.extend(match self.plan.thunk {
+                    true => alloc.around_host_growth((instr, loc), delta),
+                    false => alloc.around_grow((instr, loc), delta),
+                });
             }
             other => segment.instrs.push((other, loc)),
         }

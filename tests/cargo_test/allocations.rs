@@ -4,6 +4,7 @@
 
 use super::*;
 use cargo_wasmprof::profile::Allocs;
+use common::allocs_under;
 
 /// One `cargo wasmprof test --format text,pprof` of the `allocs` fixture.
 fn allocs_run() -> &'static CallsRun {
@@ -13,19 +14,6 @@ fn allocs_run() -> &'static CallsRun {
         assert!(run.out.status.success(), "{}", stderr(&run.out));
         run
     })
-}
-
-/// What the contexts of function `name` (each with its callees: no recursion here) made.
-fn under(p: &Profile, name: &str) -> Allocs {
-    let f = p.function_named(name).unwrap_or_else(|| panic!("{name}"));
-    let inclusive = p.inclusive_allocs();
-    let mut sum = Allocs::default();
-    for (j, c) in p.contexts.iter().enumerate() {
-        if c.function == Some(f.id) {
-            sum.add(&inclusive[j]);
-        }
-    }
-    sum
 }
 
 /// `a` without the pages grown (what the allocator grows the memory for depends on what
@@ -49,7 +37,7 @@ fn each_function_allocates_what_its_code_says() {
         freed_bytes: 10_000,
         ..Allocs::default()
     };
-    assert_eq!(without_growth(under(&p, "allocs::ten_vectors")), ten);
+    assert_eq!(without_growth(allocs_under(&p, "allocs::ten_vectors")), ten);
     // Box<[u64; 16]>, five times, each kept.
     let boxes = Allocs {
         allocs: 5,
@@ -58,7 +46,10 @@ fn each_function_allocates_what_its_code_says() {
         held_bytes: 5 * 128,
         ..Allocs::default()
     };
-    assert_eq!(without_growth(under(&p, "allocs::five_boxes")), boxes);
+    assert_eq!(
+        without_growth(allocs_under(&p, "allocs::five_boxes")),
+        boxes
+    );
     // malloc(4096) and free.
     let c = Allocs {
         allocs: 1,
@@ -67,9 +58,9 @@ fn each_function_allocates_what_its_code_says() {
         freed_bytes: 4096,
         ..Allocs::default()
     };
-    assert_eq!(without_growth(under(&p, "allocs::c_malloc")), c);
+    assert_eq!(without_growth(allocs_under(&p, "allocs::c_malloc")), c);
     // One mebibyte, which the memory had no room for: 16 pages grown at least.
-    let mib = under(&p, "allocs::one_mebibyte");
+    let mib = allocs_under(&p, "allocs::one_mebibyte");
     let one = Allocs {
         allocs: 1,
         alloc_bytes: 1 << 20,

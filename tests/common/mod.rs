@@ -163,9 +163,23 @@ pub fn check_invariants(p: &Profile) {
     check_allocations(p);
 }
 
+/// What the contexts of function `name` made, each with its callees (for a function that
+/// does not recurse).
+pub fn allocs_under(p: &Profile, name: &str) -> cargo_wasmprof::profile::Allocs {
+    let f = p.function_named(name).unwrap_or_else(|| panic!("{name}"));
+    let inclusive = p.inclusive_allocs();
+    let mut sum = cargo_wasmprof::profile::Allocs::default();
+    for (j, c) in p.contexts.iter().enumerate() {
+        if c.function == Some(f.id) {
+            sum.add(&inclusive[j]);
+        }
+    }
+    sum
+}
+
 /// The recorded allocations add up: every allocation the live table followed was freed
 /// or is still held, in count and in bytes; the peak holds at least what is held.
-fn check_allocations(p: &Profile) {
+pub fn check_allocations(p: &Profile) {
     let Some(a) = p.allocations.as_ref().filter(|a| a.not_recorded.is_none()) else {
         return;
     };

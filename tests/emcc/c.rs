@@ -327,3 +327,80 @@ fn an_emcc_error_passes_through_unchanged() {
     assert_ne!(out.status.code(), Some(0), "a failed link stays failed");
     assert!(!dir.path().join("prog.orig.wasm").exists());
 }
+
+/// fixtures/emcc/allocs.c: exact allocations and bytes per function where the node keeps
+/// the profiler's state in the module's own memory; where it runs the state-module variant
+/// (node 20), none, and the profile says why.
+#[test]
+fn allocations_have_exact_bytes_where_the_state_is_the_modules_own() {
+    if !have(&["emcc", "node", "make"]) {
+        return;
+    }
+    use cargo_wasmprof::profile::Allocs;
+    for n in nodes() {
+        let file = built().join(format!("allocs-{}.json", n.major));
+        let (code, stdout) = node(&n, "allocs", &[], Some(&file));
+        assert_eq!((code, stdout.trim()), (0, "done"));
+        let p = n.profile(&file);
+        check_invariants(&p);
+        let summary = p.allocations.clone().expect("the allocations' summary");
+        if n.state() == cargo_wasmprof::meta::StateLocation::StateModule {
+            let why = summary.not_recorded.unwrap_or_default();
+            assert!(why.contains("state module"), "{why}");
+            assert!(p.contexts.iter().all(|c| c.alloc.is_none()));
+            continue;
+        }
+        assert_eq!(summary.not_recorded, None, "node {}", n.major);
+        let freed = |allocs, bytes| Allocs {
+            allocs,
+            alloc_bytes: bytes,
+            frees: allocs,
+            freed_bytes: bytes,
+            ..Allocs::default()
+        };
+        let growth = |a: Allocs| Allocs {
+            grown_pages: 0,
+            ..a
+        };
+        assert_eq!(
+            growth(common::allocs_under(&p, "malloc_and_free")),
+            freed(1, 4096)
+        );
+        assert_eq!(
+            growth(common::allocs_under(&p, "five_kept")),
+            Allocs {
+                allocs: 5,
+                alloc_bytes: 5 * 128,
+                held: 5,
+                held_bytes: 5 * 128,
+                ..Allocs::default()
+            }
+        );
+        // calloc(10, 100), then realloc to 2000: a free of the first block and an
+        // allocation of the second, then the free of that.
+        assert_eq!(
+            growth(common::allocs_under(&p, "calloc_realloc")),
+            freed(2, 1000 + 2000)
+        );
+        // 32 MiB: the memory (16 MiB at the start) grown from JS by 256 pages at least.
+        let grown = common::allocs_under(&p, "grow_the_heap");
+        assert_eq!(growth(grown), freed(1, 32 << 20));
+        assert!(grown.grown_pages >= 256, "{grown:?}");
+        // Emscripten's dlmalloc names them dlmalloc, dlfree, ...: `malloc` is an alias.
+        use cargo_wasmprof::meta::AllocKind;
+        for kind in [
+            AllocKind::Malloc,
+            AllocKind::Free,
+            AllocKind::Calloc,
+            AllocKind::Realloc,
+        ] {
+            assert!(
+                summary
+                    .allocators
+                    .iter()
+                    .any(|a| AllocKind::of_name(a) == Some(kind)),
+                "{kind:?}: {summary:?}"
+            );
+        }
+    }
+}

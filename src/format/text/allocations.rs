@@ -27,7 +27,7 @@ pub(super) fn allocations(out: &mut String, p: &Profile, units: Units, top: usiz
     );
     let _ = writeln!(
         out,
-        "{} allocations of {}, {} frees of {}; {} still held at the end ({}); peak {} live; memory grown by {} pages",
+        "{} allocations of {}, {} frees of {}; {} still held at the end ({}); peak {} live; memory grown by {} page{}",
         count(total.allocs),
         bytes(total.alloc_bytes),
         count(total.frees),
@@ -36,6 +36,7 @@ pub(super) fn allocations(out: &mut String, p: &Profile, units: Units, top: usiz
         bytes(total.held_bytes),
         bytes(summary.peak_bytes),
         total.grown_pages,
+        if total.grown_pages == 1 { "" } else { "s" },
     );
     if total.is_empty() {
         return;

@@ -4,7 +4,10 @@
 //! (the pages, in the running node). Only the outermost allocator call records
 //! (`__rust_alloc` calls `malloc` on wasip1): the header keeps how deep allocator calls are.
 
-use walrus::ir::{BinaryOp, Call, Instr, InstrLocId, LocalGet, LocalTee, UnaryOp};
+use walrus::ir::{
+    BinaryOp, Binop, Call, Const, Drop, Instr, InstrLocId, LocalGet, LocalSet, LocalTee,
+    MemorySize, UnaryOp, Value,
+};
 use walrus::{FunctionBuilder, FunctionId, GlobalId, InstrSeqBuilder, LocalId, MemoryId, Module};
 use walrus::{ValType, ValType::I32, ValType::I64};
 
@@ -108,6 +111,53 @@ impl AllocProbes {
             ],
             _ => vec![(grow, loc)],
         }
+    }
+
+    /// An import's call (in its thunk) that may grow the program's memory from the host:
+    /// its size kept in `size` before, and the pages it gained added to the running node
+    /// after (its results left on the stack). Any other instruction is returned as it is.
+    pub fn around_host_growth(
+        &self,
+        (call, loc): (Instr, InstrLocId),
+        size: LocalId,
+    ) -> Vec<(Instr, InstrLocId)> {
+        let (Instr::Call(_), Some(&memory)) = (&call, self.memories32.first()) else {
+            return vec![(call, loc)];
+        };
+        let probe = InstrLocId::default();
+        let get = Instr::LocalGet(LocalGet { local: size });
+        let set = Instr::LocalSet(LocalSet { local: size });
+        let memory_size = Instr::MemorySize(MemorySize { memory });
+        [
+            (memory_size.clone(), probe),
+            (set.clone(), probe),
+            (call, loc),
+            // pages gained = size after - size before; record_grow(0, gained), its 0 dropped
+            (memory_size, probe),
+            (get.clone(), probe),
+            (
+                Instr::Binop(Binop {
+                    op: BinaryOp::I32Sub,
+                }),
+                probe,
+            ),
+            (set, probe),
+            (
+                Instr::Const(Const {
+                    value: Value::I32(0),
+                }),
+                probe,
+            ),
+            (get, probe),
+            (
+                Instr::Call(Call {
+                    func: self.record_grow,
+                }),
+                probe,
+            ),
+            (Instr::Drop(Drop {}), probe),
+        ]
+        .into()
     }
 
     fn add_depth(&self, b: &mut InstrSeqBuilder, by: i32) {
