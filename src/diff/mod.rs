@@ -12,7 +12,7 @@ use serde::Serialize;
 
 use crate::format::units;
 use crate::meta::Metric;
-use crate::profile::{MergedNames, Profile};
+use crate::profile::{Allocs, MergedNames, Profile};
 
 /// The change of one function.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -62,6 +62,66 @@ pub struct Diff {
     pub change_percent: f64,
     /// Every function that ran in either profile, largest change of cost first.
     pub functions: Vec<FunctionChange>,
+    /// The programs' allocations compared, where both profiles recorded them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub allocations: Option<AllocationChange>,
+}
+
+/// The programs' allocations compared: each run's, all contexts summed, and its peak of
+/// live bytes (exact, so any change is one).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct AllocationChange {
+    /// The base run's allocations.
+    pub base: Allocs,
+    /// The new run's.
+    pub new: Allocs,
+    /// The base run's peak of live bytes.
+    pub base_peak_bytes: u64,
+    /// The new run's.
+    pub new_peak_bytes: u64,
+}
+
+impl AllocationChange {
+    /// `base` and `new`'s allocations, if both recorded them.
+    fn of(base: &Profile, new: &Profile) -> Option<AllocationChange> {
+        let recorded = |p: &Profile| {
+            p.allocations
+                .as_ref()
+                .filter(|a| a.not_recorded.is_none())
+                .map(|a| a.peak_bytes)
+        };
+        Some(AllocationChange {
+            base_peak_bytes: recorded(base)?,
+            new_peak_bytes: recorded(new)?,
+            base: base.total_allocs(),
+            new: new.total_allocs(),
+        })
+    }
+
+    /// In words: `allocated: 1.03 MiB ARROW 1.10 MiB (+6.80%) in 196 ARROW 210
+    /// allocations; held at the end: ...; peak live: ...`.
+    fn describe(&self, arrow: &str) -> String {
+        let (b, n) = (&self.base, &self.new);
+        let bytes = |base: u64, new: u64| {
+            format!(
+                "{} {arrow} {}{}",
+                units::bytes(base),
+                units::bytes(new),
+                match base == new {
+                    true => String::new(),
+                    false => format!(" ({:+.2}%)", percent(new, base)),
+                }
+            )
+        };
+        format!(
+            "allocated: {} in {} {arrow} {} allocations; held at the end: {}; peak live: {}",
+            bytes(b.alloc_bytes, n.alloc_bytes),
+            b.allocs,
+            n.allocs,
+            bytes(b.held_bytes, n.held_bytes),
+            bytes(self.base_peak_bytes, self.new_peak_bytes)
+        )
+    }
 }
 
 impl Diff {
@@ -129,6 +189,7 @@ impl Diff {
             new_total,
             change_percent: percent(new_total, base_total),
             functions,
+            allocations: AllocationChange::of(base, new),
         })
     }
 
@@ -162,6 +223,9 @@ impl Diff {
     pub fn markdown(&self, top: Option<usize>, full_names: bool) -> String {
         let show = |v: u64| units::value(self.metric, v);
         let mut out = format!("**{}**\n\n", self.whole("→"));
+        if let Some(a) = &self.allocations {
+            let _ = writeln!(out, "Allocations: {}\n", a.describe("→"));
+        }
         if self.functions.is_empty() {
             out.push_str("No function changed.\n");
             return out;
@@ -204,7 +268,11 @@ impl Diff {
     /// elided unless `full_names`).
     pub fn render(&self, top: Option<usize>, full_names: bool) -> String {
         let show = |v: u64| units::value(self.metric, v);
-        let mut out = format!("Total {}\n\n", self.whole("->"));
+        let mut out = format!("Total {}\n", self.whole("->"));
+        if let Some(a) = &self.allocations {
+            let _ = writeln!(out, "Allocations {}", a.describe("->"));
+        }
+        out.push('\n');
         if self.functions.is_empty() {
             out.push_str("No function changed.\n");
             return out;
@@ -346,6 +414,37 @@ mod tests {
             "{md}"
         );
         assert!(md.starts_with("**calls: 15 → 31 (+106.67%)**"), "{md}");
+    }
+
+    #[test]
+    fn allocations_are_compared_where_both_recorded_them() {
+        let with_allocs = |bytes: u64, held: u64| {
+            let mut p = one("grow", 1);
+            p.contexts = serde_json::from_value(serde_json::json!([
+                {"id": 0, "calls": 0, "self_ns": 0, "total_ns": 0},
+                {"id": 1, "parent": 0, "function": 0, "calls": 1, "self_ns": 0,
+                 "total_ns": 0, "alloc": {"allocs": 2, "alloc_bytes": bytes, "frees": 1,
+                 "freed_bytes": bytes - held, "held": 1, "held_bytes": held}}
+            ]))
+            .unwrap();
+            p.allocations = Some(crate::profile::Allocations {
+                peak_bytes: bytes,
+                ..Default::default()
+            });
+            p
+        };
+        let diff = Diff::of(&with_allocs(1000, 100), &with_allocs(1500, 100), None).unwrap();
+        let a = diff.allocations.as_ref().expect("both recorded them");
+        assert_eq!((a.base.alloc_bytes, a.new.alloc_bytes), (1000, 1500));
+        let text = diff.render(None, false);
+        assert!(
+            text.contains("Allocations allocated: 1000 B -> 1500 B (+50.00%) in 2 -> 2 allocations; held at the end: 100 B -> 100 B; peak live: 1000 B -> 1500 B (+50.00%)"),
+            "{text}"
+        );
+        assert!(Diff::of(&one("grow", 1), &with_allocs(1, 1), None)
+            .unwrap()
+            .allocations
+            .is_none());
     }
 
     #[test]

@@ -1,0 +1,111 @@
+//! The allocation probes' cost: `cargo bench --bench alloc`.
+//!
+//! Builds fixtures/allocs' `churn` (a loop of allocations and frees, release, names and
+//! DWARF kept) with the profiler's own build step, then runs it in the embedded wasmtime
+//! uninstrumented and instrumented under the default metric and under the instructions
+//! metric, each with its allocations recorded and with `--no-alloc`, side by side, median
+//! of RUNS interleaved runs; prints each run time, its ratio to the plain run, and what
+//! recording the allocations adds per allocator call (from the profile's exact counts).
+//! Run times exclude compilation (the host times `_start` alone).
+
+use std::path::Path;
+
+use cargo_wasmprof::build::{build, BuildRequest, Mode};
+use cargo_wasmprof::host::{Embedded, RunConfig};
+use cargo_wasmprof::instrument::{self, Options};
+use cargo_wasmprof::meta::Metric;
+use cargo_wasmprof::sampling;
+
+const RUNS: usize = 7;
+/// The churn's rounds: an allocation and, but for those the ring keeps, a free each.
+const ROUNDS: &str = "1000000";
+
+fn median(mut xs: Vec<f64>) -> f64 {
+    xs.sort_by(f64::total_cmp);
+    xs[xs.len() / 2]
+}
+
+fn main() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let request = BuildRequest {
+        mode: Mode::Bench,
+        manifest_path: Some(root.join("fixtures/allocs/Cargo.toml")),
+        target_dir: Some(root.join("target/bench-fixtures")),
+        ..BuildRequest::default()
+    };
+    let binaries = build(&request).expect("building fixtures/allocs").binaries;
+    let churn = binaries
+        .iter()
+        .find(|b| b.target == "churn")
+        .expect("the churn bench");
+    let wasm = std::fs::read(&churn.path).unwrap();
+    let config = RunConfig {
+        inherit_stdio: false,
+        ..RunConfig::new("churn.wasm", vec![ROUNDS.into()], &churn.package_dir)
+    };
+    let variants: Vec<(String, Metric, bool)> = [Metric::Time, Metric::Instructions]
+        .into_iter()
+        .flat_map(|m| [(m, true), (m, false)])
+        .map(|(m, alloc)| {
+            let name = format!("{}{}", m.name(), if alloc { "" } else { " --no-alloc" });
+            (name, m, alloc)
+        })
+        .collect();
+    let instrumented: Vec<(instrument::Instrumented, RunConfig)> = variants
+        .iter()
+        .map(|&(_, metric, allocations)| {
+            let options = Options {
+                metric,
+                allocations,
+                ..Options::default()
+            };
+            let config = RunConfig {
+                sample_interval: sampling::default_interval(options.sampler),
+                ..config.clone()
+            };
+            (instrument::instrument(&wasm, &options).unwrap(), config)
+        })
+        .collect();
+    let wall = |wasm: &[u8], config: &RunConfig| {
+        Embedded.run_module(wasm, config).unwrap().wall_ns as f64 / 1e9
+    };
+    let mut plain = Vec::new();
+    let mut times = vec![Vec::new(); variants.len()];
+    for _ in 0..RUNS {
+        plain.push(wall(&wasm, &config));
+        for (t, (done, config)) in times.iter_mut().zip(&instrumented) {
+            t.push(wall(&done.wasm, config));
+        }
+    }
+    // The allocator calls recorded: from one profile's exact counts.
+    let (done, config) = &instrumented[0];
+    let profile = Embedded
+        .run_module(&done.wasm, config)
+        .unwrap()
+        .profile(&done.meta, "churn")
+        .unwrap();
+    let total = profile.total_allocs();
+    let events = (total.allocs + total.frees) as f64;
+    let plain = median(plain);
+    println!(
+        "churn {ROUNDS}: {} allocations, {} frees, {} held at the end",
+        total.allocs, total.frees, total.held
+    );
+    println!("{:<26} {:>10} {:>8}", "run", "time", "ratio");
+    println!("{:<26} {:>8.2}ms {:>7.2}x", "plain", plain * 1e3, 1.0);
+    let medians: Vec<f64> = times.into_iter().map(median).collect();
+    for ((name, _, _), t) in variants.iter().zip(&medians) {
+        println!("{name:<26} {:>8.2}ms {:>7.2}x", t * 1e3, t / plain);
+    }
+    for pair in medians.chunks(2).zip(variants.chunks(2)) {
+        let ([with, without], [(name, ..), _]) = pair else {
+            continue;
+        };
+        println!(
+            "{name}: recording the allocations adds {:.1} ns per allocator call ({:+.1}% of the run)",
+            (with - without) * 1e9 / events,
+            100.0 * (with - without) / without
+        );
+    }
+    println!("\n(median of {RUNS} runs each, interleaved; ratios are to the plain run)");
+}
