@@ -6,7 +6,7 @@ use clap::ValueEnum;
 
 use crate::build::Target;
 use crate::diff::DiffFormat;
-use crate::format::Format;
+use crate::format::{Format, Weight};
 use crate::meta::{Metric, Sampler, StateLocation};
 use crate::profile::Grouping;
 use crate::status::ColorChoice;
@@ -127,6 +127,18 @@ value_enum! {
         /// A Markdown table, largest regression first, for a pull request's comment or a
         /// CI job's summary.
         Markdown,
+    }
+}
+
+value_enum! {
+    /// `--weight`.
+    WeightArg for Weight {
+        /// Each context's self cost in the profile's metric.
+        Cost,
+        /// The bytes the allocations made in each context asked for.
+        AllocBytes,
+        /// The bytes of those still held at the end.
+        HeldBytes,
     }
 }
 

@@ -3,7 +3,7 @@
 
 use clap::Args;
 
-use super::value_enums::GroupingArg;
+use super::value_enums::{GroupingArg, WeightArg};
 use crate::format::{CallGraph, EmitOptions};
 use crate::profile::Filter;
 
@@ -33,6 +33,12 @@ pub struct ViewArgs {
     /// Draw flame graphs from the top down (icicle).
     #[arg(long)]
     pub icicle: bool,
+    /// What the stack views (folded, flamegraph, speedscope, firefox) weigh each calling
+    /// context by: its `cost` in the profile's metric, or, where allocations were
+    /// recorded, the bytes allocated there (`alloc-bytes`) or still held at the end
+    /// (`held-bytes`).
+    #[arg(long, value_name = "WHAT", default_value = "cost")]
+    pub weight: WeightArg,
     /// Print function names whole in the text report (long ones are elided in their
     /// generic arguments otherwise; the other formats always have them whole).
     #[arg(long)]
@@ -58,6 +64,7 @@ impl ViewArgs {
             icicle: self.icicle,
             full_names: self.full_names,
             threads: self.threads,
+            weight: self.weight.into(),
         }
     }
 }

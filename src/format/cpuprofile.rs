@@ -23,7 +23,7 @@ use crate::profile::Profile;
 /// profile: the format has one thread).
 pub(super) fn write(
     profile: &Profile,
-    _options: &EmitOptions,
+    options: &EmitOptions,
     out: &mut dyn Write,
 ) -> anyhow::Result<()> {
     let unit = profile.metric.facts().unit;
@@ -33,7 +33,11 @@ pub(super) fn write(
          pprof or firefox, which keep its unit, or profile with --metric time",
         unit.name()
     );
-    let tree = Tree::of(profile)?;
+    anyhow::ensure!(
+        options.weight == super::Weight::Cost,
+        "a .cpuprofile holds time: write bytes as speedscope, folded, a flame graph or pprof"
+    );
+    let tree = Tree::of(profile, options.weight)?;
     let mut scripts = Scripts::default();
     // Node ids are the frames' indices + 1 (V8's root is node 1).
     let nodes: Vec<serde_json::Value> = tree

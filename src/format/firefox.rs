@@ -22,7 +22,7 @@ use crate::profile::Profile;
 /// threaded program, one Firefox thread per thread of the program.
 pub(super) fn write(
     profile: &Profile,
-    _options: &EmitOptions,
+    options: &EmitOptions,
     out: &mut dyn Write,
 ) -> anyhow::Result<()> {
     let name = profile.modules.join(", ");
@@ -37,7 +37,7 @@ pub(super) fn write(
         threads => threads.iter().map(|t| (t.label(), &t.profile)).collect(),
     };
     for (i, (label, p)) in tracks.into_iter().enumerate() {
-        add_thread(&mut ff, process, i as u32 + 1, &label, p)?;
+        add_thread(&mut ff, process, (i as u32 + 1, &label), p, options.weight)?;
     }
     serde_json::to_writer(&mut *out, &ff)?;
     out.write_all(b"\n")?;
@@ -48,21 +48,18 @@ pub(super) fn write(
 fn add_thread(
     ff: &mut Firefox,
     process: fxprof_processed_profile::ProcessHandle,
-    tid: u32,
-    label: &str,
+    (tid, label): (u32, &str),
     profile: &Profile,
+    weight: super::Weight,
 ) -> anyhow::Result<()> {
-    let tree = Tree::of(profile)?;
+    let tree = Tree::of(profile, weight)?;
     let thread = ff.add_thread(
         process,
         tid,
         Timestamp::from_nanos_since_reference(0),
         tid == 1,
     );
-    ff.set_thread_name(
-        thread,
-        &format!("{label} ({})", tree.metric.facts().unit.name()),
-    );
+    ff.set_thread_name(thread, &format!("{label} ({})", tree.unit_name()));
     ff.set_thread_samples_weight_type(thread, WeightType::Samples);
     // Each frame's stack, parents first: frame k's stack is its parent's plus itself.
     let mut stacks: Vec<Option<StackHandle>> = vec![None; tree.frames.len()];

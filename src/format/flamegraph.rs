@@ -6,7 +6,6 @@ use std::fmt::Write as _;
 use std::io::Write;
 
 use super::tree::Tree;
-use super::units;
 use super::EmitOptions;
 use crate::profile::Profile;
 
@@ -27,7 +26,7 @@ pub(super) fn write(
     out: &mut dyn Write,
 ) -> anyhow::Result<()> {
     let icicle = options.icicle;
-    let tree = Tree::of(profile)?;
+    let tree = Tree::of(profile, options.weight)?;
     let total = tree.frames[0].total.max(1);
     let scale = (WIDTH - 2.0 * SIDE) / total as f64;
     let mut depth_max = 0;
@@ -39,9 +38,9 @@ pub(super) fn write(
         "{} ({}{})",
         profile.modules.join(", "),
         if icicle { "icicle, " } else { "" },
-        tree.metric.facts().unit.name()
+        tree.unit_name()
     );
-    let show = |w: u64| units::amount(tree.metric, w);
+    let show = |w: u64| tree.amount(w);
     // Where each frame's next child goes: children start at their parent's left edge, one
     // after the other (preorder visits a parent before its children).
     let mut next_x = vec![SIDE; tree.frames.len()];

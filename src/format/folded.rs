@@ -1,6 +1,6 @@
 //! Folded stacks, one line per calling context with a self weight: `main;a;b 1234`, the
 //! input of flamegraph.pl, inferno and most flame graph tools. Weights are self time in
-//! nanoseconds or self instructions.
+//! nanoseconds or self instructions, or with `--weight`, bytes allocated or held.
 
 use std::io::Write;
 
@@ -11,10 +11,10 @@ use crate::profile::Profile;
 /// Writes `profile`'s calling contexts as folded stacks.
 pub(super) fn write(
     profile: &Profile,
-    _options: &EmitOptions,
+    options: &EmitOptions,
     out: &mut dyn Write,
 ) -> anyhow::Result<()> {
-    let tree = Tree::of(profile)?;
+    let tree = Tree::of(profile, options.weight)?;
     let mut result = Ok(());
     tree.preorder(&mut |id, _| {
         let weight = tree.frames[id].self_weight;

@@ -201,7 +201,7 @@ fn groups(profile: &Profile) -> serde_json::Map<String, serde_json::Value> {
 /// their cost.
 fn frames(profile: &Profile) -> (Vec<serde_json::Value>, (u64, u64)) {
     let mut pruned = (0u64, 0u64);
-    let Ok(tree) = Tree::of(profile) else {
+    let Ok(tree) = Tree::of(profile, super::Weight::Cost) else {
         return (Vec::new(), pruned);
     };
     let least = tree.frames[0].total / PRUNE_BELOW;

@@ -72,6 +72,21 @@ pub struct EmitOptions {
     /// List each thread of a threaded program in the text report: its total and its
     /// costliest functions.
     pub threads: bool,
+    /// What the stack-shaped views (folded, flame graph, speedscope, firefox) weigh each
+    /// calling context by.
+    pub weight: Weight,
+}
+
+/// What the stack-shaped views weigh each calling context by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Weight {
+    /// Its self cost in the profile's metric.
+    #[default]
+    Cost,
+    /// The bytes the allocations made there asked for.
+    AllocBytes,
+    /// The bytes of those still held at the end.
+    HeldBytes,
 }
 
 /// Which functions the text report's call graph has entries for.

@@ -10,23 +10,23 @@ use serde_json::json;
 
 use super::tree::Tree;
 use super::EmitOptions;
-use crate::meta::Unit;
 use crate::profile::Profile;
 
 /// Writes `profile` as a speedscope file: one profile of the whole run, and for a threaded
 /// program one more per thread (speedscope's profile menu switches between them).
 pub(super) fn write(
     profile: &Profile,
-    _options: &EmitOptions,
+    options: &EmitOptions,
     out: &mut dyn Write,
 ) -> anyhow::Result<()> {
     let name = profile.modules.join(", ");
     let mut frames = Frames::default();
-    let mut profiles = vec![evented(profile, &name, &mut frames)?];
+    let mut profiles = vec![evented(profile, &name, options.weight, &mut frames)?];
     for t in &profile.threads {
         profiles.push(evented(
             &t.profile,
             &format!("{name}: {}", t.label()),
+            options.weight,
             &mut frames,
         )?);
     }
@@ -50,13 +50,15 @@ struct Frames {
     by_name: HashMap<String, usize>,
 }
 
-/// One evented profile of `profile`'s calling-context tree, named `name`.
+/// One evented profile of `profile`'s calling-context tree, named `name`, weighed by
+/// `weight`.
 fn evented(
     profile: &Profile,
     name: &str,
+    weight: super::Weight,
     frames: &mut Frames,
 ) -> anyhow::Result<serde_json::Value> {
-    let tree = Tree::of(profile)?;
+    let tree = Tree::of(profile, weight)?;
     let mut frame_index = |id: usize| -> usize {
         let frame = &tree.frames[id];
         if let Some(&i) = frames.by_name.get(frame.name) {
@@ -99,13 +101,14 @@ fn evented(
             events.push(json!({ "type": "C", "frame": frame, "at": at }));
         }
     }
-    let unit = match tree.metric.facts().unit {
-        Unit::Nanoseconds => "nanoseconds",
-        Unit::Instructions | Unit::Calls => "none",
+    let unit = match (tree.is_time(), tree.unit_name()) {
+        (true, _) => "nanoseconds",
+        (false, "bytes") => "bytes",
+        _ => "none",
     };
     Ok(json!({
         "type": "evented",
-        "name": format!("{name} ({})", tree.metric.facts().unit.name()),
+        "name": format!("{name} ({})", tree.unit_name()),
         "unit": unit,
         "startValue": 0,
         "endValue": tree.frames[0].total,

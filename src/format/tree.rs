@@ -1,8 +1,11 @@
 //! The calling-context tree as the stack-shaped formats (folded stacks, flame graphs,
 //! speedscope, the HTML page) draw it: frames with names, children in name order, and each
-//! frame's weight in the profile's metric.
+//! frame's weight: its cost in the profile's metric, or the bytes allocated there
+//! ([`Weight`]).
 
-use crate::meta::Metric;
+use super::units;
+use super::Weight;
+use crate::meta::{Metric, Unit};
 use crate::profile::Profile;
 
 /// The frame above the entries whose paths were lost when the context tree was full.
@@ -20,7 +23,7 @@ pub struct Frame<'a> {
     pub parent: Option<usize>,
     /// Calls along this path.
     pub calls: u64,
-    /// Self weight: self time (ns) or self instructions.
+    /// Self weight: self time (ns), self instructions, or bytes allocated.
     pub self_weight: u64,
     /// Self weight plus the descendants' (so that children always fit in their parent).
     pub total: u64,
@@ -32,14 +35,16 @@ pub struct Frame<'a> {
 pub struct Tree<'a> {
     /// The frames, parents before their children.
     pub frames: Vec<Frame<'a>>,
-    /// The profile's metric: what the weights count.
+    /// The profile's metric.
     pub metric: Metric,
+    /// What the weights count: the metric's cost, or bytes.
+    pub weight: Weight,
 }
 
 impl<'a> Tree<'a> {
-    /// The tree of `profile`; fails for a profile without one (the calls metric records no
-    /// calling contexts).
-    pub fn of(profile: &'a Profile) -> anyhow::Result<Tree<'a>> {
+    /// The tree of `profile`, weighed by `weight`; fails for a profile without one (the
+    /// calls metric records no calling contexts), or weighed by bytes without allocations.
+    pub fn of(profile: &'a Profile, weight: Weight) -> anyhow::Result<Tree<'a>> {
         anyhow::ensure!(
             profile.metric.has_cost(),
             "this view needs calling contexts, which the calls metric does not record; \
@@ -53,8 +58,17 @@ impl<'a> Tree<'a> {
                 None => "the profile has no calling context".to_string(),
             }
         );
+        if weight != Weight::Cost {
+            let why = match &profile.allocations {
+                None => Some("the profile says nothing of them"),
+                Some(a) => a.not_recorded.as_deref(),
+            };
+            if let Some(why) = why {
+                anyhow::bail!("weighed by bytes, but this profile recorded no allocations: {why}");
+            }
+        }
         let metric = profile.metric;
-        let mut frames = frames(profile);
+        let mut frames = frames(profile, weight);
         for i in (0..frames.len()).rev() {
             frames[i].total += frames[i].self_weight;
             if let Some(parent) = frames[i].parent {
@@ -67,7 +81,32 @@ impl<'a> Tree<'a> {
                 .children
                 .sort_by(|&a, &b| names[a].cmp(names[b]).then(a.cmp(&b)));
         }
-        Ok(Tree { frames, metric })
+        Ok(Tree {
+            frames,
+            metric,
+            weight,
+        })
+    }
+
+    /// What the weights count, for people: `nanoseconds`, `instructions`, `bytes`.
+    pub fn unit_name(&self) -> &'static str {
+        match self.weight {
+            Weight::Cost => self.metric.facts().unit.name(),
+            Weight::AllocBytes | Weight::HeldBytes => "bytes",
+        }
+    }
+
+    /// Whether the weights are times (nanoseconds).
+    pub fn is_time(&self) -> bool {
+        self.weight == Weight::Cost && self.metric.facts().unit == Unit::Nanoseconds
+    }
+
+    /// A weight in words: `1.20 ms`, `3.40M instructions`, `640 B`.
+    pub fn amount(&self, w: u64) -> String {
+        match self.weight {
+            Weight::Cost => units::amount(self.metric, w),
+            Weight::AllocBytes | Weight::HeldBytes => units::bytes(w),
+        }
     }
 
     /// Calls `visit(frame, depth)` for every frame below the root, parents first and
@@ -119,7 +158,15 @@ fn empty_frame(name: &str, parent: Option<usize>) -> Frame<'_> {
 
 /// The frames of `profile`'s contexts, parents before their children: the root, and the
 /// lost paths (the fold nodes, under one frame of their own, when the tree was full).
-fn frames(profile: &Profile) -> Vec<Frame<'_>> {
+fn frames(profile: &Profile, weight: Weight) -> Vec<Frame<'_>> {
+    let own = |c: &crate::profile::Context| {
+        let a = c.alloc.unwrap_or_default();
+        match weight {
+            Weight::Cost => c.cost.get(profile.metric).0,
+            Weight::AllocBytes => a.alloc_bytes,
+            Weight::HeldBytes => a.held_bytes,
+        }
+    };
     let mut frames = vec![empty_frame(crate::profile::HOST, None)];
     let mut frame_of: Vec<Option<usize>> = vec![None; profile.contexts.len()];
     frame_of[0] = Some(0);
@@ -149,7 +196,7 @@ fn frames(profile: &Profile) -> Vec<Frame<'_>> {
                 function: c.function,
                 parent: Some(parent),
                 calls: c.calls,
-                self_weight: c.cost.get(profile.metric).0,
+                self_weight: own(c),
                 total: 0,
                 children: Vec::new(),
             });

@@ -138,6 +138,49 @@ fn the_report_and_go_tool_pprof_show_them() {
     assert_eq!(row.split_whitespace().nth(3), Some("640B"), "{row}");
 }
 
+/// `cargo wasmprof report PROFILE --format F --weight W`'s output.
+fn report(run: &CallsRun, args: &[&str]) -> Output {
+    output(
+        wasmprof()
+            .args(["wasmprof", "report"])
+            .arg(
+                run.dir
+                    .path()
+                    .join("target/wasmprof/allocs-allocs-lib.json"),
+            )
+            .args(args),
+    )
+}
+
+#[test]
+fn the_stack_views_weigh_contexts_by_bytes() {
+    let run = allocs_run();
+    for (weight, bytes) in [("alloc-bytes", 10 * 1000), ("held-bytes", 0)] {
+        let folded = report(run, &["--format", "folded", "--weight", weight]);
+        assert!(folded.status.success());
+        let under: u64 = stdout(&folded)
+            .lines()
+            .filter(|l| l.contains(";allocs::ten_vectors;"))
+            .map(|l| l.rsplit(' ').next().unwrap().parse::<u64>().unwrap())
+            .sum();
+        assert_eq!(under, bytes, "{weight}");
+    }
+    let held = report(run, &["--format", "folded", "--weight", "held-bytes"]);
+    let boxes: u64 = stdout(&held)
+        .lines()
+        .filter(|l| l.contains(";allocs::five_boxes;"))
+        .map(|l| l.rsplit(' ').next().unwrap().parse::<u64>().unwrap())
+        .sum();
+    assert_eq!(boxes, 5 * 128);
+    let speedscope = report(run, &["--format", "speedscope", "--weight", "alloc-bytes"]);
+    let file: serde_json::Value = serde_json::from_slice(&speedscope.stdout).unwrap();
+    assert_eq!(file["profiles"][0]["unit"], "bytes");
+    // A .cpuprofile holds time only.
+    let cpuprofile = report(run, &["--format", "cpuprofile", "--weight", "alloc-bytes"]);
+    assert!(!cpuprofile.status.success());
+    assert!(stderr(&cpuprofile).contains("a .cpuprofile holds time"));
+}
+
 #[test]
 fn no_alloc_records_none_and_the_calls_metric_says_why() {
     let run = test_run("allocs", &["--no-alloc", "--no-report"]);
@@ -146,6 +189,13 @@ fn no_alloc_records_none_and_the_calls_metric_says_why() {
     assert!(p.contexts.iter().all(|c| c.alloc.is_none()));
     let why = p.allocations.and_then(|a| a.not_recorded);
     assert_eq!(why.as_deref(), Some("--no-alloc"));
+    let by_bytes = report(&run, &["--format", "folded", "--weight", "alloc-bytes"]);
+    assert!(!by_bytes.status.success());
+    assert!(
+        stderr(&by_bytes).contains("this profile recorded no allocations: --no-alloc"),
+        "{}",
+        stderr(&by_bytes)
+    );
     let run = test_run("allocs", &["--metric", "calls"]);
     assert!(run.out.status.success(), "{}", stderr(&run.out));
     let out = stdout(&run.out);
