@@ -153,6 +153,35 @@ fn node_tests_have_exact_counts_and_arcs() {
     }
 }
 
+/// The node tests' allocations, recorded with the state in the state module (the
+/// wasm-bindgen path's): `shapes` boxes a Square, a Triangle and a Square (8 bytes each)
+/// into a vector of three 8-byte `Box<dyn Shape>`s, and drops them all.
+#[test]
+fn node_tests_have_exact_allocations() {
+    if !ready() {
+        return;
+    }
+    let (_, p) = run(Metric::Instructions);
+    common::check_allocations(p);
+    let summary = p.allocations.as_ref().expect("the allocations' summary");
+    assert_eq!(summary.not_recorded, None);
+    let shapes = common::allocs_under(p, "node::shapes");
+    let expected = cargo_wasmprof::profile::Allocs {
+        allocs: 4,
+        alloc_bytes: 3 * 8 + 3 * 8,
+        frees: 4,
+        freed_bytes: 3 * 8 + 3 * 8,
+        ..Default::default()
+    };
+    assert_eq!(
+        cargo_wasmprof::profile::Allocs {
+            grown_pages: 0,
+            ..shapes
+        },
+        expected
+    );
+}
+
 /// The node tests under the current node too (the one `.ci/run` installs beside node 20,
 /// first on the runner's PATH): the same counts, and the state in the state module, which
 /// the wasm-bindgen path keeps on every host (its glue instantiates the module).

@@ -9,7 +9,7 @@ use walrus::{FunctionId, FunctionKind, Module, ValType};
 
 use super::sites::sequences;
 use super::Options;
-use crate::meta::{AllocKind, Allocations, Allocator, StateLocation};
+use crate::meta::{AllocKind, Allocations, Allocator};
 
 /// The imports that grow the program's memory from the host: Emscripten's `sbrk` asks JS
 /// to (`emscripten_resize_heap`), where no `memory.grow` of the module runs. Their thunks
@@ -40,8 +40,8 @@ pub(super) struct AllocPlan {
 
 /// Finds the allocator entry points and `memory.grow` instructions among `module`'s
 /// functions (but those `left_alone`) and decides whether `options` let the probes record
-/// them: they need the calling-context tree (a metric with a cost), the profiler's memory
-/// of its own, and one thread (each thread's profiler sees only its own frees).
+/// them: they need the calling-context tree (a metric with a cost) and one thread (each
+/// thread's profiler sees only its own frees).
 pub(super) fn plan(
     module: &Module,
     options: &Options,
@@ -83,8 +83,6 @@ pub(super) fn plan(
         Some(NOT_ASKED)
     } else if !options.metric.has_cost() {
         Some("the calls metric keeps no calling contexts (--metric time or instructions do)")
-    } else if options.state != StateLocation::OwnMemory {
-        Some("the profiler's state is in a state module (a host that allows one memory)")
     } else if threaded {
         Some("a threaded program: each thread's profiler would see only its own frees")
     } else if kinds.is_empty() && grow_sites == 0 {

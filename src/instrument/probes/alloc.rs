@@ -3,6 +3,8 @@
 //! that matches each free with its allocation by address, and what a `memory.grow` records
 //! (the pages, in the running node). Only the outermost allocator call records
 //! (`__rust_alloc` calls `malloc` on wasip1): the header keeps how deep allocator calls are.
+//! With the state in a state module, the state module has these functions (and one that
+//! keeps the depth), and the program calls them.
 
 use walrus::ir::{
     BinaryOp, Binop, Call, Const, Drop, Instr, InstrLocId, LocalGet, LocalSet, LocalTee,
@@ -15,9 +17,23 @@ use super::mem::Mem;
 use crate::layout::{self as l, Layout};
 use crate::meta::AllocKind;
 
+/// Where the depth of the running allocator calls is kept.
+#[derive(Clone, Copy)]
+enum Depth {
+    /// In the header of the profiler's memory, the module's own.
+    Inline(MemoryId),
+    /// In the state module's, through its `alloc_depth(by: i32) -> i32`, which adds `by`
+    /// and returns the new depth.
+    Call(FunctionId),
+}
+
+/// The state module's export (and the instrumented module's import) of each allocation
+/// probe function: the depth's, `record_alloc`, `record_free`, `record_grow`.
+const EXPORTS: [&str; 4] = ["alloc_depth", "record_alloc", "record_free", "record_grow"];
+
 /// The allocation probes as the rewrite reaches them.
 pub struct AllocProbes {
-    mem: MemoryId,
+    depth: Depth,
     /// The program's 32-bit memories, whose growth is recorded.
     memories32: Vec<MemoryId>,
     /// The program's first memory, where `posix_memalign` stores its pointer.
@@ -47,12 +63,55 @@ impl AllocProbes {
             .map(|m| m.id())
             .collect();
         AllocProbes {
-            mem,
+            depth: Depth::Inline(mem),
             memories32,
             program_memory,
             record_alloc: build_record_alloc(module, layout, Mem(mem), cur),
             record_free: build_record_free(module, layout, Mem(mem), cur),
             record_grow: build_record_grow(module, layout, Mem(mem), cur),
+        }
+    }
+
+    /// Adds the allocation probes' functions to the `state` module (its memory `mem`,
+    /// laid out by `layout`, and current-node global `cur`), exported, and has `module`
+    /// import them.
+    pub(super) fn import(
+        module: &mut Module,
+        state: &mut Module,
+        layout: &Layout,
+        mem: MemoryId,
+        cur: GlobalId,
+    ) -> AllocProbes {
+        let built = [
+            build_alloc_depth(state, Mem(mem)),
+            build_record_alloc(state, layout, Mem(mem), cur),
+            build_record_free(state, layout, Mem(mem), cur),
+            build_record_grow(state, layout, Mem(mem), cur),
+        ];
+        for (name, f) in EXPORTS.iter().zip(built) {
+            state.exports.add(name, walrus::ExportItem::Function(f));
+        }
+        let types: [(&[ValType], &[ValType]); 4] = [
+            (&[I32], &[I32]),
+            (&[I32, I32], &[]),
+            (&[I32, I64], &[]),
+            (&[I32, I32], &[I32]),
+        ];
+        let [depth, record_alloc, record_free, record_grow] =
+            std::array::from_fn(|i| super::import_func(module, EXPORTS[i], types[i].0, types[i].1));
+        let memories32: Vec<MemoryId> = module
+            .memories
+            .iter()
+            .filter(|m| !m.memory64)
+            .map(|m| m.id())
+            .collect();
+        AllocProbes {
+            depth: Depth::Call(depth),
+            program_memory: memories32.first().copied(),
+            memories32,
+            record_alloc,
+            record_free,
+            record_grow,
         }
     }
 
@@ -81,9 +140,16 @@ impl AllocProbes {
         args: &[LocalId],
         result: Option<LocalId>,
     ) {
-        self.add_depth(b, -1);
-        b.i32_const(0);
-        Mem(self.mem).load32(b, l::HDR_ALLOC_DEPTH);
+        match self.depth {
+            Depth::Inline(mem) => {
+                self.add_depth(b, -1);
+                b.i32_const(0);
+                Mem(mem).load32(b, l::HDR_ALLOC_DEPTH);
+            }
+            Depth::Call(depth) => {
+                b.i32_const(-1).call(depth);
+            }
+        }
         b.unop(UnaryOp::I32Eqz);
         b.if_else(None, |outer| self.record(outer, kind, args, result), |_| {});
     }
@@ -161,11 +227,12 @@ impl AllocProbes {
     }
 
     fn add_depth(&self, b: &mut InstrSeqBuilder, by: i32) {
-        let mem = Mem(self.mem);
-        b.i32_const(0).i32_const(0);
-        mem.load32(b, l::HDR_ALLOC_DEPTH);
-        b.i32_const(by).binop(BinaryOp::I32Add);
-        mem.store32(b, l::HDR_ALLOC_DEPTH);
+        match self.depth {
+            Depth::Inline(mem) => add_header32(b, &Mem(mem), l::HDR_ALLOC_DEPTH, by),
+            Depth::Call(depth) => {
+                b.i32_const(by).call(depth).drop();
+            }
+        }
     }
 
     /// What the outermost allocator call of `kind` did, recorded.
@@ -570,6 +637,20 @@ fn home_of_slot(b: &mut InstrSeqBuilder, layout: &Layout, mem: &Mem, e: LocalId)
     b.local_get(e);
     mem.load32(b, layout.live_off);
     hash(b, layout);
+}
+
+/// `alloc_depth(by: i32) -> i32`: the allocator calls' depth changed by `by`, returned.
+fn build_alloc_depth(module: &mut Module, mem: Mem) -> FunctionId {
+    let [by, depth] = [I32; 2].map(|t| module.locals.add(t));
+    let mut builder = FunctionBuilder::new(&mut module.types, &[I32], &[I32]);
+    builder.name("__wasmprof_alloc_depth".into());
+    let mut b = builder.func_body();
+    b.i32_const(0).i32_const(0);
+    mem.load32(&mut b, l::HDR_ALLOC_DEPTH);
+    b.local_get(by).binop(BinaryOp::I32Add).local_tee(depth);
+    mem.store32(&mut b, l::HDR_ALLOC_DEPTH);
+    b.local_get(depth);
+    builder.finish(vec![by], &mut module.funcs)
 }
 
 /// `record_grow(result: i32, delta: i32) -> i32`: a `memory.grow` that succeeded (its

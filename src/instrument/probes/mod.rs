@@ -198,6 +198,8 @@ pub fn import_state_module(
     exports.add(meta::MEMORY_EXPORT, ExportItem::Memory(pieces.memory));
     exports.add(meta::CUR_EXPORT, ExportItem::Global(pieces.cur));
     exports.add(SITE_EXPORT, ExportItem::Global(pieces.site));
+    let alloc = (layout.live_slots > 0)
+        .then(|| AllocProbes::import(module, &mut state, layout, pieces.memory, pieces.cur));
     let cur = import_global(module, meta::CUR_EXPORT, ValType::I32);
     let site = import_global(module, SITE_EXPORT, ValType::I32);
     let probes = match pieces.timing {
@@ -210,7 +212,7 @@ pub fn import_state_module(
         probes,
         wait,
         in_import: None,
-        alloc: None,
+        alloc,
     };
     (profiler, state.emit_wasm())
 }
