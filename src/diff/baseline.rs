@@ -237,7 +237,7 @@ impl Row {
     /// elided past `width`).
     fn label(&self, width: usize) -> String {
         match self.kind {
-            Kind::Run => self.name.clone(),
+            Kind::Run | Kind::Allocated => self.name.clone(),
             kind => format!("{} {}", kind.name(), units::elide(&self.name, width)),
         }
     }
@@ -262,6 +262,8 @@ impl Row {
 
 /// The name of the row of a profile's whole run.
 const WHOLE_RUN: &str = "the whole run";
+/// The name of the row of the bytes a profile's whole run allocated.
+const ALLOCATED: &str = "bytes allocated in the whole run";
 
 /// What a row measures.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
@@ -273,6 +275,9 @@ pub enum Kind {
     Bench,
     /// A test: the test function with everything it calls.
     Test,
+    /// The bytes a profile's whole run allocated, where allocations were recorded: exact,
+    /// shown beside the metric's rows (`--fail-above` gates on those).
+    Allocated,
 }
 
 impl Kind {
@@ -281,6 +286,7 @@ impl Kind {
             Kind::Run => "run",
             Kind::Bench => "bench",
             Kind::Test => "test",
+            Kind::Allocated => "allocated",
         }
     }
 }
@@ -304,6 +310,13 @@ fn figures(p: &Profile, metric: Metric) -> BTreeMap<(Kind, String), Figure> {
     };
     let whole: u64 = p.functions.iter().map(|f| f.own_weight(metric)).sum();
     found.insert((Kind::Run, WHOLE_RUN.to_string()), alone(whole as f64));
+    if p.allocations
+        .as_ref()
+        .is_some_and(|a| a.not_recorded.is_none())
+    {
+        let bytes = p.total_allocs().alloc_bytes as f64;
+        found.insert((Kind::Allocated, ALLOCATED.to_string()), alone(bytes));
+    }
     for routine in harness::measured_routines(p) {
         let iterations = routine.iterations() as f64;
         let figure = match routine.per_iteration(metric) {
@@ -349,6 +362,7 @@ impl Comparison {
                 continue;
             };
             let noise_percent = match metric {
+                _ if kind == Kind::Allocated => Some(0.0),
                 // A benchmark's figure is per iteration; its samples are the whole
                 // routine's, which the iterations share alike.
                 Metric::Time => {
@@ -368,7 +382,7 @@ impl Comparison {
                 noise_percent,
                 functions: Vec::new(),
             };
-            if old != value && !row.is_noise() {
+            if old != value && !row.is_noise() && kind != Kind::Allocated {
                 row.functions = changed_under(base, new, &row, metric)
                     .map_err(|e| Error::input(Path::new(file), format!("{e:#}")))?;
             }
@@ -381,11 +395,12 @@ impl Comparison {
         Ok(())
     }
 
-    /// The largest change past its noise, in percent (regressions positive).
+    /// The largest change past its noise, in percent (regressions positive), of the
+    /// metric's rows (the allocated bytes are shown, not gated on).
     pub fn worst_regression(&self) -> Option<&Row> {
         self.rows
             .iter()
-            .filter(|r| !r.is_noise() && r.change_percent() > 0.0)
+            .filter(|r| r.kind != Kind::Allocated && !r.is_noise() && r.change_percent() > 0.0)
             .max_by(|a, b| a.change_percent().total_cmp(&b.change_percent()))
     }
 
@@ -408,8 +423,8 @@ impl Comparison {
             let _ = writeln!(
                 out,
                 "{:>14} {:>14} {:>18}  {}  ({})",
-                self.show(row.base),
-                self.show(row.new),
+                self.show_row(row, row.base),
+                self.show_row(row, row.new),
                 row.verdict(),
                 row.label(units::NAME_WIDTH),
                 row.profile_stem()
@@ -457,8 +472,8 @@ impl Comparison {
                 "| {} | {} | {} | {} | {} |",
                 row.profile_stem(),
                 row.label(units::NAME_WIDTH).replace('|', "\\|"),
-                self.show(row.base),
-                self.show(row.new),
+                self.show_row(row, row.base),
+                self.show_row(row, row.new),
                 row.verdict()
             );
         }
@@ -509,6 +524,14 @@ impl Comparison {
 
     fn show(&self, value: f64) -> String {
         units::value(self.metric, value.round() as u64)
+    }
+
+    /// A figure of `row`: in bytes for the allocated bytes, else in the metric.
+    fn show_row(&self, row: &Row, value: f64) -> String {
+        match row.kind {
+            Kind::Allocated => units::bytes(value.round() as u64),
+            _ => self.show(value),
+        }
     }
 
     /// Where the comparison goes as Markdown, beside the baselines.

@@ -47,6 +47,12 @@ fn a_saved_baseline_gates_a_change_that_adds_work() {
     let text = stdout(&same);
     assert!(text.contains("Compared with baseline `main`"), "{text}");
     assert!(squares_row(&text).contains("unchanged"), "{text}");
+    // Each profile's allocated bytes, exact, beside the metric's rows.
+    assert!(
+        text.lines()
+            .any(|l| l.contains("bytes allocated in the whole run") && l.contains("unchanged")),
+        "{text}"
+    );
 
     // The change: every call of `square` does more.
     let lib = root.join("src/lib.rs");
