@@ -341,6 +341,9 @@ pub struct Allocations {
     /// The `memory.grow` instructions of the program.
     #[serde(default)]
     pub grow_sites: u32,
+    /// The 64 KiB pages the program's 32-bit memories have at the start, together.
+    #[serde(default)]
+    pub initial_pages: u64,
     /// Why the allocations are not recorded, when they are not.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub not_recorded: Option<String>,

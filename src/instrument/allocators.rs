@@ -97,6 +97,12 @@ pub(super) fn plan(
         meta: Allocations {
             allocators,
             grow_sites,
+            initial_pages: module
+                .memories
+                .iter()
+                .filter(|m| !m.memory64)
+                .map(|m| m.initial)
+                .sum(),
             not_recorded: not_recorded.map(str::to_string),
         },
     }

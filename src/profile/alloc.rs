@@ -73,6 +73,10 @@ pub struct Allocations {
     /// The most bytes live at once (of a merged profile's runs, the largest run's; each
     /// run is a process of its own).
     pub peak_bytes: u64,
+    /// The 64 KiB pages of the program's memory at the end: those it started with and
+    /// those grown (of a merged profile's runs, the largest).
+    #[serde(default)]
+    pub memory_pages: u64,
     /// Allocations the live table had no room for (counted in their contexts, but not in
     /// the bytes held or the peak).
     #[serde(default, skip_serializing_if = "is_zero")]
@@ -104,6 +108,7 @@ impl Allocations {
                 }
             }
             m.peak_bytes = m.peak_bytes.max(run.peak_bytes);
+            m.memory_pages = m.memory_pages.max(run.memory_pages);
             m.untracked += run.untracked;
             m.untracked_bytes += run.untracked_bytes;
             m.unmatched_frees += run.unmatched_frees;

@@ -90,6 +90,12 @@ fn each_function_allocates_what_its_code_says() {
     let summary = p.allocations.as_ref().expect("allocations recorded");
     assert_eq!(summary.not_recorded, None);
     assert!(summary.peak_bytes >= 1 << 20, "{summary:?}");
+    // The memory at the end: what the module starts with, and every page grown.
+    let wasm = std::fs::read(allocs_run().dir.path().join(&p.runs[0].module)).unwrap();
+    assert_eq!(
+        summary.memory_pages,
+        common::initial_pages(&wasm) + p.total_allocs().grown_pages
+    );
     for name in [
         "malloc",
         "free",

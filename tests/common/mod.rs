@@ -177,6 +177,31 @@ pub fn allocs_under(p: &Profile, name: &str) -> cargo_wasmprof::profile::Allocs 
     sum
 }
 
+/// The 64 KiB pages the 32-bit memories of the module `wasm` start with, together (what the
+/// program's memory is before any growth).
+pub fn initial_pages(wasm: &[u8]) -> u64 {
+    let mut pages = 0;
+    for payload in wasmparser::Parser::new(0).parse_all(wasm) {
+        match payload.expect("a valid module") {
+            wasmparser::Payload::MemorySection(memories) => {
+                for m in memories {
+                    let m = m.unwrap();
+                    pages += if m.memory64 { 0 } else { m.initial };
+                }
+            }
+            wasmparser::Payload::ImportSection(imports) => {
+                for import in imports.into_imports() {
+                    if let wasmparser::TypeRef::Memory(m) = import.unwrap().ty {
+                        pages += if m.memory64 { 0 } else { m.initial };
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    pages
+}
+
 /// The recorded allocations add up: every allocation the live table followed was freed
 /// or is still held, in count and in bytes; the peak holds at least what is held.
 pub fn check_allocations(p: &Profile) {

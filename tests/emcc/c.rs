@@ -380,6 +380,11 @@ fn allocations_have_exact_bytes_under_both_nodes() {
         let grown = common::allocs_under(&p, "grow_the_heap");
         assert_eq!(growth(grown), freed(1, 32 << 20));
         assert!(grown.grown_pages >= 256, "{grown:?}");
+        let wasm = std::fs::read(built().join("build/allocs.orig.wasm")).unwrap();
+        assert_eq!(
+            summary.memory_pages,
+            common::initial_pages(&wasm) + p.total_allocs().grown_pages
+        );
         // Emscripten's dlmalloc names them dlmalloc, dlfree, ...: `malloc` is an alias.
         use cargo_wasmprof::meta::AllocKind;
         for kind in [

@@ -27,7 +27,7 @@ pub(super) fn allocations(out: &mut String, p: &Profile, units: Units, top: usiz
     );
     let _ = writeln!(
         out,
-        "{} allocations of {}, {} frees of {}; {} still held at the end ({}); peak {} live; memory grown by {} page{}",
+        "{} allocations of {}, {} frees of {}; {} still held at the end ({}); peak {} live; memory grown by {} page{}, to {}",
         count(total.allocs),
         bytes(total.alloc_bytes),
         count(total.frees),
@@ -37,6 +37,7 @@ pub(super) fn allocations(out: &mut String, p: &Profile, units: Units, top: usiz
         bytes(summary.peak_bytes),
         total.grown_pages,
         if total.grown_pages == 1 { "" } else { "s" },
+        bytes(summary.memory_pages << 16),
     );
     if total.is_empty() {
         return;

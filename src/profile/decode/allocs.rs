@@ -39,9 +39,13 @@ pub(super) fn read_node_allocs(raw: &Raw, l: &Layout, nodes: &mut [RawNode]) -> 
     Ok(())
 }
 
-/// What the run recorded of its allocations as a whole: the header's totals, or why
-/// nothing was recorded.
-pub(super) fn allocations(raw: &Raw, meta: &Meta) -> anyhow::Result<Allocations> {
+/// What the run recorded of its allocations as a whole: the header's totals and the
+/// memory's size at the end (with the pages its `nodes` grew), or why nothing was recorded.
+pub(super) fn allocations(
+    raw: &Raw,
+    meta: &Meta,
+    nodes: &[RawNode],
+) -> anyhow::Result<Allocations> {
     let found = &meta.allocations;
     let mut allocators: Vec<String> = found
         .allocators
@@ -66,6 +70,7 @@ pub(super) fn allocations(raw: &Raw, meta: &Meta) -> anyhow::Result<Allocations>
         not_recorded: None,
         allocators,
         peak_bytes: raw.u64(layout::HDR_PEAK_BYTES)?,
+        memory_pages: found.initial_pages + nodes.iter().map(|n| n.alloc.grown_pages).sum::<u64>(),
         untracked: raw.u64(layout::HDR_UNTRACKED)?,
         untracked_bytes: raw.u64(layout::HDR_UNTRACKED_BYTES)?,
         unmatched_frees: raw.u64(layout::HDR_UNMATCHED_FREES)?,

@@ -116,7 +116,7 @@ impl Profile {
             lines,
             view: None,
             threads: Vec::new(),
-            allocations: Some(allocs::allocations(&decoder.raw, meta)?),
+            allocations: Some(allocs::allocations(&decoder.raw, meta, &decoder.nodes)?),
         })
     }
 }
