@@ -321,12 +321,45 @@ var wasmprof = (function () {
     return Math.min(memory.length, layout.nodes_off + layout.node_size * Math.min(nodes, layout.nodes_cap));
   }
 
+  // `bytes` without its runs of zeros of 16 KiB or more (whole 4 KiB blocks: the live
+  // table's and the arc table's empty slots): the bytes kept, and the runs left out as
+  // [offset, length] pairs.
+  function sparse(bytes) {
+    var BLOCK = 4096, RUN = 4;
+    var words = new Int32Array(bytes.buffer, bytes.byteOffset, bytes.length >> 2);
+    var zero = function (at) {
+      for (var w = at >> 2, end = (at + BLOCK) >> 2; w < end; w++) if (words[w] !== 0) return false;
+      return true;
+    };
+    var holes = [], from = -1;
+    for (var at = 0; at + BLOCK <= bytes.length; at += BLOCK) {
+      if (zero(at)) {
+        if (from < 0) from = at;
+        continue;
+      }
+      if (from >= 0 && at - from >= RUN * BLOCK) holes.push([from, at - from]);
+      from = -1;
+    }
+    var last = bytes.length - (bytes.length % BLOCK);
+    if (from >= 0 && last - from >= RUN * BLOCK) holes.push([from, last - from]);
+    if (!holes.length) return { kept: bytes, holes: holes };
+    var size = holes.reduce(function (n, h) { return n - h[1]; }, bytes.length);
+    var kept = new Uint8Array(size), start = 0, to = 0;
+    holes.forEach(function (h) {
+      kept.set(bytes.subarray(start, h[0]), to);
+      to += h[0] - start;
+      start = h[0] + h[1];
+    });
+    kept.set(bytes.subarray(start), to);
+    return { kept: kept, holes: holes };
+  }
+
   // The dump that `cargo wasmprof report` decodes: the used part of the profiler's memory
   // (and of each worker's, with -pthread).
   function profile(exitCode) {
     if (!run.state) return null;
     var memory = new Uint8Array(run.state[NAMES.memory].buffer);
-    var used = usedBytes(memory);
+    var used = sparse(memory.subarray(0, usedBytes(memory)));
     var workers = collected || collectThreads();
     return checked({
       format: DUMP.format,
@@ -340,7 +373,8 @@ var wasmprof = (function () {
       cur: run.state[NAMES.cur].value,
       end: endReading(),
       frames: run.frames || [],
-      memory: base64(memory.subarray(0, used)),
+      memory: base64(used.kept),
+      holes: used.holes,
       threads: workers.threads,
       lost_threads: workers.lost,
       meta: run.meta

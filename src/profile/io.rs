@@ -25,6 +25,7 @@ pub const DUMP_FIELDS: &[&str] = &[
     "wall_ns",
     "clock",
     "memory",
+    "holes",
     "cur",
     "ticks_per_ns",
     "end",
@@ -50,8 +51,12 @@ pub struct DumpFile {
     /// How the run ended (its `open_stack` is decoded from the memory).
     #[serde(flatten)]
     pub run: RunInfo,
-    /// The used part of the profiler's memory, base64.
+    /// The used part of the profiler's memory, base64, but for its `holes`.
     pub memory: String,
+    /// The long runs of zeros left out of `memory` (the live table's and the arc table's
+    /// empty slots): `[offset, length]` pairs, in order.
+    #[serde(default)]
+    pub holes: Vec<(u32, u32)>,
     /// The context-tree node current at the end.
     pub cur: u32,
     /// Clock ticks per nanosecond.
@@ -129,11 +134,12 @@ impl DumpFile {
             self.version,
             crate::meta::VERSION
         );
-        let dump = |memory: &str, cur: u32, end: Option<String>, frames: Vec<u32>| {
+        let dump = |memory: &str, holes: &[(u32, u32)], cur: u32, end: Option<String>, frames| {
             use base64::Engine as _;
-            let memory = base64::engine::general_purpose::STANDARD
+            let kept = base64::engine::general_purpose::STANDARD
                 .decode(memory.as_bytes())
                 .context("its memory is not base64")?;
+            let memory = with_holes(kept, holes)?;
             let end = end
                 .map(|end| end.parse::<u64>())
                 .transpose()
@@ -150,6 +156,7 @@ impl DumpFile {
         };
         let main = dump(
             &self.memory,
+            &self.holes,
             self.cur,
             self.end.clone(),
             self.frames.clone(),
@@ -172,7 +179,7 @@ impl DumpFile {
             });
         }
         for t in &self.threads {
-            let state = dump(&t.memory, t.cur, t.end.clone(), t.frames.clone())
+            let state = dump(&t.memory, &[], t.cur, t.end.clone(), t.frames.clone())
                 .with_context(|| format!("thread {}", t.id))?;
             threads.push(ThreadDump {
                 tid: t.id,
@@ -224,9 +231,43 @@ impl Profile {
     }
 }
 
+/// The memory whose bytes but for `holes` (runs of zeros, `[offset, length]` in order) are
+/// `kept`.
+fn with_holes(kept: Vec<u8>, holes: &[(u32, u32)]) -> anyhow::Result<Vec<u8>> {
+    if holes.is_empty() {
+        return Ok(kept);
+    }
+    let zeros: u64 = holes.iter().map(|&(_, len)| u64::from(len)).sum();
+    let mut memory = Vec::with_capacity(kept.len() + zeros as usize);
+    let mut rest = kept.as_slice();
+    for &(offset, len) in holes {
+        let before = (offset as usize)
+            .checked_sub(memory.len())
+            .context("its memory's holes are not in order")?;
+        anyhow::ensure!(
+            before <= rest.len(),
+            "its memory's holes lie past its bytes"
+        );
+        let (bytes, after) = rest.split_at(before);
+        memory.extend_from_slice(bytes);
+        memory.resize(memory.len() + len as usize, 0);
+        rest = after;
+    }
+    memory.extend_from_slice(rest);
+    Ok(memory)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_memory_with_holes_is_its_bytes_and_zeros() {
+        let memory = with_holes(vec![1, 2, 3, 4], &[(1, 2), (5, 1)]).unwrap();
+        assert_eq!(memory, [1, 0, 0, 2, 3, 0, 4]);
+        assert!(with_holes(vec![1], &[(3, 1)]).is_err());
+        assert!(with_holes(vec![1, 2], &[(1, 1), (0, 1)]).is_err());
+    }
 
     /// A value for each of `fields`, none of them a default, so that a struct that has
     /// them serializes each.
@@ -256,6 +297,7 @@ mod tests {
                     "trap" | "how" | "memory" | "module" | "clock" | "end" => json!("1"),
                     "ticks_per_ns" => json!(1.5),
                     "frames" | "lost_threads" => json!([1]),
+                    "holes" => json!([[1, 2]]),
                     "threads" => json!([sample(DUMP_THREAD_FIELDS)]),
                     _ => json!(1),
                 };
