@@ -17,6 +17,8 @@
 //! live          LiveEntry per slot, when allocations are recorded: the program's live
 //!               allocations (address, allocating node, size), an open-addressing table
 //!               that the allocator probes keep (a free finds its allocation here)
+//! peak          the live table as it was at a peak of live bytes (its copy, taken by the
+//!               first free after live bytes grew 1% past the last copy's)
 //! nodes         Node per context-tree node: the root (node 0), one fold node per function
 //!               (function f's at node f + 1: it collects f's entries once the tree is
 //!               full), then the contexts,
@@ -92,6 +94,12 @@ pub const HDR_UNTRACKED_BYTES: u32 = 136;
 /// allocation's, or memory the allocator handed out before the probes saw it); their
 /// bytes are counted only where the free says its size (`__rust_dealloc`).
 pub const HDR_UNMATCHED_FREES: u32 = 144;
+/// Header: a u32, 1 once live bytes grew 1% past [`HDR_SNAPSHOT_BYTES`]: the next free
+/// copies the live table (as it is at a peak, no free having come since) to the peak table
+/// first, and clears it.
+pub const HDR_PEAK_PENDING: u32 = 152;
+/// Header: the live bytes of the peak table's copy, a u64 (0: none taken).
+pub const HDR_SNAPSHOT_BYTES: u32 = 160;
 /// The sample word's value while the probes' own work runs.
 pub const IN_PROBES: u32 = u32::MAX;
 /// The magic number at [`HDR_MAGIC`] (`WPRF` in little-endian bytes).
@@ -195,6 +203,9 @@ pub struct Layout {
     /// Slots in `live` (a power of two; 0 unless allocations are recorded).
     #[serde(default)]
     pub live_slots: u32,
+    /// Offset of `peak`, the live table's copy at a peak (as many slots).
+    #[serde(default)]
+    pub peak_off: u32,
     /// Offset of `nodes`.
     pub nodes_off: u32,
     /// Bytes per node: [`NODE_SIZE`], or [`ALLOC_NODE_SIZE`] when allocations are recorded.
@@ -242,7 +253,8 @@ impl Layout {
         let segments_off = align8(dyn_arcs_off + u64::from(DYN_ARC_SIZE) * u64::from(dyn_arcs_cap));
         let live_off = align8(segments_off + 8 * u64::from(segments));
         let live_slots = if allocations { LIVE_SLOTS } else { 0 };
-        let nodes_off = live_off + u64::from(LIVE_ENTRY_SIZE) * u64::from(live_slots);
+        let peak_off = live_off + u64::from(LIVE_ENTRY_SIZE) * u64::from(live_slots);
+        let nodes_off = peak_off + u64::from(LIVE_ENTRY_SIZE) * u64::from(live_slots);
         let node_size = if allocations {
             ALLOC_NODE_SIZE
         } else {
@@ -266,6 +278,7 @@ impl Layout {
             segments,
             live_off: to32(live_off),
             live_slots,
+            peak_off: to32(peak_off),
             nodes_off: to32(nodes_off),
             node_size,
             nodes_cap: to32(nodes_cap),
@@ -293,7 +306,8 @@ mod tests {
         assert!(l.dyn_arcs_off >= l.direct_arcs_off + 8 * 5001);
         assert!(l.segments_off >= l.dyn_arcs_off + DYN_ARC_SIZE * l.dyn_arcs_cap);
         assert!(l.live_off >= l.segments_off + 8 * 70_000);
-        assert!(l.nodes_off >= l.live_off + LIVE_ENTRY_SIZE * l.live_slots);
+        assert!(l.peak_off >= l.live_off + LIVE_ENTRY_SIZE * l.live_slots);
+        assert!(l.nodes_off >= l.peak_off + LIVE_ENTRY_SIZE * l.live_slots);
         assert!(l.live_slots.is_power_of_two());
         assert_eq!(l.node_size, ALLOC_NODE_SIZE);
         assert!(

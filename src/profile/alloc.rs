@@ -32,6 +32,13 @@ pub struct Allocs {
     /// The 64 KiB pages `memory.grow` added here.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub grown_pages: u64,
+    /// Of the allocations made here, those live at the peak (dhat's "at t-gmax": at a
+    /// moment within 1% of the peak of live bytes; of a merged profile, each run's summed).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub at_peak: u64,
+    /// Their bytes.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub at_peak_bytes: u64,
 }
 
 fn is_zero(x: &u64) -> bool {
@@ -48,6 +55,8 @@ impl Allocs {
         self.held += other.held;
         self.held_bytes += other.held_bytes;
         self.grown_pages += other.grown_pages;
+        self.at_peak += other.at_peak;
+        self.at_peak_bytes += other.at_peak_bytes;
     }
 
     /// Whether nothing happened here.
@@ -77,6 +86,10 @@ pub struct Allocations {
     /// those grown (of a merged profile's runs, the largest).
     #[serde(default)]
     pub memory_pages: u64,
+    /// The live bytes at the moment the contexts' `at_peak` figures are of: within 1% of
+    /// `peak_bytes` (of a merged profile's runs, the largest).
+    #[serde(default)]
+    pub at_peak_bytes: u64,
     /// Allocations the live table had no room for (counted in their contexts, but not in
     /// the bytes held or the peak).
     #[serde(default, skip_serializing_if = "is_zero")]
@@ -109,6 +122,7 @@ impl Allocations {
             }
             m.peak_bytes = m.peak_bytes.max(run.peak_bytes);
             m.memory_pages = m.memory_pages.max(run.memory_pages);
+            m.at_peak_bytes = m.at_peak_bytes.max(run.at_peak_bytes);
             m.untracked += run.untracked;
             m.untracked_bytes += run.untracked_bytes;
             m.unmatched_frees += run.unmatched_frees;

@@ -38,12 +38,15 @@ fn each_function_allocates_what_its_code_says() {
         ..Allocs::default()
     };
     assert_eq!(without_growth(allocs_under(&p, "allocs::ten_vectors")), ten);
-    // Box<[u64; 16]>, five times, each kept.
+    // Box<[u64; 16]>, five times, each kept (so live at the peak too, which the mebibyte
+    // below makes).
     let boxes = Allocs {
         allocs: 5,
         alloc_bytes: 5 * 128,
         held: 5,
         held_bytes: 5 * 128,
+        at_peak: 5,
+        at_peak_bytes: 5 * 128,
         ..Allocs::default()
     };
     assert_eq!(
@@ -59,13 +62,16 @@ fn each_function_allocates_what_its_code_says() {
         ..Allocs::default()
     };
     assert_eq!(without_growth(allocs_under(&p, "allocs::c_malloc")), c);
-    // One mebibyte, which the memory had no room for: 16 pages grown at least.
+    // One mebibyte, which the memory had no room for: 16 pages grown at least; live at
+    // the peak, which it makes (the rest of the run allocates a few KiB).
     let mib = allocs_under(&p, "allocs::one_mebibyte");
     let one = Allocs {
         allocs: 1,
         alloc_bytes: 1 << 20,
         frees: 1,
         freed_bytes: 1 << 20,
+        at_peak: 1,
+        at_peak_bytes: 1 << 20,
         ..Allocs::default()
     };
     assert_eq!(without_growth(mib), one);
@@ -90,6 +96,12 @@ fn each_function_allocates_what_its_code_says() {
     let summary = p.allocations.as_ref().expect("allocations recorded");
     assert_eq!(summary.not_recorded, None);
     assert!(summary.peak_bytes >= 1 << 20, "{summary:?}");
+    // The blocks live at the peak: at a moment within 1% of it.
+    assert!(
+        summary.at_peak_bytes <= summary.peak_bytes
+            && summary.at_peak_bytes * 101 >= summary.peak_bytes * 100,
+        "{summary:?}"
+    );
     // The memory at the end: what the module starts with, and every page grown.
     let wasm = std::fs::read(allocs_run().dir.path().join(&p.runs[0].module)).unwrap();
     assert_eq!(

@@ -27,7 +27,7 @@ pub(super) fn allocations(out: &mut String, p: &Profile, units: Units, top: usiz
     );
     let _ = writeln!(
         out,
-        "{} allocations of {}, {} frees of {}; {} still held at the end ({}); peak {} live; memory grown by {} page{}, to {}",
+        "{} allocations of {}, {} frees of {}; {} still held at the end ({}); peak {} live (at peak: the blocks live at a moment of {}, within 1% of it); memory grown by {} page{}, to {}",
         count(total.allocs),
         bytes(total.alloc_bytes),
         count(total.frees),
@@ -35,6 +35,7 @@ pub(super) fn allocations(out: &mut String, p: &Profile, units: Units, top: usiz
         count(total.held),
         bytes(total.held_bytes),
         bytes(summary.peak_bytes),
+        bytes(summary.at_peak_bytes),
         total.grown_pages,
         if total.grown_pages == 1 { "" } else { "s" },
         bytes(summary.memory_pages << 16),
@@ -44,8 +45,10 @@ pub(super) fn allocations(out: &mut String, p: &Profile, units: Units, top: usiz
     }
     let rows = rows(p);
     let mut shown: Vec<usize> = (0..rows.len()).take(top).collect();
-    // The largest holders and growers are shown whatever their rank.
-    for key in [|a: &Allocs| a.held_bytes, |a: &Allocs| a.grown_pages] {
+    // The largest holders (at the end, at the peak) and growers are shown whatever their
+    // rank.
+    let keys: [fn(&Allocs) -> u64; 3] = [|a| a.held_bytes, |a| a.at_peak_bytes, |a| a.grown_pages];
+    for key in keys {
         if let Some(best) = (0..rows.len())
             .filter(|&i| key(&rows[i].1) > 0)
             .max_by_key(|&i| key(&rows[i].1))
@@ -57,8 +60,8 @@ pub(super) fn allocations(out: &mut String, p: &Profile, units: Units, top: usiz
     }
     let _ = writeln!(
         out,
-        "\n{:>11} {:>8} {:>11} {:>8} {:>6}  allocated under",
-        "allocated", "allocs", "held at end", "held", "grown"
+        "\n{:>11} {:>8} {:>11} {:>8} {:>11} {:>6}  allocated under",
+        "allocated", "allocs", "held at end", "held", "at peak", "grown"
     );
     for &i in &shown {
         let (who, a) = &rows[i];
@@ -71,11 +74,12 @@ pub(super) fn allocations(out: &mut String, p: &Profile, units: Units, top: usiz
         };
         let _ = writeln!(
             out,
-            "{:>11} {:>8} {:>11} {:>8} {:>6}  {name}",
+            "{:>11} {:>8} {:>11} {:>8} {:>11} {:>6}  {name}",
             bytes(a.alloc_bytes),
             count(a.allocs),
             bytes(a.held_bytes),
             count(a.held),
+            bytes(a.at_peak_bytes),
             a.grown_pages,
         );
     }

@@ -186,6 +186,41 @@ fn store_live(
     mem.load64(b, l::HDR_PEAK_BYTES);
     b.binop(BinaryOp::I64GtU).select(None);
     mem.store64(b, l::HDR_PEAK_BYTES);
+    // pending |= live * 100 > snapshot * 101: grown 1% past the peak table's copy.
+    b.i32_const(0).i32_const(0);
+    mem.load64(b, l::HDR_LIVE_BYTES);
+    b.i64_const(100).binop(BinaryOp::I64Mul).i32_const(0);
+    mem.load64(b, l::HDR_SNAPSHOT_BYTES);
+    b.i64_const(101)
+        .binop(BinaryOp::I64Mul)
+        .binop(BinaryOp::I64GtU)
+        .i32_const(0);
+    mem.load32(b, l::HDR_PEAK_PENDING);
+    b.binop(BinaryOp::I32Or);
+    mem.store32(b, l::HDR_PEAK_PENDING);
+}
+
+/// The first free after a peak: the live table, as it is at that peak, copied to the peak
+/// table, with its bytes; the pending flag cleared.
+fn snapshot_if_pending(b: &mut InstrSeqBuilder, layout: &Layout, mem: &Mem) {
+    b.i32_const(0);
+    mem.load32(b, l::HDR_PEAK_PENDING);
+    b.if_else(
+        None,
+        |pending| {
+            pending
+                .i32_const(layout.peak_off as i32)
+                .i32_const(layout.live_off as i32)
+                .i32_const((layout.live_slots * l::LIVE_ENTRY_SIZE) as i32)
+                .memory_copy(mem.0, mem.0);
+            pending.i32_const(0).i32_const(0);
+            mem.load64(pending, l::HDR_LIVE_BYTES);
+            mem.store64(pending, l::HDR_SNAPSHOT_BYTES);
+            pending.i32_const(0).i32_const(0);
+            mem.store32(pending, l::HDR_PEAK_PENDING);
+        },
+        |_| {},
+    );
 }
 
 /// `record_free(ptr: i32, size: i64)`: a free in the running node, of the bytes its
@@ -212,6 +247,7 @@ pub(super) fn build_record_free(
         },
         |_| {},
     );
+    snapshot_if_pending(&mut b, layout, &mem);
     // size = max(size, 0): unknown until the table says.
     b.local_get(size)
         .i64_const(0)

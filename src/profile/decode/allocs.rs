@@ -23,20 +23,38 @@ pub(super) fn read_node_allocs(raw: &Raw, l: &Layout, nodes: &mut [RawNode]) -> 
             ..Allocs::default()
         };
     }
-    for slot in 0..l.live_slots {
-        let at = l.live_off + slot * layout::LIVE_ENTRY_SIZE;
-        if raw.u32(at)? == 0 {
-            continue;
-        }
-        let node = raw.u32(at + 4)? as usize;
-        let size = raw.u64(at + 8)?;
+    for (node, size) in table(raw, l, l.live_off)? {
         let Some(node) = nodes.get_mut(node) else {
             anyhow::bail!("a live allocation names node {node}, past the context tree");
         };
         node.alloc.held += 1;
         node.alloc.held_bytes += size;
     }
+    // At the peak: the live table itself when no free came after its last peak (it is as
+    // it was then), else its copy.
+    let at_peak = match raw.u32(layout::HDR_PEAK_PENDING)? {
+        0 => l.peak_off,
+        _ => l.live_off,
+    };
+    for (node, size) in table(raw, l, at_peak)? {
+        if let Some(node) = nodes.get_mut(node) {
+            node.alloc.at_peak += 1;
+            node.alloc.at_peak_bytes += size;
+        }
+    }
     Ok(())
+}
+
+/// The entries of the live table (or its copy) at `off`: each block's node and size.
+fn table(raw: &Raw, l: &Layout, off: u32) -> anyhow::Result<Vec<(usize, u64)>> {
+    let mut entries = Vec::new();
+    for slot in 0..l.live_slots {
+        let at = off + slot * layout::LIVE_ENTRY_SIZE;
+        if raw.u32(at)? != 0 {
+            entries.push((raw.u32(at + 4)? as usize, raw.u64(at + 8)?));
+        }
+    }
+    Ok(entries)
 }
 
 /// What the run recorded of its allocations as a whole: the header's totals and the
@@ -71,6 +89,7 @@ pub(super) fn allocations(
         allocators,
         peak_bytes: raw.u64(layout::HDR_PEAK_BYTES)?,
         memory_pages: found.initial_pages + nodes.iter().map(|n| n.alloc.grown_pages).sum::<u64>(),
+        at_peak_bytes: nodes.iter().map(|n| n.alloc.at_peak_bytes).sum(),
         untracked: raw.u64(layout::HDR_UNTRACKED)?,
         untracked_bytes: raw.u64(layout::HDR_UNTRACKED_BYTES)?,
         unmatched_frees: raw.u64(layout::HDR_UNMATCHED_FREES)?,
