@@ -18,7 +18,7 @@
 //!               allocations (address, allocating node, size), an open-addressing table
 //!               that the allocator probes keep (a free finds its allocation here)
 //! peak          the live table as it was at a peak of live bytes (its copy, taken by the
-//!               first free after live bytes grew 1% past the last copy's)
+//!               first free after live bytes grew past the last copy's by 1% and 64 KiB)
 //! nodes         Node per context-tree node: the root (node 0), one fold node per function
 //!               (function f's at node f + 1: it collects f's entries once the tree is
 //!               full), then the contexts,
@@ -94,12 +94,15 @@ pub const HDR_UNTRACKED_BYTES: u32 = 136;
 /// allocation's, or memory the allocator handed out before the probes saw it); their
 /// bytes are counted only where the free says its size (`__rust_dealloc`).
 pub const HDR_UNMATCHED_FREES: u32 = 144;
-/// Header: a u32, 1 once live bytes grew 1% past [`HDR_SNAPSHOT_BYTES`]: the next free
-/// copies the live table (as it is at a peak, no free having come since) to the peak table
-/// first, and clears it.
+/// Header: a u32, 1 once live bytes grew past [`HDR_SNAPSHOT_BYTES`] by 1% and by
+/// [`SNAPSHOT_STEP`]: the next free copies the live table (as it is at a peak, no free
+/// having come since) to the peak table first, and clears it.
 pub const HDR_PEAK_PENDING: u32 = 152;
 /// Header: the live bytes of the peak table's copy, a u64 (0: none taken).
 pub const HDR_SNAPSHOT_BYTES: u32 = 160;
+/// The least growth of live bytes past the peak table's copy that has the next free copy
+/// the table again (as well as 1%): a copy is the whole table's, whatever the live bytes.
+pub const SNAPSHOT_STEP: u64 = 64 * 1024;
 /// The sample word's value while the probes' own work runs.
 pub const IN_PROBES: u32 = u32::MAX;
 /// The magic number at [`HDR_MAGIC`] (`WPRF` in little-endian bytes).

@@ -27,7 +27,7 @@ pub(super) fn allocations(out: &mut String, p: &Profile, units: Units, top: usiz
     );
     let _ = writeln!(
         out,
-        "{} allocations of {}, {} frees of {}; {} still held at the end ({}); peak {} live (at peak: the blocks live at a moment of {}, within 1% of it); memory grown by {} page{}, to {}",
+        "{} allocations of {}, {} frees of {}; {} still held at the end ({}); peak {} live (at peak: the blocks live at a moment of {}, within 1% or 64 KiB of it); memory grown by {} page{}, to {}",
         count(total.allocs),
         bytes(total.alloc_bytes),
         count(total.frees),

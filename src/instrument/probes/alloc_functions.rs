@@ -186,7 +186,8 @@ fn store_live(
     mem.load64(b, l::HDR_PEAK_BYTES);
     b.binop(BinaryOp::I64GtU).select(None);
     mem.store64(b, l::HDR_PEAK_BYTES);
-    // pending |= live * 100 > snapshot * 101: grown 1% past the peak table's copy.
+    // pending |= live * 100 > snapshot * 101 && live > snapshot + SNAPSHOT_STEP: grown
+    // past the peak table's copy by 1% and by a step (each copy is the whole table's).
     b.i32_const(0).i32_const(0);
     mem.load64(b, l::HDR_LIVE_BYTES);
     b.i64_const(100).binop(BinaryOp::I64Mul).i32_const(0);
@@ -194,6 +195,14 @@ fn store_live(
     b.i64_const(101)
         .binop(BinaryOp::I64Mul)
         .binop(BinaryOp::I64GtU)
+        .i32_const(0);
+    mem.load64(b, l::HDR_LIVE_BYTES);
+    b.i32_const(0);
+    mem.load64(b, l::HDR_SNAPSHOT_BYTES);
+    b.i64_const(l::SNAPSHOT_STEP as i64)
+        .binop(BinaryOp::I64Add)
+        .binop(BinaryOp::I64GtU)
+        .binop(BinaryOp::I32And)
         .i32_const(0);
     mem.load32(b, l::HDR_PEAK_PENDING);
     b.binop(BinaryOp::I32Or);
