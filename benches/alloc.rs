@@ -16,7 +16,7 @@ use cargo_wasmprof::instrument::{self, Options};
 use cargo_wasmprof::meta::Metric;
 use cargo_wasmprof::sampling;
 
-const RUNS: usize = 7;
+const RUNS: usize = 15;
 /// The churn's rounds: an allocation and, but for those the ring keeps, a free each.
 const ROUNDS: &str = "1000000";
 
