@@ -300,7 +300,7 @@ struct Figure {
 }
 
 /// Each benchmark's cost per iteration, each test's inclusive cost and the whole run's
-/// cost in `p` (a benchmark with a harness of its own has no loop to divide by: its
+/// cost (the program's stacks') in `p` (a benchmark with a harness of its own has no loop to divide by: its
 /// binary's whole run is its figure), by kind and name.
 fn figures(p: &Profile, metric: Metric) -> BTreeMap<(Kind, String), Figure> {
     let mut found = BTreeMap::new();
@@ -308,8 +308,10 @@ fn figures(p: &Profile, metric: Metric) -> BTreeMap<(Kind, String), Figure> {
         value,
         whole: value,
     };
-    let whole: u64 = p.functions.iter().map(|f| f.own_weight(metric)).sum();
-    found.insert((Kind::Run, WHOLE_RUN.to_string()), alone(whole as f64));
+    found.insert(
+        (Kind::Run, WHOLE_RUN.to_string()),
+        alone(program_cost(p, metric) as f64),
+    );
     if p.allocations
         .as_ref()
         .is_some_and(|a| a.not_recorded.is_none())
@@ -336,6 +338,18 @@ fn figures(p: &Profile, metric: Metric) -> BTreeMap<(Kind, String), Figure> {
         found.insert((Kind::Test, test.name.clone()), alone(cost));
     }
     found
+}
+
+/// The cost of the program's own stacks in `p` ([`harness::program_view`]): the harness's
+/// own work left out, such as libtest formatting the time the run took, whose instructions
+/// change with that time; 0 where none of the program's functions ran.
+fn program_cost(p: &Profile, metric: Metric) -> u64 {
+    if !harness::program_functions(p).contains(&true) {
+        return 0;
+    }
+    let program = harness::program_view(p);
+    let q = program.as_ref().unwrap_or(p);
+    q.functions.iter().map(|f| f.own_weight(metric)).sum()
 }
 
 /// The relative noise, in percent, of a sampled figure of `ns` nanoseconds in `p`: about
@@ -553,8 +567,9 @@ impl Comparison {
 }
 
 /// The functions whose self cost changed most under `row`: in the stacks through its
-/// routine or test function (a view focused on it), or in the whole run. A profile without
-/// a calling-context tree (the calls metric) has no stacks to focus on: the whole run's.
+/// routine or test function (a view focused on it), or in the program's stacks for the
+/// whole run (as [`program_cost`] counts it). A profile without a calling-context tree (the
+/// calls metric) has no stacks to focus on: the whole run's.
 fn changed_under(
     base: &Profile,
     new: &Profile,
@@ -568,10 +583,11 @@ fn changed_under(
         ))?),
         ..Filter::default()
     };
-    let focused = row.kind != Kind::Run && metric.has_cost();
-    let diff = match focused {
-        true => Diff::of(&base.view(&focus)?, &new.view(&focus)?, Some(metric))?,
-        false => Diff::of(base, new, Some(metric))?,
+    let program = |p: &Profile| harness::program_view(p).unwrap_or_else(|| p.clone());
+    let diff = match (row.kind, metric.has_cost()) {
+        (_, false) => Diff::of(base, new, Some(metric))?,
+        (Kind::Run, true) => Diff::of(&program(base), &program(new), Some(metric))?,
+        (_, true) => Diff::of(&base.view(&focus)?, &new.view(&focus)?, Some(metric))?,
     };
     Ok(diff.functions.into_iter().take(TOP_FUNCTIONS).collect())
 }

@@ -4,7 +4,7 @@
 
 use super::*;
 use cargo_wasmprof::profile::Allocs;
-use common::allocs_under;
+use common::{allocs_under, freed_allocs, ignoring_growth, kept_allocs};
 
 /// One `cargo wasmprof test --format text,pprof` of the `allocs` fixture.
 fn allocs_run() -> &'static CallsRun {
@@ -16,65 +16,27 @@ fn allocs_run() -> &'static CallsRun {
     })
 }
 
-/// `a` without the pages grown (what the allocator grows the memory for depends on what
-/// it had free, which the code does not say).
-fn without_growth(a: Allocs) -> Allocs {
-    Allocs {
-        grown_pages: 0,
-        ..a
-    }
-}
-
 #[test]
 fn each_function_allocates_what_its_code_says() {
     let p = allocs_run().profile("allocs-allocs-lib.json");
     check_invariants(&p);
+    let under = |name| ignoring_growth(allocs_under(&p, name));
     // Vec::<u8>::with_capacity(1000), ten times, each dropped.
-    let ten = Allocs {
-        allocs: 10,
-        alloc_bytes: 10_000,
-        frees: 10,
-        freed_bytes: 10_000,
-        ..Allocs::default()
-    };
-    assert_eq!(without_growth(allocs_under(&p, "allocs::ten_vectors")), ten);
+    assert_eq!(under("allocs::ten_vectors"), freed_allocs(10, 10_000));
     // Box<[u64; 16]>, five times, each kept (so live at the peak too, which the mebibyte
     // below makes).
-    let boxes = Allocs {
-        allocs: 5,
-        alloc_bytes: 5 * 128,
-        held: 5,
-        held_bytes: 5 * 128,
-        at_peak: 5,
-        at_peak_bytes: 5 * 128,
-        ..Allocs::default()
-    };
-    assert_eq!(
-        without_growth(allocs_under(&p, "allocs::five_boxes")),
-        boxes
-    );
+    assert_eq!(under("allocs::five_boxes"), kept_allocs(5, 5 * 128));
     // malloc(4096) and free.
-    let c = Allocs {
-        allocs: 1,
-        alloc_bytes: 4096,
-        frees: 1,
-        freed_bytes: 4096,
-        ..Allocs::default()
-    };
-    assert_eq!(without_growth(allocs_under(&p, "allocs::c_malloc")), c);
+    assert_eq!(under("allocs::c_malloc"), freed_allocs(1, 4096));
     // One mebibyte, which the memory had no room for: 16 pages grown at least; live at
     // the peak, which it makes (the rest of the run allocates a few KiB).
-    let mib = allocs_under(&p, "allocs::one_mebibyte");
     let one = Allocs {
-        allocs: 1,
-        alloc_bytes: 1 << 20,
-        frees: 1,
-        freed_bytes: 1 << 20,
         at_peak: 1,
         at_peak_bytes: 1 << 20,
-        ..Allocs::default()
+        ..freed_allocs(1, 1 << 20)
     };
-    assert_eq!(without_growth(mib), one);
+    assert_eq!(under("allocs::one_mebibyte"), one);
+    let mib = allocs_under(&p, "allocs::one_mebibyte");
     assert!(mib.grown_pages >= 16, "{mib:?}");
     // The allocator's own context is charged, under its caller, once (malloc calls no
     // other allocator entry point here; __rust_alloc calls malloc on wasip1, which is not

@@ -202,6 +202,40 @@ pub fn initial_pages(wasm: &[u8]) -> u64 {
     pages
 }
 
+/// `allocs` allocations of `bytes` together, each freed.
+pub fn freed_allocs(allocs: u64, bytes: u64) -> cargo_wasmprof::profile::Allocs {
+    cargo_wasmprof::profile::Allocs {
+        allocs,
+        alloc_bytes: bytes,
+        frees: allocs,
+        freed_bytes: bytes,
+        ..Default::default()
+    }
+}
+
+/// `allocs` allocations of `bytes` together, each kept to the end (so live at the peak
+/// too, where the peak comes after them).
+pub fn kept_allocs(allocs: u64, bytes: u64) -> cargo_wasmprof::profile::Allocs {
+    cargo_wasmprof::profile::Allocs {
+        allocs,
+        alloc_bytes: bytes,
+        held: allocs,
+        held_bytes: bytes,
+        at_peak: allocs,
+        at_peak_bytes: bytes,
+        ..Default::default()
+    }
+}
+
+/// `a` without the pages grown (what an allocator grows the memory for depends on what it
+/// had free, which a program's code does not say).
+pub fn ignoring_growth(a: cargo_wasmprof::profile::Allocs) -> cargo_wasmprof::profile::Allocs {
+    cargo_wasmprof::profile::Allocs {
+        grown_pages: 0,
+        ..a
+    }
+}
+
 /// The recorded allocations add up: every allocation the live table followed was freed
 /// or is still held, in count and in bytes; the peak holds at least what is held.
 pub fn check_allocations(p: &Profile) {

@@ -345,48 +345,24 @@ fn allocations_have_exact_bytes_under_both_nodes() {
         check_invariants(&p);
         let summary = p.allocations.clone().expect("the allocations' summary");
         assert_eq!(summary.not_recorded, None, "node {}", n.major);
-        let freed = |allocs, bytes| Allocs {
-            allocs,
-            alloc_bytes: bytes,
-            frees: allocs,
-            freed_bytes: bytes,
-            ..Allocs::default()
-        };
-        let growth = |a: Allocs| Allocs {
-            grown_pages: 0,
-            ..a
-        };
-        assert_eq!(
-            growth(common::allocs_under(&p, "malloc_and_free")),
-            freed(1, 4096)
-        );
+        let under = |name| common::ignoring_growth(common::allocs_under(&p, name));
+        assert_eq!(under("malloc_and_free"), common::freed_allocs(1, 4096));
         // Kept, so live at the peak that grow_the_heap makes.
-        assert_eq!(
-            growth(common::allocs_under(&p, "five_kept")),
-            Allocs {
-                allocs: 5,
-                alloc_bytes: 5 * 128,
-                held: 5,
-                held_bytes: 5 * 128,
-                at_peak: 5,
-                at_peak_bytes: 5 * 128,
-                ..Allocs::default()
-            }
-        );
+        assert_eq!(under("five_kept"), common::kept_allocs(5, 5 * 128));
         // calloc(10, 100), then realloc to 2000: a free of the first block and an
         // allocation of the second, then the free of that.
         assert_eq!(
-            growth(common::allocs_under(&p, "calloc_realloc")),
-            freed(2, 1000 + 2000)
+            under("calloc_realloc"),
+            common::freed_allocs(2, 1000 + 2000)
         );
         // 32 MiB: the memory (16 MiB at the start) grown from JS by 256 pages at least.
         let grown = common::allocs_under(&p, "grow_the_heap");
         assert_eq!(
-            growth(grown),
+            under("grow_the_heap"),
             Allocs {
                 at_peak: 1,
                 at_peak_bytes: 32 << 20,
-                ..freed(1, 32 << 20)
+                ..common::freed_allocs(1, 32 << 20)
             }
         );
         assert!(grown.grown_pages >= 256, "{grown:?}");

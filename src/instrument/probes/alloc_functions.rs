@@ -10,6 +10,17 @@ use walrus::{ValType, ValType::I32, ValType::I64};
 use super::mem::Mem;
 use crate::layout::{self as l, Layout};
 
+/// Returns from the function when `ptr` is null (a failed allocation, a free of nothing).
+fn return_if_null(b: &mut InstrSeqBuilder, ptr: LocalId) {
+    b.local_get(ptr).unop(UnaryOp::I32Eqz).if_else(
+        None,
+        |null| {
+            null.return_();
+        },
+        |_| {},
+    );
+}
+
 /// Leaves the running node's address (relative to the node region) in `at`.
 fn running_node(b: &mut InstrSeqBuilder, layout: &Layout, cur: GlobalId, at: LocalId) {
     b.global_get(cur)
@@ -95,13 +106,7 @@ pub(super) fn build_record_alloc(
     let mut builder = FunctionBuilder::new(&mut module.types, &[I32, I32], &[]);
     builder.name("__wasmprof_record_alloc".into());
     let mut b = builder.func_body();
-    b.local_get(ptr).unop(UnaryOp::I32Eqz).if_else(
-        None,
-        |failed| {
-            failed.return_();
-        },
-        |_| {},
-    );
+    return_if_null(&mut b, ptr);
     running_node(&mut b, layout, cur, at);
     let node_field = |off: u32| layout.nodes_off + off;
     mem.add64(&mut b, at, node_field(l::NODE_ALLOCS), |b| {
@@ -249,13 +254,7 @@ pub(super) fn build_record_free(
     let mut builder = FunctionBuilder::new(&mut module.types, &[I32, I64], &[]);
     builder.name("__wasmprof_record_free".into());
     let mut b = builder.func_body();
-    b.local_get(ptr).unop(UnaryOp::I32Eqz).if_else(
-        None,
-        |none| {
-            none.return_();
-        },
-        |_| {},
-    );
+    return_if_null(&mut b, ptr);
     snapshot_if_pending(&mut b, layout, &mem);
     // size = max(size, 0): unknown until the table says.
     b.local_get(size)
