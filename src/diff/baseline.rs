@@ -300,8 +300,8 @@ struct Figure {
 }
 
 /// Each benchmark's cost per iteration, each test's inclusive cost and the whole run's
-/// cost (the program's stacks') in `p` (a benchmark with a harness of its own has no loop to divide by: its
-/// binary's whole run is its figure), by kind and name.
+/// cost (the program's stacks') in `p` (a benchmark with a harness of its own has no loop
+/// to divide by: its binary's whole run is its figure), by kind and name.
 fn figures(p: &Profile, metric: Metric) -> BTreeMap<(Kind, String), Figure> {
     let mut found = BTreeMap::new();
     let alone = |value: f64| Figure {
