@@ -156,6 +156,41 @@ fn speedscope_page_loads_the_file() {
     );
 }
 
+/// speedscope's page imports a profile weighed by the bytes its contexts allocated
+/// (`--weight alloc-bytes`, unit `bytes`): here each of fib's contexts is given 64 bytes.
+#[test]
+fn speedscope_page_loads_a_profile_weighed_by_bytes() {
+    if !have(&["chromium", "npm"]) {
+        return;
+    }
+    let mut p = profile(N, Metric::Instructions);
+    let fib = p.function_named("fib").unwrap().id;
+    for c in p.contexts.iter_mut().filter(|c| c.function == Some(fib)) {
+        c.alloc = Some(cargo_wasmprof::profile::Allocs {
+            allocs: 1,
+            alloc_bytes: 64,
+            ..Default::default()
+        });
+    }
+    p.allocations = Some(Default::default());
+    let options = EmitOptions {
+        weight: cargo_wasmprof::format::Weight::AllocBytes,
+        ..EmitOptions::default()
+    };
+    let file = String::from_utf8(Format::Speedscope.render(&p, &options).unwrap()).unwrap();
+    let json: serde_json::Value = serde_json::from_str(&file).unwrap();
+    assert_eq!(json["profiles"][0]["unit"], "bytes");
+    let contexts = p
+        .contexts
+        .iter()
+        .filter(|c| c.function == Some(fib))
+        .count();
+    assert_eq!(json["profiles"][0]["endValue"], 64 * contexts as u64);
+    let name = json["name"].as_str().unwrap().to_string();
+    let dom = speedscope_dom("bytes.speedscope.json", file.as_bytes());
+    assert!(dom.contains(&format!("{name} (bytes)")), "{dom:.3000}");
+}
+
 /// The DOM of speedscope's page (its npm package, installed once under the test's target
 /// dir) after it imported `bytes` as the file `name`, in headless Chromium.
 pub(crate) fn speedscope_dom(name: &str, bytes: &[u8]) -> String {
