@@ -97,6 +97,8 @@ pub struct BuildRequest {
     pub profile: Option<String>,
     /// The metric that the Emscripten link instruments for.
     pub metric: Metric,
+    /// The Emscripten link instruments without recording allocations (`--no-alloc`).
+    pub no_alloc: bool,
 }
 
 /// One test or bench binary cargo built.
@@ -309,7 +311,7 @@ fn cargo_command(args: &BuildRequest, extra: &[&str]) -> Result<Command, Error> 
         cmd.env(format!("CARGO_PROFILE_{profile}_STRIP"), "none");
     }
     if args.target == Target::Emscripten {
-        cmd.envs(emscripten::linker_env(args.metric)?);
+        cmd.envs(emscripten::linker_env(args.metric, args.no_alloc)?);
     }
     Ok(cmd)
 }

@@ -24,7 +24,7 @@ use std::process::Command;
 
 use anyhow::Context as _;
 
-use crate::emscripten::{Driver, METRIC_VAR};
+use crate::emscripten::{Driver, METRIC_VAR, NO_ALLOC_VAR};
 use crate::error::Error;
 use crate::fsutil::relative;
 use crate::instrument::{instrument_in_place, original_path, Options};
@@ -209,6 +209,7 @@ pub(crate) fn run(driver: Driver, args: &[OsString]) -> Result<i32, Error> {
     if code == 0 && written {
         let options = Options {
             metric,
+            allocations: !crate::emscripten::no_alloc(std::env::var_os(NO_ALLOC_VAR).as_deref()),
             ..Options::default()
         };
         let options = if for_js {

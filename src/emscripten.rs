@@ -18,18 +18,29 @@ use crate::meta::Metric;
 /// (`calls`, `time`, `exact-time`, `instructions`; `exact-time` without it).
 pub const METRIC_VAR: &str = "WASMPROF_METRIC";
 
+/// The environment variable that has `wasmprof-emcc` instrument without recording the
+/// program's allocations (`--no-alloc`): set and neither empty nor `0`.
+pub const NO_ALLOC_VAR: &str = "WASMPROF_NO_ALLOC";
+
+/// Whether `value`, [`NO_ALLOC_VAR`]'s, asks for no allocations.
+pub fn no_alloc(value: Option<&std::ffi::OsStr>) -> bool {
+    value.is_some_and(|v| !v.is_empty() && v != "0")
+}
+
 /// The variable through which cargo takes the target's linker.
 pub const LINKER_VAR: &str = "CARGO_TARGET_WASM32_UNKNOWN_EMSCRIPTEN_LINKER";
 /// The target's name in cargo's config files (`[target.<triple>] linker = ...`).
 const TRIPLE: &str = "wasm32-unknown-emscripten";
 
 /// The environment that makes cargo link through `wasmprof-emcc` with the profiler's
-/// runtime, instrumenting for `metric`, and wrap the user's linker if there is one.
-pub fn linker_env(metric: Metric) -> Result<Vec<(&'static str, OsString)>, Error> {
+/// runtime, instrumenting for `metric` (without the allocations with `no_alloc`), and wrap
+/// the user's linker if there is one.
+pub fn linker_env(metric: Metric, no_alloc: bool) -> Result<Vec<(&'static str, OsString)>, Error> {
     let cwd = std::env::current_dir().context("cannot read the working directory")?;
     let mut env = vec![
         (LINKER_VAR, wrapper()?.into_os_string()),
         (METRIC_VAR, metric.name().into()),
+        (NO_ALLOC_VAR, if no_alloc { "1" } else { "" }.into()),
     ];
     match user_linker(&cwd)? {
         Some(linker) => env.push((Driver::Cc.override_var(), linker.into_os_string())),

@@ -11,7 +11,6 @@ use super::value_enums::TargetArg;
 use super::UiOptions;
 use crate::build::{BuildRequest, Mode};
 use crate::diff::baseline::check_name;
-use crate::meta::Metric;
 
 /// `cargo test`'s and `cargo bench`'s flags that choose what to build.
 #[derive(Debug, Clone, Default, Args)]
@@ -120,9 +119,9 @@ impl CargoArgs {
             || !self.example.is_empty()
     }
 
-    /// The build these flags ask for, in `mode`, instrumenting an Emscripten link for
-    /// `metric`.
-    fn to_request(&self, mode: Mode, metric: Metric) -> BuildRequest {
+    /// The build these flags ask for, in `mode`, instrumenting an Emscripten link as
+    /// `instrument` says (its metric, and whether it records allocations).
+    fn to_request(&self, mode: Mode, instrument: &crate::instrument::Options) -> BuildRequest {
         let mut out = Vec::new();
         let mut values = |flag: &str, values: &[String]| {
             for v in values {
@@ -168,7 +167,8 @@ impl CargoArgs {
             manifest_path: self.manifest_path.clone(),
             target_dir: self.target_dir.clone(),
             profile: self.profile.clone(),
-            metric,
+            metric: instrument.metric,
+            no_alloc: !instrument.allocations,
         }
     }
 }
@@ -220,7 +220,7 @@ impl TestArgs {
             _ => DocTests::None,
         };
         TestRequest {
-            build: self.cargo.to_request(mode, profile.instrument.metric),
+            build: self.cargo.to_request(mode, &profile.instrument),
             doc_tests,
             harness: mode
                 .harness_args()

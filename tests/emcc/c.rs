@@ -389,3 +389,37 @@ fn allocations_have_exact_bytes_under_both_nodes() {
         }
     }
 }
+
+/// `WASMPROF_NO_ALLOC=1` at link time, as `--no-alloc`: the profile records no allocations
+/// and says so.
+#[test]
+fn the_wrapper_leaves_allocations_out_when_asked() {
+    if !have(&["emcc", "node"]) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("build")).unwrap();
+    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/emcc/allocs.c");
+    let link = output(
+        Command::new(env!("CARGO_BIN_EXE_wasmprof-emcc"))
+            .current_dir(dir.path())
+            .env("WASMPROF_NO_ALLOC", "1")
+            .args(["-O1", "-sALLOW_MEMORY_GROWTH"])
+            .arg(&source)
+            .args(["-o", "build/allocs.js"]),
+    );
+    assert!(link.status.success(), "wasmprof-emcc links");
+    let n = &nodes()[0];
+    let file = dir.path().join("allocs.json");
+    let run = output(
+        n.command()
+            .current_dir(dir.path())
+            .arg("build/allocs.js")
+            .env("WASMPROF_OUT", &file),
+    );
+    assert!(run.status.success());
+    let p = n.profile(&file);
+    let why = p.allocations.and_then(|a| a.not_recorded);
+    assert_eq!(why.as_deref(), Some("--no-alloc"));
+    assert!(p.contexts.iter().all(|c| c.alloc.is_none()));
+}
