@@ -1,5 +1,6 @@
 //! The program's allocations as the allocator probes left them: each node's figures, the
-//! live table (what each context still held at the end), and the header's totals.
+//! live table (what each context still held at the end) and its copy at the peak (what
+//! each held then), and the header's totals.
 
 use super::nodes::{Raw, RawNode};
 use crate::layout::{self, Layout};
