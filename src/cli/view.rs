@@ -36,7 +36,8 @@ pub struct ViewArgs {
     /// What the stack views (folded, flamegraph, speedscope, firefox) weigh each calling
     /// context by: its `cost` in the profile's metric, or, where allocations were
     /// recorded, the bytes allocated there (`alloc-bytes`) or still held at the end
-    /// (`held-bytes`).
+    /// (`held-bytes`); the text report's allocations section ranks its functions by the
+    /// bytes held with `held-bytes`, else by the bytes allocated.
     #[arg(long, value_name = "WHAT", default_value = "cost")]
     pub weight: WeightArg,
     /// Print function names whole in the text report (long ones are elided in their

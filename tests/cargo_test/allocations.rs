@@ -162,6 +162,32 @@ fn the_stack_views_weigh_contexts_by_bytes() {
     assert!(stderr(&cpuprofile).contains("a .cpuprofile holds time"));
 }
 
+/// The allocations section ranks the program's functions by bytes allocated, or by bytes
+/// held at the end with `--weight held-bytes`.
+#[test]
+fn the_allocations_section_ranks_by_bytes_allocated_or_held() {
+    let run = allocs_run();
+    let order = |args: &[&str]| -> Vec<String> {
+        let out = report(run, args);
+        assert!(out.status.success());
+        let text = stdout(&out);
+        let section = text.split_once("Allocations (exact").unwrap().1.to_string();
+        section
+            .lines()
+            .filter_map(|l| l.split_whitespace().find(|w| w.starts_with("allocs::")))
+            .map(str::to_string)
+            .collect()
+    };
+    // 1 MiB, 10,000, 4,096 and 640 bytes allocated; only five_boxes' 640 held.
+    let by_allocated = ["one_mebibyte", "ten_vectors", "c_malloc", "five_boxes"];
+    assert_eq!(order(&[]), by_allocated.map(|f| format!("allocs::{f}")));
+    let by_held = ["five_boxes", "one_mebibyte", "ten_vectors", "c_malloc"];
+    assert_eq!(
+        order(&["--weight", "held-bytes"]),
+        by_held.map(|f| format!("allocs::{f}"))
+    );
+}
+
 #[test]
 fn no_alloc_records_none_and_the_calls_metric_says_why() {
     let run = test_run("allocs", &["--no-alloc", "--no-report"]);

@@ -8,12 +8,13 @@ use std::fmt::Write as _;
 
 use super::{location, Units, BOLD};
 use crate::format::units::{bytes, count};
+use crate::format::Weight;
 use crate::profile::{Allocs, Profile};
 
 /// The section, when the profile records allocations: the whole run's figures, then the
-/// rows by bytes allocated (and any that hold the most at the end or grew the memory, past
-/// `top`).
-pub(super) fn allocations(out: &mut String, p: &Profile, units: Units, top: usize) {
+/// rows by bytes allocated, or by bytes held at the end with `--weight held-bytes` (and
+/// any that hold the most at the end or at the peak, or grew the memory, past `top`).
+pub(super) fn allocations(out: &mut String, p: &Profile, units: Units, (top, by): (usize, Weight)) {
     let Some(summary) = &p.allocations else {
         return;
     };
@@ -43,7 +44,7 @@ pub(super) fn allocations(out: &mut String, p: &Profile, units: Units, top: usiz
     if total.is_empty() {
         return;
     }
-    let rows = rows(p);
+    let rows = rows(p, by);
     let mut shown: Vec<usize> = (0..rows.len()).take(top).collect();
     // The largest holders (at the end, at the peak) and growers are shown whatever their
     // rank.
@@ -94,8 +95,9 @@ pub(super) fn allocations(out: &mut String, p: &Profile, units: Units, top: usiz
 }
 
 /// Each function of the program that allocations are charged to (`None`: the runtime's and
-/// the harness's), with their sum, by bytes allocated (then held, then grown), largest first.
-fn rows(p: &Profile) -> Vec<(Option<usize>, Allocs)> {
+/// the harness's), with their sum, by bytes allocated (then held, then grown), or `by`
+/// bytes held (then allocated), largest first.
+fn rows(p: &Profile, by: Weight) -> Vec<(Option<usize>, Allocs)> {
     let program = crate::harness::program_functions(p);
     let mut owner: Vec<Option<usize>> = vec![None; p.contexts.len()];
     let mut sums: HashMap<Option<usize>, Allocs> = HashMap::new();
@@ -113,10 +115,11 @@ fn rows(p: &Profile) -> Vec<(Option<usize>, Allocs)> {
     }
     let mut rows: Vec<(Option<usize>, Allocs)> = sums.into_iter().collect();
     rows.sort_by_key(|(who, a)| {
-        (
-            std::cmp::Reverse((a.alloc_bytes, a.held_bytes, a.grown_pages)),
-            who.map_or(usize::MAX, |f| f),
-        )
+        let key = match by {
+            Weight::HeldBytes => (a.held_bytes, a.alloc_bytes, a.grown_pages),
+            Weight::Cost | Weight::AllocBytes => (a.alloc_bytes, a.held_bytes, a.grown_pages),
+        };
+        (std::cmp::Reverse(key), who.map_or(usize::MAX, |f| f))
     });
     rows
 }

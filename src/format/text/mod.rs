@@ -125,7 +125,7 @@ pub(super) fn render(p: &Profile, options: &EmitOptions) -> String {
     }
     flat_profile(&mut out, q, units, &rows);
     call_graph(&mut out, q, units, options, &rows);
-    allocations(&mut out, p, units, top);
+    allocations(&mut out, p, units, (top, options.weight));
     notes(&mut out, p, units);
     out
 }
