@@ -33,8 +33,8 @@ pub struct Allocs {
     #[serde(default, skip_serializing_if = "is_zero")]
     pub grown_pages: u64,
     /// Of the allocations made here, those live at the peak (dhat's "at t-gmax": at a
-    /// moment within 1% or 64 KiB, whichever is more, of the peak of live bytes; of a merged
-    /// profile, each run's summed).
+    /// moment within 1% or 64 KiB, whichever is more, of the peak of live bytes; none in a
+    /// run whose live bytes stayed under 64 KiB; of a merged profile, each run's summed).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub at_peak: u64,
     /// Their bytes.

@@ -11,7 +11,8 @@ fn the_default_report_leads_with_the_programs_own_code() {
     let out = stdout(&calls_run().out);
     let report = &out[out.find("cargo-wasmprof profile:").expect("a report")..];
     let lines: Vec<&str> = report.lines().collect();
-    assert!(lines.len() < 80, "{} lines:\n{report}", lines.len());
+    // (The allocations section, with its rows, is part of it.)
+    assert!(lines.len() < 90, "{} lines:\n{report}", lines.len());
     let at = |needle: &str| {
         lines
             .iter()

@@ -22,13 +22,14 @@ pub(super) fn allocations(out: &mut String, p: &Profile, units: Units, (top, by)
         return;
     }
     let total = p.total_allocs();
+    let at_peak = summary.at_peak_bytes > 0;
     let _ = writeln!(
         out,
         "\n{BOLD}Allocations{BOLD:#} (exact: every call of the allocator's entry points and every memory.grow)\n"
     );
     let _ = writeln!(
         out,
-        "{} allocations of {}, {} frees of {}; {} still held at the end ({}); peak {} live (at peak: the blocks live at a moment of {}, within 1% or 64 KiB of it); memory grown by {} page{}, to {}",
+        "{} allocations of {}, {} frees of {}; {} still held at the end ({}); peak {} live {}; memory grown by {} page{}, to {}",
         count(total.allocs),
         bytes(total.alloc_bytes),
         count(total.frees),
@@ -36,7 +37,13 @@ pub(super) fn allocations(out: &mut String, p: &Profile, units: Units, (top, by)
         count(total.held),
         bytes(total.held_bytes),
         bytes(summary.peak_bytes),
-        bytes(summary.at_peak_bytes),
+        match at_peak {
+            true => format!(
+                "(at peak: the blocks live at a moment of {}, within 1% or 64 KiB of it)",
+                bytes(summary.at_peak_bytes)
+            ),
+            false => "(the blocks live at a peak are kept from 64 KiB on: none here)".into(),
+        },
         total.grown_pages,
         if total.grown_pages == 1 { "" } else { "s" },
         bytes(summary.memory_pages << 16),
@@ -59,10 +66,22 @@ pub(super) fn allocations(out: &mut String, p: &Profile, units: Units, (top, by)
             }
         }
     }
+    let at_peak_column = |text: String| {
+        if at_peak {
+            format!(" {text:>11}")
+        } else {
+            String::new()
+        }
+    };
     let _ = writeln!(
         out,
-        "\n{:>11} {:>8} {:>11} {:>8} {:>11} {:>6}  allocated under",
-        "allocated", "allocs", "held at end", "held", "at peak", "grown"
+        "\n{:>11} {:>8} {:>11} {:>8}{} {:>6}  allocated under",
+        "allocated",
+        "allocs",
+        "held at end",
+        "held",
+        at_peak_column("at peak".into()),
+        "grown"
     );
     for &i in &shown {
         let (who, a) = &rows[i];
@@ -75,12 +94,12 @@ pub(super) fn allocations(out: &mut String, p: &Profile, units: Units, (top, by)
         };
         let _ = writeln!(
             out,
-            "{:>11} {:>8} {:>11} {:>8} {:>11} {:>6}  {name}",
+            "{:>11} {:>8} {:>11} {:>8}{} {:>6}  {name}",
             bytes(a.alloc_bytes),
             count(a.allocs),
             bytes(a.held_bytes),
             count(a.held),
-            bytes(a.at_peak_bytes),
+            at_peak_column(bytes(a.at_peak_bytes)),
             a.grown_pages,
         );
     }
