@@ -27,45 +27,12 @@ pub(super) fn allocations(out: &mut String, p: &Profile, units: Units, (top, by)
         out,
         "\n{BOLD}Allocations{BOLD:#} (exact: every call of the allocator's entry points and every memory.grow)\n"
     );
-    let _ = writeln!(
-        out,
-        "{} allocations of {}, {} frees of {}; {} still held at the end ({}); peak {} live {}; memory grown by {} page{}, to {}",
-        count(total.allocs),
-        bytes(total.alloc_bytes),
-        count(total.frees),
-        bytes(total.freed_bytes),
-        count(total.held),
-        bytes(total.held_bytes),
-        bytes(summary.peak_bytes),
-        match at_peak {
-            true => format!(
-                "(at peak: the blocks live at a moment of {}, within 1% or 64 KiB of it)",
-                bytes(summary.at_peak_bytes)
-            ),
-            false => "(the blocks live at a peak are kept from 64 KiB on: none here)".into(),
-        },
-        total.grown_pages,
-        if total.grown_pages == 1 { "" } else { "s" },
-        bytes(summary.memory_pages << 16),
-    );
+    summary_line(out, summary, &total);
     if total.is_empty() {
         return;
     }
     let rows = rows(p, by);
-    let mut shown: Vec<usize> = (0..rows.len()).take(top).collect();
-    // The largest holders (at the end, at the peak) and growers are shown whatever their
-    // rank.
-    let keys: [fn(&Allocs) -> u64; 3] = [|a| a.held_bytes, |a| a.at_peak_bytes, |a| a.grown_pages];
-    for key in keys {
-        if let Some(best) = (0..rows.len())
-            .filter(|&i| key(&rows[i].1) > 0)
-            .max_by_key(|&i| key(&rows[i].1))
-        {
-            if !shown.contains(&best) {
-                shown.push(best);
-            }
-        }
-    }
+    let shown = shown(&rows, top);
     let at_peak_column = |text: String| {
         if at_peak {
             format!(" {text:>11}")
@@ -111,6 +78,50 @@ pub(super) fn allocations(out: &mut String, p: &Profile, units: Units, (top, by)
             rows.len() - shown.len()
         );
     }
+}
+
+/// The whole run's figures, in one line.
+fn summary_line(out: &mut String, summary: &crate::profile::Allocations, total: &Allocs) {
+    let at_peak = summary.at_peak_bytes > 0;
+    let _ = writeln!(
+        out,
+        "{} allocations of {}, {} frees of {}; {} still held at the end ({}); peak {} live {}; memory grown by {} page{}, to {}",
+        count(total.allocs),
+        bytes(total.alloc_bytes),
+        count(total.frees),
+        bytes(total.freed_bytes),
+        count(total.held),
+        bytes(total.held_bytes),
+        bytes(summary.peak_bytes),
+        match at_peak {
+            true => format!(
+                "(at peak: the blocks live at a moment of {}, within 1% or 64 KiB of it)",
+                bytes(summary.at_peak_bytes)
+            ),
+            false => "(the blocks live at a peak are kept from 64 KiB on: none here)".into(),
+        },
+        total.grown_pages,
+        if total.grown_pages == 1 { "" } else { "s" },
+        bytes(summary.memory_pages << 16),
+    );
+}
+
+/// The rows shown: the first `top`, and the largest holders (at the end, at the peak) and
+/// grower whatever their rank.
+fn shown(rows: &[(Option<usize>, Allocs)], top: usize) -> Vec<usize> {
+    let mut shown: Vec<usize> = (0..rows.len()).take(top).collect();
+    let keys: [fn(&Allocs) -> u64; 3] = [|a| a.held_bytes, |a| a.at_peak_bytes, |a| a.grown_pages];
+    for key in keys {
+        if let Some(best) = (0..rows.len())
+            .filter(|&i| key(&rows[i].1) > 0)
+            .max_by_key(|&i| key(&rows[i].1))
+        {
+            if !shown.contains(&best) {
+                shown.push(best);
+            }
+        }
+    }
+    shown
 }
 
 /// Each function of the program that allocations are charged to (`None`: the runtime's and
