@@ -177,6 +177,33 @@ fn node_tests_have_exact_allocations() {
     );
 }
 
+/// The node tests under the current node too (the one `.ci/run` installs beside node 20,
+/// first on the runner's PATH): the same counts, and the state in the state module, which
+/// the wasm-bindgen path keeps on every host (its glue instantiates the module).
+#[test]
+fn node_tests_count_the_same_under_the_current_node() {
+    if !ready() {
+        return;
+    }
+    // The first node is PATH's, which the test above runs.
+    for n in common::nodes().into_iter().skip(1) {
+        let runner_path = path_with_runner();
+        let dirs = std::iter::once(n.path.parent().unwrap().to_path_buf())
+            .chain(std::env::split_paths(&runner_path));
+        let path = std::env::join_paths(dirs).unwrap();
+        let (out, p) = profiled_profile(
+            &["--test", "node", "--metric", "instructions"],
+            &[("PATH", path.to_str().unwrap())],
+        );
+        assert!(out.status.success(), "node {}", n.major);
+        assert!(p
+            .runs
+            .iter()
+            .all(|r| r.state == Some(cargo_wasmprof::meta::StateLocation::StateModule)));
+        known_counts(&p, NODE_TESTS);
+    }
+}
+
 /// What the fixture's node tests (tests/node.rs) count.
 const NODE_TESTS: Known = Known {
     fib_test: "node::fib_of_15",

@@ -32,8 +32,6 @@ pub(super) struct AllocPlan {
     /// The allocator entry points whose probes record, with what each does (empty when
     /// allocations are not recorded).
     pub(super) kinds: HashMap<FunctionId, AllocKind>,
-    /// Whether the probes record (the allocators' calls and the memory's growth).
-    pub(super) record: bool,
     /// What the meta says.
     pub(super) meta: Allocations,
 }
@@ -90,10 +88,11 @@ pub(super) fn plan(
     } else {
         None
     };
-    let record = not_recorded.is_none();
     AllocPlan {
-        kinds: if record { kinds } else { HashMap::new() },
-        record,
+        kinds: match not_recorded {
+            None => kinds,
+            Some(_) => HashMap::new(),
+        },
         meta: Allocations {
             allocators,
             grow_sites,
@@ -105,6 +104,13 @@ pub(super) fn plan(
                 .sum(),
             not_recorded: not_recorded.map(str::to_string),
         },
+    }
+}
+
+impl AllocPlan {
+    /// Whether the probes record (the allocators' calls and the memory's growth).
+    pub(super) fn records(&self) -> bool {
+        self.meta.not_recorded.is_none()
     }
 }
 

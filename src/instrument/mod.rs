@@ -353,7 +353,7 @@ fn rewrite(mut module: Module, options: &Options) -> Result<Rewritten, Instrumen
         sites.indirect.len() as u32,
         segment_count,
         options.max_contexts,
-        allocs.record,
+        allocs.records(),
     );
     // Imports come first among the function ids.
     let imports = imported.iter().filter(|&&i| i).count() as u32;
@@ -408,7 +408,7 @@ fn plan(
                     .any(|&seq| func.block(seq).instrs.iter().any(|(instr, _)| pred(instr)))
             };
             let waits = any(&probes::is_wait);
-            let grows = allocs.record && any(&|instr| allocators::is_grow32(module, instr));
+            let grows = allocs.records() && any(&|instr| allocators::is_grow32(module, instr));
             plans.push(Plan {
                 id,
                 f,
@@ -433,7 +433,7 @@ fn plan(
             thunk: true,
             waits: false,
             alloc: None,
-            grows: allocs.record && allocators::grows_from_host(module, import),
+            grows: allocs.records() && allocators::grows_from_host(module, import),
         });
     }
     (sites, plans)

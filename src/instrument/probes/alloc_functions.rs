@@ -102,7 +102,7 @@ pub(super) fn build_record_alloc(
     mem: Mem,
     cur: GlobalId,
 ) -> FunctionId {
-    let [ptr, size, at, i, e] = [I32; 5].map(|t| module.locals.add(t));
+    let [ptr, size, at, i, e, key] = [I32; 6].map(|t| module.locals.add(t));
     let mut builder = FunctionBuilder::new(&mut module.types, &[I32, I32], &[]);
     builder.name("__wasmprof_record_alloc".into());
     let mut b = builder.func_body();
@@ -130,26 +130,56 @@ pub(super) fn build_record_alloc(
         },
         |_| {},
     );
-    home(&mut b, layout, ptr);
+    find(
+        &mut b,
+        (layout, &mem),
+        [ptr, i, e, key],
+        |_| {},
+        |again| {
+            // Still live: freed where no probe saw it; this allocation replaces it.
+            add_header32(again, &mem, l::HDR_LIVE_COUNT, -1);
+            add_header(again, &mem, l::HDR_LIVE_BYTES, true, |b| {
+                b.local_get(e);
+                mem.load64(b, layout.live_off + 8);
+            });
+        },
+    );
+    store_live(&mut b, layout, &mem, cur, [ptr, size, e]);
+    builder.finish(vec![ptr, size], &mut module.funcs)
+}
+
+/// Walks the live table from `ptr`'s home slot to the first slot that is empty or holds
+/// `ptr` (its index left in `i`, its address in `e`, each slot's key read once into `key`),
+/// and runs `empty` or `found` there.
+fn find(
+    b: &mut InstrSeqBuilder,
+    (layout, mem): (&Layout, &Mem),
+    [ptr, i, e, key]: [LocalId; 4],
+    empty: impl FnOnce(&mut InstrSeqBuilder),
+    found: impl FnOnce(&mut InstrSeqBuilder),
+) {
+    home(b, layout, ptr);
     b.local_set(i);
-    b.block(None, |found| {
-        let found_id = found.id();
-        found.loop_(None, |lp| {
+    b.block(None, |done| {
+        let done_id = done.id();
+        done.loop_(None, |lp| {
             let lp_id = lp.id();
-            slot(lp, layout, &mem, i, e);
-            lp.unop(UnaryOp::I32Eqz).br_if(found_id);
-            slot(lp, layout, &mem, i, e);
-            lp.local_get(ptr).binop(BinaryOp::I32Eq);
+            slot(lp, layout, mem, i, e);
+            lp.local_tee(key).unop(UnaryOp::I32Eqz);
             lp.if_else(
                 None,
-                |again| {
-                    // Still live: freed where no probe saw it; this allocation replaces it.
-                    add_header32(again, &mem, l::HDR_LIVE_COUNT, -1);
-                    add_header(again, &mem, l::HDR_LIVE_BYTES, true, |b| {
-                        b.local_get(e);
-                        mem.load64(b, layout.live_off + 8);
-                    });
-                    again.br(found_id);
+                |at_empty| {
+                    empty(at_empty);
+                    at_empty.br(done_id);
+                },
+                |_| {},
+            );
+            lp.local_get(key).local_get(ptr).binop(BinaryOp::I32Eq);
+            lp.if_else(
+                None,
+                |at_ptr| {
+                    found(at_ptr);
+                    at_ptr.br(done_id);
                 },
                 |_| {},
             );
@@ -157,8 +187,6 @@ pub(super) fn build_record_alloc(
             lp.br(lp_id);
         });
     });
-    store_live(&mut b, layout, &mem, cur, [ptr, size, e]);
-    builder.finish(vec![ptr, size], &mut module.funcs)
 }
 
 /// Stores the live block at `ptr` of `size` bytes, of the running node, at slot address
@@ -250,7 +278,7 @@ pub(super) fn build_record_free(
 ) -> FunctionId {
     let ptr = module.locals.add(I32);
     let size = module.locals.add(I64);
-    let [at, i, e] = [I32; 3].map(|t| module.locals.add(t));
+    let [at, i, e, key] = [I32; 4].map(|t| module.locals.add(t));
     let mut builder = FunctionBuilder::new(&mut module.types, &[I32, I64], &[]);
     builder.name("__wasmprof_record_free".into());
     let mut b = builder.func_body();
@@ -264,43 +292,22 @@ pub(super) fn build_record_free(
         .binop(BinaryOp::I64GtS)
         .select(None)
         .local_set(size);
-    home(&mut b, layout, ptr);
-    b.local_set(i);
-    b.block(None, |done| {
-        let done_id = done.id();
-        done.loop_(None, |lp| {
-            let lp_id = lp.id();
-            slot(lp, layout, &mem, i, e);
-            lp.unop(UnaryOp::I32Eqz);
-            lp.if_else(
-                None,
-                |missing| {
-                    mem.bump64(missing, l::HDR_UNMATCHED_FREES);
-                    missing.br(done_id);
-                },
-                |_| {},
-            );
-            slot(lp, layout, &mem, i, e);
-            lp.local_get(ptr).binop(BinaryOp::I32Eq);
-            lp.if_else(
-                None,
-                |found| {
-                    found.local_get(e);
-                    mem.load64(found, layout.live_off + 8);
-                    found.local_set(size);
-                    add_header32(found, &mem, l::HDR_LIVE_COUNT, -1);
-                    add_header(found, &mem, l::HDR_LIVE_BYTES, true, |b| {
-                        b.local_get(size);
-                    });
-                    remove(found, layout, &mem, [i, e, at]);
-                    found.br(done_id);
-                },
-                |_| {},
-            );
-            next_slot(lp, layout, i);
-            lp.br(lp_id);
-        });
-    });
+    find(
+        &mut b,
+        (layout, &mem),
+        [ptr, i, e, key],
+        |missing| mem.bump64(missing, l::HDR_UNMATCHED_FREES),
+        |found| {
+            found.local_get(e);
+            mem.load64(found, layout.live_off + 8);
+            found.local_set(size);
+            add_header32(found, &mem, l::HDR_LIVE_COUNT, -1);
+            add_header(found, &mem, l::HDR_LIVE_BYTES, true, |b| {
+                b.local_get(size);
+            });
+            remove(found, layout, &mem, [i, e, at]);
+        },
+    );
     running_node(&mut b, layout, cur, at);
     mem.add64(&mut b, at, layout.nodes_off + l::NODE_FREES, |b| {
         b.i64_const(1);
