@@ -232,35 +232,43 @@ var wasmprof = (function () {
   var SAMPLER = '__WASMPROF_SAMPLER__';
 
   // The worker starts with the runtime, so that it is up by the time the program runs (a
-  // worker takes tens of milliseconds to start, and a browser starts it only once the page
-  // yields, which a program's main does not); it waits for the memory.
+  // worker takes tens of milliseconds to start); it waits for the memory, and says when it
+  // has it.
   var SOURCE = '(' + SAMPLER + ')';
   var early = null;
-  var ready = Promise.resolve(); // a browser's worker says when it is up
+  var ready = Promise.resolve(); // the sampler has the memory
   var isolated = isNode || (typeof Worker === 'function' && !!self.crossOriginIsolated);
   if (METRIC.sampled && isolated) {
     try {
       if (isNode) {
-        // It says when it has the memory, then samples.
         early = new (require('worker_threads').Worker)(
           'var port = require("worker_threads").parentPort; port.once("message", function (d) { ' +
           'port.postMessage("sampling"); ' + SOURCE + '(d); });', { eval: true });
         early.unref(); // the program's end ends the process
       } else {
         early = new Worker(URL.createObjectURL(new Blob(
-          ['onmessage = function (e) { ' + SOURCE + '(e.data); }; postMessage("up");'],
+          ['onmessage = function (e) { postMessage("sampling"); ' + SOURCE + '(e.data); };'],
           { type: 'text/javascript' })));
-        // Chromium starts it only once the page yields, so the program waits for it (a
-        // second at most) rather than run unsampled.
-        var worker = early;
-        ready = new Promise(function (resolve) {
-          worker.onmessage = resolve;
-          setTimeout(resolve, 1000);
-        });
       }
     } catch (e) {
       console.error('wasmprof: cannot start the sampler, so the profile has no times: ' + e.message);
     }
+  }
+
+  // When `worker` says it samples, or a second from now: the program waits for that. A
+  // worker gets the memory only once the thread that posts it yields (Chromium delivers it
+  // then, and a page's program runs its main without yielding: it would end before its
+  // first sample), and on a busy machine a worker can take longer than a short program.
+  function sampling(worker) {
+    return new Promise(function (resolve) {
+      var timer = setTimeout(resolve, 1000);
+      if (isNode) {
+        timer.unref();
+        worker.once('message', resolve);
+      } else {
+        worker.onmessage = resolve;
+      }
+    });
   }
 
   function startSampler() {
@@ -275,15 +283,7 @@ var wasmprof = (function () {
       interval_us: Number(isNode && process.env[ENV.sample_interval]) || SAMPLING.default_interval_us
     };
     if (early) {
-      if (isNode && !isPthread) {
-        // The program waits (a second at most) until the sampler has the memory: on a busy
-        // machine the worker could otherwise take it after a short program has ended.
-        var worker = early;
-        ready = new Promise(function (resolve) {
-          worker.once('message', resolve);
-          setTimeout(resolve, 1000).unref();
-        });
-      }
+      if (!isPthread) ready = sampling(early);
       early.postMessage(data);
     } else if (!isolated) {
       console.warn('wasmprof: the page is not cross-origin isolated, so no worker can sample it and the profile has no times; use the exact-time metric for such pages (' + ENV.metric + '=exact-time at link time, or --metric exact-time)');

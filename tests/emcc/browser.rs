@@ -1,116 +1,330 @@
-//! A `wasmprof-emcc` program's page in headless Chromium gets its profile.
+//! `wasmprof-emcc` programs in pages of headless Chromium, driven as wasm-bindgen's runner
+//! drives it: ChromeDriver (W3C WebDriver), pages served cross-origin isolated, real time.
+//! The known answers are the node tests': a page gets the same counts, per thread with
+//! `-pthread`, through C++ exceptions of both kinds; the sampled metric gets its samples.
+
+use std::io::{BufRead as _, BufReader, Read as _, Write as _};
+use std::net::TcpStream;
+use std::process::{Child, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
 
 use super::*;
 use cargo_wasmprof::meta::StateLocation;
 
-/// Serves the files under `root` over HTTP on a free local port, until the process ends.
+/// How long a page may take to run its program.
+const PAGE_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Serves the files under `root` on a free local port, until the process ends, with the
+/// headers of a cross-origin isolated page (what `-pthread` and the sampled metric's
+/// worker need: SharedArrayBuffer).
 fn serve(root: PathBuf) -> u16 {
-    use std::io::{BufRead as _, BufReader, Write as _};
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = listener.local_addr().unwrap().port();
+    let server = tiny_http::Server::http("127.0.0.1:0").unwrap();
+    let port = server.server_addr().to_ip().unwrap().port();
     std::thread::spawn(move || {
-        for stream in listener.incoming() {
-            let Ok(mut stream) = stream else { continue };
-            let mut request = String::new();
-            let _ = BufReader::new(&stream).read_line(&mut request);
-            let path = request.split_whitespace().nth(1).unwrap_or("/");
-            let file = root.join(path.trim_start_matches('/'));
+        for request in server.incoming_requests() {
+            let file = root.join(request.url().trim_start_matches('/'));
             let kind = match file.extension().and_then(|e| e.to_str()) {
                 Some("html") => "text/html",
                 Some("js") => "text/javascript",
                 Some("wasm") => "application/wasm",
                 _ => "application/octet-stream",
             };
-            let response = match std::fs::read(&file) {
-                Ok(body) => {
-                    let head = format!(
-                        "HTTP/1.1 200 OK\r\nContent-Type: {kind}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
-                        body.len()
-                    );
-                    [head.into_bytes(), body].concat()
-                }
-                Err(_) => {
-                    b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
-                        .to_vec()
-                }
+            let header = |name: &str, value: &str| {
+                tiny_http::Header::from_bytes(name.as_bytes(), value.as_bytes()).unwrap()
             };
-            let _ = stream.write_all(&response);
+            let _ = match std::fs::read(&file) {
+                Ok(body) => request.respond(
+                    tiny_http::Response::from_data(body)
+                        .with_header(header("Content-Type", kind))
+                        .with_header(header("Cross-Origin-Opener-Policy", "same-origin"))
+                        .with_header(header("Cross-Origin-Embedder-Policy", "require-corp")),
+                ),
+                Err(_) => request.respond(tiny_http::Response::empty(404)),
+            };
         }
     });
     port
 }
 
-/// Runs `build/PROGRAM.js` with `args` in a page served from `dir` in headless Chromium,
-/// as a user would write the page (it asks for the profile with the runtime's console API
-/// when the program has run), and decodes the profile the page got.
-fn browser_profile(dir: &Path, program: &str, args: &[&str]) -> Profile {
+/// A free local port.
+fn free_port() -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.local_addr().unwrap().port()
+}
+
+/// A WebDriver request to the server on `port` (`body`: a POST's parameters): its answer's
+/// `value`. ChromeDriver keeps the connection open, so the answer is read by its length.
+fn webdriver(port: u16, method: &str, path: &str, body: Option<&Value>) -> anyhow::Result<Value> {
+    let mut stream = TcpStream::connect(("127.0.0.1", port))?;
+    let body = body.map(Value::to_string).unwrap_or_default();
+    write!(
+        stream,
+        "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/json\r\n\
+         Content-Length: {}\r\n\r\n{body}",
+        body.len()
+    )?;
+    let mut reader = BufReader::new(stream);
+    let mut length = 0;
+    loop {
+        let mut line = String::new();
+        anyhow::ensure!(
+            reader.read_line(&mut line)? > 0,
+            "the answer ended in its headers"
+        );
+        let line = line.trim_end();
+        if line.is_empty() {
+            break;
+        }
+        if let Some((name, value)) = line.split_once(':') {
+            if name.eq_ignore_ascii_case("content-length") {
+                length = value.trim().parse()?;
+            }
+        }
+    }
+    let mut json = vec![0; length];
+    reader.read_exact(&mut json)?;
+    let mut answer: Value = serde_json::from_slice(&json)?;
+    Ok(answer["value"].take())
+}
+
+/// A headless Chromium in a WebDriver session of its own ChromeDriver; both end with it.
+struct Chromium {
+    driver: Child,
+    port: u16,
+    session: String,
+}
+
+impl Chromium {
+    fn start() -> Chromium {
+        let port = free_port();
+        let driver = Command::new("chromedriver")
+            .arg(format!("--port={port}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("chromedriver starts");
+        let since = Instant::now();
+        while webdriver(port, "GET", "/status", None).map_or(true, |status| status["ready"] != true)
+        {
+            assert!(
+                since.elapsed() < Duration::from_secs(20),
+                "chromedriver is ready"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let args = [
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-dev-shm-usage",
+        ];
+        let capabilities = json!({
+            "capabilities": { "alwaysMatch": { "goog:chromeOptions": { "args": args } } }
+        });
+        let session = webdriver(port, "POST", "/session", Some(&capabilities)).unwrap();
+        let session = session["sessionId"]
+            .as_str()
+            .unwrap_or_else(|| panic!("a WebDriver session: {session}"))
+            .to_string();
+        Chromium {
+            driver,
+            port,
+            session,
+        }
+    }
+
+    /// A command of the session.
+    fn command(&self, path: &str, body: Value) -> Value {
+        let path = format!("/session/{}/{path}", self.session);
+        webdriver(self.port, "POST", &path, Some(&body)).unwrap()
+    }
+
+    /// The value of the script `body` (a function body) in the page.
+    fn eval(&self, body: &str) -> Value {
+        self.command("execute/sync", json!({ "script": body, "args": [] }))
+    }
+}
+
+impl Drop for Chromium {
+    fn drop(&mut self) {
+        let path = format!("/session/{}", self.session);
+        let _ = webdriver(self.port, "DELETE", &path, None);
+        let _ = self.driver.kill();
+        let _ = self.driver.wait();
+    }
+}
+
+/// What a page of `dir/build/PROGRAM.js ARGS` left: the lines the program printed and the
+/// profile it got.
+struct PageRun {
+    printed: String,
+    profile: Profile,
+}
+
+/// Runs `build/PROGRAM.js` with `args` in a page served from `dir`, written as a user would
+/// write it (it asks for the profile with the runtime's API once the program has run), and
+/// decodes the profile the page got.
+fn page_run(dir: &Path, program: &str, args: &[&str]) -> PageRun {
     let page = format!(
         r#"<!doctype html>
-<html><body><pre id="profile">pending</pre>
+<html><body>
 <script>
+var printed = [];
 var Module = {{
   arguments: {},
-  postRun: [function () {{
-    document.getElementById('profile').textContent =
-      typeof wasmprof.save === 'function' ? JSON.stringify(wasmprof.profile()) : 'no save()';
-  }}]
+  print: function (line) {{ printed.push(line); }},
+  printErr: function (line) {{ printed.push(line); }},
+  postRun: [function () {{ window.wasmprofDump = JSON.stringify(wasmprof.profile()); }}]
 }};
+['warn', 'error'].forEach(function (k) {{
+  var write = console[k];
+  console[k] = function () {{ printed.push(k + ': ' + Array.from(arguments).join(' ')); write.apply(console, arguments); }};
+}});
+window.onerror = function (message) {{ printed.push('uncaught: ' + message); }};
 </script>
 <script src="build/{program}.js"></script>
 </body></html>
 "#,
         serde_json::to_string(args).unwrap()
     );
-    let html = format!("browser-{program}.html");
+    let html = format!("page-{program}.html");
     std::fs::write(dir.join(&html), page).unwrap();
     let port = serve(dir.to_path_buf());
-    let profile_dir = tempfile::tempdir().unwrap();
-    let out = output(
-        Command::new("chromium")
-            .args([
-                "--headless",
-                "--no-sandbox",
-                "--disable-gpu",
-                "--disable-quic",
-                "--no-first-run",
-                "--disable-background-networking",
-                "--disable-component-update",
-                "--disable-sync",
-                "--dump-dom",
-                "--virtual-time-budget=20000",
-            ])
-            .arg(format!("--user-data-dir={}", profile_dir.path().display()))
-            .arg(format!("http://127.0.0.1:{port}/{html}")),
+    let chromium = Chromium::start();
+    chromium.command(
+        "url",
+        json!({ "url": format!("http://127.0.0.1:{port}/{html}") }),
     );
-    assert!(out.status.success());
-    let dom = String::from_utf8_lossy(&out.stdout);
-    let text = dom
-        .split_once("<pre id=\"profile\">")
-        .and_then(|(_, rest)| rest.split_once("</pre>"))
-        .map(|(text, _)| text)
-        .expect("the page has its profile element");
-    let json = text
-        .replace("&lt;", "<")
-        .replace("&gt;", ">")
-        .replace("&amp;", "&");
-    assert!(
-        json.starts_with('{'),
-        "the page got the profile: {json:.200}"
-    );
-    let file = profile_dir.path().join(format!("{program}.wasmprof.json"));
-    std::fs::write(&file, json).unwrap();
-    Profile::read(&file).expect("the browser's dump decodes")
+    let since = Instant::now();
+    let (printed, dump) = loop {
+        let state = chromium.eval(
+            "return [typeof printed === 'object' ? printed.join('\\n') : '', window.wasmprofDump || null];",
+        );
+        let printed = state[0].as_str().unwrap_or_default().to_string();
+        if let Some(dump) = state[1].as_str() {
+            break (printed, dump.to_string());
+        }
+        assert!(
+            since.elapsed() < PAGE_TIMEOUT,
+            "the page of {program} ran its program in {PAGE_TIMEOUT:?}; it printed:\n{printed}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    eprintln!("--- the page of {program} {args:?} printed:\n{printed}");
+    let file = tempfile::Builder::new().suffix(".json").tempfile().unwrap();
+    std::fs::write(file.path(), dump).unwrap();
+    let profile = Profile::read(file.path()).expect("the page's dump decodes");
+    // A current Chromium allows a module two memories: the state is the module's own.
+    assert_eq!(profile.runs[0].state, Some(StateLocation::OwnMemory));
+    PageRun { printed, profile }
+}
+
+fn browser_ready() -> bool {
+    have(&["emcc", "make", "chromium", "chromedriver"])
 }
 
 #[test]
 fn in_headless_chromium_the_page_gets_the_profile() {
-    if !have(&["emcc", "make", "chromium"]) {
+    if !browser_ready() {
         return;
     }
-    let p = browser_profile(built(), "calls", &["10"]);
-    // A current Chromium allows a module two memories: the state is the module's own.
-    assert_eq!(p.runs[0].state, Some(StateLocation::OwnMemory));
-    check_invariants(&p);
-    assert_eq!(calls(&p, "fib"), fib_calls(10));
-    assert_eq!(arc(&p, "apply", "mul"), 3);
+    let run = page_run(built(), "calls", &["10"]);
+    let p = &run.profile;
+    check_invariants(p);
+    assert_eq!(calls(p, "fib"), fib_calls(10));
+    assert_eq!(arc(p, "apply", "mul"), 3);
+    assert!(run.printed.contains("fib(10) = 55"), "{}", run.printed);
+}
+
+/// fixtures/emcc/threads.c in a page: the pool's workers each keep their own state, and
+/// the main thread gets every thread's exact counts when the program ends, as under node
+/// (tests/emcc/threads.rs).
+#[test]
+fn pthreads_in_a_page_have_exact_counts_per_thread() {
+    if !browser_ready() {
+        return;
+    }
+    let run = page_run(built(), "threads", &[]);
+    let p = &run.profile;
+    let sum: u64 = [100u64, 200, 300, 50, 7]
+        .iter()
+        .map(|n| n * (n - 1) / 2)
+        .sum();
+    assert!(
+        run.printed.contains(&format!("sum {sum}")),
+        "{}",
+        run.printed
+    );
+    assert_eq!(p.threads.len(), 5, "main and four pthreads");
+    assert!(p.runs[0].threads_lost.is_empty());
+    let steps = |q: &Profile| q.function_named("step").map_or(0, |f| f.calls);
+    let mut workers: Vec<u64> = p
+        .threads
+        .iter()
+        .filter(|t| t.id != 0)
+        .map(|t| steps(&t.profile))
+        .collect();
+    workers.sort_unstable();
+    let main = p
+        .threads
+        .iter()
+        .find(|t| t.id == 0)
+        .expect("the main thread");
+    assert_eq!(
+        (steps(&main.profile), workers),
+        (7, vec![50, 100, 200, 300])
+    );
+    assert_eq!(calls(p, "work"), 5);
+    check_invariants(p);
+}
+
+/// C++ exceptions through instrumented frames in a page, as wasm exceptions
+/// (-fwasm-exceptions) and as JS exceptions (-fexceptions: JS trampolines): every frame
+/// closes, the counts and arcs are the node tests' (tests/emcc/unwinding.rs).
+#[test]
+fn cpp_exceptions_in_a_page_close_the_frames_they_unwind() {
+    if !browser_ready() {
+        return;
+    }
+    for program in ["exceptions", "jsexceptions"] {
+        let run = page_run(built(), program, &[]);
+        let p = &run.profile;
+        assert!(
+            run.printed.contains("sum: -9"),
+            "{program}: {}",
+            run.printed
+        );
+        check_invariants(p);
+        assert!(p.complete, "{program}: every activation ended");
+        assert_eq!(calls(p, "dive(int)"), 15, "{program}");
+        assert_eq!(arc(p, "dive(int)", "dive(int)"), 12, "{program}");
+        assert_eq!(calls(p, "after(int)"), 1, "{program}");
+        assert_eq!(
+            context_callers(p, "after(int)"),
+            ["__original_main"],
+            "{program}"
+        );
+    }
+}
+
+/// The sampled metric in a page: its worker samples in real time, the counts stay exact,
+/// and fib(32) (7 M calls) holds most of the program's samples, as under node
+/// (`the_sampled_metric_samples_under_node`).
+#[test]
+fn the_sampled_metric_samples_in_a_page() {
+    if !browser_ready() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    link_calls(dir.path(), "time");
+    let run = page_run(dir.path(), "calls", &["32"]);
+    let p = &run.profile;
+    check_invariants(p);
+    assert_eq!(calls(p, "fib"), fib_calls(32));
+    let sampling = p.sampling.expect("a sampled profile");
+    assert!(sampling.samples >= 20, "{sampling:?}");
+    let hottest = p.functions.iter().max_by_key(|f| f.cost.self_ns).unwrap();
+    assert_eq!(hottest.name, "fib", "{sampling:?}");
 }
