@@ -56,10 +56,12 @@ const WASM_FILE_MARK: &str = "__WASMPROF_WASM_FILE__";
 /// What the runtime template has where the contract goes.
 const CONTRACT_MARK: &str = "__WASMPROF_CONTRACT__";
 /// What posts the dump from wasm-bindgen-test's page (see the file), with
-/// [`DUMP_URL_MARK`] standing for where it posts it.
+/// [`DUMP_URL_MARK`] and [`SO_FAR_URL_MARK`] standing for where it posts it.
 const PAGE: &str = include_str!("../templates/wasmprof-page.js");
 /// What the page template has where the dump's URL goes.
 const DUMP_URL_MARK: &str = "__WASMPROF_DUMP_URL__";
+/// What the page template has where the URL of the dump so far goes.
+const SO_FAR_URL_MARK: &str = "__WASMPROF_SO_FAR_URL__";
 
 /// The runtime for the module `wasm_file` (its file name), instrumented for `metric`, as
 /// Emscripten's `--pre-js` takes it.
@@ -90,14 +92,16 @@ pub fn for_bindgen(wasm_file: &str, meta: &Meta, state: &[u8]) -> String {
 
 /// The ES module for a wasm-bindgen test page in a browser (the program's module
 /// `wasm_file`, instrumented with `meta`, whose state module is `state`), which its module
-/// imports `names` from (the state module's exports, and the clock). When the tests are
-/// done it posts the dump to `dump_url` (`templates/wasmprof-page.js`).
+/// imports `names` from (the state module's exports, and the clock). While the tests run
+/// it posts the dump so far to `so_far_url` now and then, and when they are done the dump
+/// to `dump_url` (`templates/wasmprof-page.js`).
 pub fn for_bindgen_page(
     wasm_file: &str,
     meta: &Meta,
     state: &[u8],
     names: &[String],
     dump_url: &str,
+    so_far_url: &str,
 ) -> String {
     let exports: String = names
         .iter()
@@ -118,7 +122,8 @@ pub fn for_bindgen_page(
         state = base64(state),
         page = PAGE
             .trim_end()
-            .replace(&format!("'{DUMP_URL_MARK}'"), &quoted(dump_url)),
+            .replace(&format!("'{DUMP_URL_MARK}'"), &quoted(dump_url))
+            .replace(&format!("'{SO_FAR_URL_MARK}'"), &quoted(so_far_url)),
     )
 }
 

@@ -483,6 +483,31 @@ fn the_environment_can_ask_for_a_browser() {
     );
 }
 
+/// A browser run that the runner's timeout ends still leaves the profile of what ran: the
+/// page posts it as it goes. The test did its fib(10) and then waits forever.
+#[test]
+fn a_page_past_the_runners_timeout_leaves_what_ran() {
+    if !browser_ready() {
+        return;
+    }
+    let args = [
+        "--features",
+        "hanging",
+        "--test",
+        "hangs",
+        "--metric",
+        "calls",
+    ];
+    let (out, p) = profiled_profile(&args, &[("WASM_BINDGEN_TEST_TIMEOUT", "5")]);
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("the page was closed before its tests were done"),
+        "{stderr}"
+    );
+    assert_eq!(calls(&p, "bindgen_fixture::fib"), fib_calls(10));
+}
+
 #[test]
 fn a_browser_without_a_webdriver_is_one_error_line() {
     if !browser_ready() {

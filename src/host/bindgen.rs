@@ -401,7 +401,7 @@ impl RunnerRun<'_> {
     }
 
     /// In a browser: the module imports its state from our server's URL, known once it is
-    /// up; the page posts the dump back to it.
+    /// up; the page posts the dump back to it (the dump so far, while the tests run).
     fn in_browser(&self) -> Result<(i32, Option<Vec<u8>>), HostError> {
         let server = DumpServer::start()
             .map_err(|e| HostError::Unavailable(format!("cannot start a server: {e}")))?;
@@ -413,6 +413,7 @@ impl RunnerRun<'_> {
             self.state,
             &renamed.names,
             &server.dump_url(),
+            &server.so_far_url(),
         ));
         let mut process = self.process(&renamed.wasm)?;
         // The runner gives a suite 20 s, and reads the page through WebDriver calls that
@@ -426,6 +427,14 @@ impl RunnerRun<'_> {
                 .env(TIMEOUT, (50 * DEFAULT_TIMEOUT_S).to_string());
         }
         let code = process.run()?;
-        Ok((code, server.finish()))
+        let posted = server.finish();
+        if posted.as_ref().is_some_and(|p| p.so_far) {
+            crate::status::warning(format!(
+                "{}: the page was closed before its tests were done (the runner's timeout, \
+                 {TIMEOUT}, or a crash); the profile is of what ran until the page last sent it",
+                relative(&self.program.path)
+            ));
+        }
+        Ok((code, posted.map(|p| p.dump)))
     }
 }

@@ -1,6 +1,8 @@
 //! A server of ours on 127.0.0.1 for a program that runs in a browser page: it serves the
 //! profiler's JS runtime (the ES module the instrumented module imports its state from)
-//! and takes the dump the runtime posts when the program is done.
+//! and takes the dumps the runtime posts: one so far now and then while the tests run
+//! ([`DumpServer::so_far_url`]), and the last when they are done. A run that the runner ends
+//! early (its timeout) still leaves the latest.
 //!
 //! The page is another origin (the runner's server, another port), often cross-origin
 //! isolated (`Cross-Origin-Embedder-Policy: require-corp`), so every answer allows any
@@ -16,6 +18,17 @@ use tiny_http::{Header, Method, Request, Response, Server};
 const RUNTIME_PATH: &str = "/wasmprof.js";
 /// Where the dump is posted.
 const DUMP_PATH: &str = "/dump";
+/// The query of a dump posted while the tests still run.
+const SO_FAR_QUERY: &str = "so-far";
+
+/// A dump the page posted.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Posted {
+    /// The dump.
+    pub dump: Vec<u8>,
+    /// It was posted while the tests still ran (the page posted no dump at their end).
+    pub so_far: bool,
+}
 
 /// The running server.
 pub struct DumpServer {
@@ -24,7 +37,7 @@ pub struct DumpServer {
     /// The runtime it serves, once [`DumpServer::serve`] gave it (it names the server's
     /// URLs, so it is written once the server is up).
     runtime: Arc<OnceLock<String>>,
-    dump: Arc<Mutex<Option<Vec<u8>>>>,
+    dump: Arc<Mutex<Option<Posted>>>,
     thread: Option<JoinHandle<()>>,
 }
 
@@ -67,14 +80,20 @@ impl DumpServer {
         format!("{}{DUMP_PATH}", self.base)
     }
 
+    /// Where the runtime posts the dump so far while the tests run.
+    pub fn so_far_url(&self) -> String {
+        format!("{}{DUMP_PATH}?{SO_FAR_QUERY}", self.base)
+    }
+
     /// Serves `runtime` at [`DumpServer::runtime_url`] from now on (once; a second one is
     /// ignored).
     pub fn serve(&self, runtime: String) {
         let _ = self.runtime.set(runtime);
     }
 
-    /// Stops the server and gives the dump the page posted, if it did.
-    pub fn finish(mut self) -> Option<Vec<u8>> {
+    /// Stops the server and gives the dump the page posted last (the one posted when the
+    /// tests were done, if it came), if it posted one.
+    pub fn finish(mut self) -> Option<Posted> {
         self.stop();
         self.dump.lock().ok()?.take()
     }
@@ -93,9 +112,13 @@ impl Drop for DumpServer {
     }
 }
 
-/// Answers one request: the runtime (once it is there), the dump, a preflight, or 404.
-fn answer(mut request: Request, runtime: Option<&str>, dump: &Mutex<Option<Vec<u8>>>) {
-    let response = match (request.method(), request.url(), runtime) {
+/// Answers one request: the runtime (once it is there), a dump, a preflight, or 404. A
+/// dump so far never replaces the last one (an earlier request may come in after it).
+fn answer(mut request: Request, runtime: Option<&str>, dump: &Mutex<Option<Posted>>) {
+    let url = request.url().to_string();
+    let (path, query) = url.split_once('?').unwrap_or((&url, ""));
+    let so_far = query == SO_FAR_QUERY;
+    let response = match (request.method(), path, runtime) {
         (Method::Get, RUNTIME_PATH, Some(script)) => Response::from_string(script)
             .with_header(header("Content-Type", "text/javascript; charset=utf-8"))
             .boxed(),
@@ -104,7 +127,9 @@ fn answer(mut request: Request, runtime: Option<&str>, dump: &Mutex<Option<Vec<u
             match request.as_reader().read_to_end(&mut body) {
                 Ok(_) => {
                     if let Ok(mut slot) = dump.lock() {
-                        *slot = Some(body);
+                        if !(so_far && slot.as_ref().is_some_and(|p| !p.so_far)) {
+                            *slot = Some(Posted { dump: body, so_far });
+                        }
                     }
                     Response::empty(204).boxed()
                 }
@@ -163,6 +188,32 @@ mod tests {
         );
         assert!(posted.starts_with("HTTP/1.0 204"), "{posted}");
         assert!(send(&base, "GET /other HTTP/1.0\r\n\r\n").starts_with("HTTP/1.0 404"));
-        assert_eq!(server.finish().as_deref(), Some(&b"{\"a\""[..]));
+        // A dump so far that comes in after the last one is left out.
+        send(
+            &base,
+            "POST /dump?so-far HTTP/1.0\r\nContent-Type: text/plain\r\nContent-Length: 2\r\n\r\n{}",
+        );
+        let last = Posted {
+            dump: b"{\"a\"".to_vec(),
+            so_far: false,
+        };
+        assert_eq!(server.finish(), Some(last));
+    }
+
+    #[test]
+    fn keeps_the_latest_dump_so_far() {
+        let server = DumpServer::start().unwrap();
+        let base = server.base.clone();
+        for body in ["{1}", "{2}"] {
+            let request = format!(
+                "POST /dump?so-far HTTP/1.0\r\nContent-Type: text/plain\r\nContent-Length: 3\r\n\r\n{body}"
+            );
+            assert!(send(&base, &request).starts_with("HTTP/1.0 204"));
+        }
+        let latest = Posted {
+            dump: b"{2}".to_vec(),
+            so_far: true,
+        };
+        assert_eq!(server.finish(), Some(latest));
     }
 }
