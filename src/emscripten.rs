@@ -15,7 +15,7 @@ use crate::error::Error;
 use crate::meta::Metric;
 
 /// The environment variable that chooses the metric of `wasmprof-emcc`'s instrumentation
-/// (`calls`, `time`, `exact-time`, `instructions`; `exact-time` without it).
+/// (`calls`, `time`, `exact-time`, `instructions`; `time` without it).
 pub const METRIC_VAR: &str = "WASMPROF_METRIC";
 
 /// The environment variable that has `wasmprof-emcc` instrument without recording the

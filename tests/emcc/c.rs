@@ -69,7 +69,11 @@ fn the_calls_fixtures_counts(p: &Profile, stdout: &str) {
     let source = built().join("calls.c");
     assert!(fib.file.as_deref().unwrap().ends_with("calls.c"));
     assert_eq!(fib.line, Some(line_of(&source, "int fib(")));
-    assert!(fib.cost.total_ns > 0, "fib was timed");
+    // The wrappers' default metric is the sampled time.
+    assert_eq!(p.metric, cargo_wasmprof::meta::Metric::Time);
+    assert!(p
+        .sampling
+        .is_some_and(|s| s.samples + s.in_probes + s.idle > 0));
 }
 
 #[test]

@@ -80,7 +80,7 @@ fn printed(stdout: &str, label: &str) -> u64 {
         .unwrap_or_else(|| panic!("`{label}` in {stdout}"))
 }
 
-/// Links fixtures/emcc/calls.c with `WASMPROF_METRIC=time` into `dir/build/calls.js`.
+/// Links fixtures/emcc/calls.c with `WASMPROF_METRIC=METRIC` into `dir/build/calls.js`.
 fn link_calls(dir: &Path, metric: &str) {
     std::fs::create_dir_all(dir.join("build")).unwrap();
     let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/emcc/calls.c");
