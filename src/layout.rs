@@ -157,9 +157,23 @@ pub const NODE_GROWN_PAGES: u32 = NODE_SIZE + 32;
 /// Size of one live-table slot: `address: u32, node: u32, size: u64`; address 0 is an
 /// empty slot (an allocator returns 0 only when it fails).
 pub const LIVE_ENTRY_SIZE: u32 = 16;
-/// The live table's slots when allocations are recorded; at most three quarters of them
-/// are used, so that a lookup stays short.
+/// The live table's slots when allocations are recorded, unless told otherwise; at most
+/// three quarters of them are used, so that a lookup stays short.
 pub const LIVE_SLOTS: u32 = 1 << 16;
+/// The live allocations the table follows at once unless told otherwise (`--max-live-allocations`).
+pub const DEFAULT_MAX_LIVE: u32 = LIVE_SLOTS / 4 * 3;
+/// The most live allocations the table can follow (`--max-live-allocations`): its slots and
+/// the peak's copy then take 128 MiB of the profiler's memory.
+pub const MAX_LIVE: u32 = (1 << 22) / 4 * 3;
+
+/// The live table's slots that follow at least `max_live` allocations at once (a power of
+/// two, of which three quarters are used; at least 4).
+pub fn live_slots_for(max_live: u32) -> u32 {
+    (u64::from(max_live) * 4)
+        .div_ceil(3)
+        .next_power_of_two()
+        .clamp(4, u64::from(MAX_LIVE / 3 * 4)) as u32
+}
 
 /// The parent recorded for the root and for fold nodes.
 pub const NO_PARENT: u32 = u32::MAX;
@@ -233,16 +247,17 @@ pub const INITIAL_CONTEXTS: u32 = 1 << 14;
 impl Layout {
     /// Lays out the regions for `functions` function ids, `direct_sites` direct call sites,
     /// `indirect_sites` indirect call sites, `segments` counted segments and room for
-    /// `max_contexts` context-tree nodes; with `allocations`, the live table and the nodes'
-    /// allocation figures.
+    /// `max_contexts` context-tree nodes; where allocations are recorded, a live table of
+    /// `live_slots` slots (a power of two; 0: none) and the nodes' allocation figures.
     pub fn new(
         functions: u32,
         direct_sites: u32,
         indirect_sites: u32,
         segments: u32,
         max_contexts: u32,
-        allocations: bool,
+        live_slots: u32,
     ) -> Layout {
+        let allocations = live_slots > 0;
         let align8 = |x: u64| (x + 7) & !7;
         // Room for every indirect site to reach a handful of callees, and for host entries.
         let dyn_wanted = 2 * (u64::from(indirect_sites) * 8 + u64::from(functions) / 4 + 64);
@@ -255,7 +270,6 @@ impl Layout {
         let dyn_arcs_off = direct_arcs_off + 8 * (u64::from(direct_sites) + 1);
         let segments_off = align8(dyn_arcs_off + u64::from(DYN_ARC_SIZE) * u64::from(dyn_arcs_cap));
         let live_off = align8(segments_off + 8 * u64::from(segments));
-        let live_slots = if allocations { LIVE_SLOTS } else { 0 };
         let peak_off = live_off + u64::from(LIVE_ENTRY_SIZE) * u64::from(live_slots);
         let nodes_off = peak_off + u64::from(LIVE_ENTRY_SIZE) * u64::from(live_slots);
         let node_size = if allocations {
@@ -301,8 +315,19 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_live_table_has_room_for_what_is_asked() {
+        assert_eq!(live_slots_for(DEFAULT_MAX_LIVE), LIVE_SLOTS);
+        assert_eq!(live_slots_for(1), 4);
+        for n in [1, 3, 4, 100, 49_153, 1_000_000, MAX_LIVE] {
+            let slots = live_slots_for(n);
+            assert!(slots.is_power_of_two());
+            assert!(slots / 4 * 3 >= n, "{n}: {slots}");
+        }
+    }
+
+    #[test]
     fn regions_do_not_overlap_and_fit_the_pages() {
-        let l = Layout::new(1000, 5000, 300, 70_000, 100_000, true);
+        let l = Layout::new(1000, 5000, 300, 70_000, 100_000, LIVE_SLOTS);
         assert!(l.calls_off >= HEADER_SIZE);
         assert!(l.direct_arcs_off >= l.calls_off + 8 * 1000);
         assert_eq!(l.direct_arcs_off % 8, 0);

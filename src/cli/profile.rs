@@ -95,6 +95,18 @@ pub struct InstrumentFlags {
     /// bytes still held at the end, the peak, pages grown.
     #[arg(long)]
     pub no_alloc: bool,
+    /// Room for N allocations live at once: each is followed from its allocation to its
+    /// free in a table of the profiler's (32 bytes a slot with the peak's copy, a power of
+    /// two of slots, three quarters of them used). Past it, allocations are still counted
+    /// in their contexts, but not in the bytes held or the peak, and the report says how
+    /// many.
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = crate::layout::DEFAULT_MAX_LIVE,
+        value_parser = clap::value_parser!(u32).range(1..=i64::from(crate::layout::MAX_LIVE))
+    )]
+    pub max_live_allocations: u32,
 }
 
 impl InstrumentFlags {
@@ -108,6 +120,7 @@ impl InstrumentFlags {
             sampler: self.sampler.into(),
             one_memory_variant: false,
             allocations: !self.no_alloc,
+            max_live_allocations: self.max_live_allocations,
         }
     }
 }

@@ -201,6 +201,8 @@ impl DoctestRunner {
             name_of(MetricArg::from(options.metric)),
             "--max-contexts".to_string(),
             options.max_contexts.to_string(),
+            "--max-live-allocations".to_string(),
+            options.max_live_allocations.to_string(),
             "--state".to_string(),
             name_of(StateArg::from(options.state)),
             "--sampler".to_string(),

@@ -140,6 +140,7 @@ mod tests {
                             sampler,
                             one_memory_variant: false,
                             allocations,
+                            max_live_allocations: 777,
                         },
                         sample_interval: Duration::from_micros(250),
                         compensation,

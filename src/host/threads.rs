@@ -170,7 +170,7 @@ impl Program {
             .map_err(anyhow::Error::from)?;
         let layout = meta
             .as_ref()
-            .map_or(Layout::new(0, 0, 0, 0, 0, false), |m| m.layout);
+            .map_or(Layout::new(0, 0, 0, 0, 0, 0), |m| m.layout);
         let (ended, ends) = mpsc::channel();
         let program = Arc::new(Program {
             engine,

@@ -76,6 +76,9 @@ pub struct Options {
     /// Record the program's allocations (its allocators' calls, found by name, and its
     /// memory's growth) in the calling contexts, where the metric and the state allow.
     pub allocations: bool,
+    /// Room in the live table for this many allocations live at once; past it, allocations
+    /// are counted but not followed to their frees.
+    pub max_live_allocations: u32,
 }
 
 /// The calling contexts a profile keeps unless told otherwise: 4 M, at most 192 MB of the
@@ -92,6 +95,7 @@ impl Default for Options {
             sampler: Sampler::Word,
             one_memory_variant: false,
             allocations: true,
+            max_live_allocations: crate::layout::DEFAULT_MAX_LIVE,
         }
     }
 }
@@ -126,6 +130,15 @@ impl Options {
         self.metric.facts().probes.counter && self.state == StateLocation::OwnMemory
     }
 
+    /// The live table's slots of a module that `records` allocations (0 for one that does
+    /// not).
+    fn live_slots(&self, records: bool) -> u32 {
+        match records {
+            true => crate::layout::live_slots_for(self.max_live_allocations),
+            false => 0,
+        }
+    }
+
     /// Whether the module carries its variant for hosts that allow one memory: asked for,
     /// and its own state not in a state module already.
     fn carries_one_memory_variant(&self) -> bool {
@@ -143,16 +156,9 @@ impl Options {
             && (!self.metric.facts().sampled || meta.sampler == self.sampler)
             && (meta.allocations.not_recorded.as_deref() == Some(allocators::NOT_ASKED))
                 != self.allocations
+            && l.live_slots == self.live_slots(meta.records_allocations())
             && l.nodes_cap
-                == Layout::new(
-                    l.functions,
-                    0,
-                    0,
-                    0,
-                    self.max_contexts,
-                    meta.records_allocations(),
-                )
-                .nodes_cap
+                == Layout::new(l.functions, 0, 0, 0, self.max_contexts, l.live_slots).nodes_cap
     }
 }
 
@@ -353,7 +359,7 @@ fn rewrite(mut module: Module, options: &Options) -> Result<Rewritten, Instrumen
         sites.indirect.len() as u32,
         segment_count,
         options.max_contexts,
-        allocs.records(),
+        options.live_slots(allocs.records()),
     );
     // Imports come first among the function ids.
     let imports = imported.iter().filter(|&&i| i).count() as u32;

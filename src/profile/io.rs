@@ -280,7 +280,7 @@ mod tests {
             host_exceptions: false,
             one_memory_variant: false,
             sampler: Default::default(),
-            layout: crate::layout::Layout::new(0, 0, 0, 0, 1, false),
+            layout: crate::layout::Layout::new(0, 0, 0, 0, 1, 0),
             functions: Vec::new(),
             direct_sites: Vec::new(),
             indirect_sites: Vec::new(),

@@ -213,3 +213,22 @@ fn no_alloc_records_none_and_the_calls_metric_says_why() {
         "{out}"
     );
 }
+
+/// `--max-live-allocations 2` leaves a live table of 4 slots, room for 3 blocks at once:
+/// `five_boxes` keeps 5, so at least 2 find it full. They are still counted where they
+/// were made, and the report says how many were not followed and which flag makes room.
+#[test]
+fn a_full_live_table_counts_what_it_cannot_follow_and_says_so() {
+    let run = test_run("allocs", &["--max-live-allocations", "2"]);
+    assert!(run.out.status.success(), "{}", stderr(&run.out));
+    let p = run.profile("allocs-allocs-lib.json");
+    let allocations = p.allocations.clone().expect("allocations recorded");
+    assert!(allocations.untracked >= 2, "{allocations:?}");
+    let boxes = allocs_under(&p, "allocs::five_boxes");
+    assert_eq!((boxes.allocs, boxes.alloc_bytes), (5, 5 * 128));
+    let out = stdout(&run.out);
+    assert!(
+        out.contains("found the live table full") && out.contains("--max-live-allocations"),
+        "{out}"
+    );
+}
