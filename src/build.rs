@@ -99,6 +99,9 @@ pub struct BuildRequest {
     pub metric: Metric,
     /// The Emscripten link instruments without recording allocations (`--no-alloc`).
     pub no_alloc: bool,
+    /// The Emscripten link makes room for this many live allocations
+    /// (`--max-live-allocations`; `None`: the default).
+    pub max_live_allocations: Option<u32>,
 }
 
 /// One test or bench binary cargo built.
@@ -311,7 +314,11 @@ fn cargo_command(args: &BuildRequest, extra: &[&str]) -> Result<Command, Error> 
         cmd.env(format!("CARGO_PROFILE_{profile}_STRIP"), "none");
     }
     if args.target == Target::Emscripten {
-        cmd.envs(emscripten::linker_env(args.metric, args.no_alloc)?);
+        cmd.envs(emscripten::linker_env(
+            args.metric,
+            args.no_alloc,
+            args.max_live_allocations,
+        )?);
     }
     Ok(cmd)
 }

@@ -24,7 +24,7 @@ use std::process::Command;
 
 use anyhow::Context as _;
 
-use crate::emscripten::{Driver, METRIC_VAR, NO_ALLOC_VAR};
+use crate::emscripten::{Driver, MAX_LIVE_VAR, METRIC_VAR, NO_ALLOC_VAR};
 use crate::error::Error;
 use crate::fsutil::relative;
 use crate::instrument::{instrument_in_place, original_path, Options};
@@ -210,6 +210,7 @@ pub(crate) fn run(driver: Driver, args: &[OsString]) -> Result<i32, Error> {
         let options = Options {
             metric,
             allocations: !crate::emscripten::no_alloc(std::env::var_os(NO_ALLOC_VAR).as_deref()),
+            max_live_allocations: max_live_from_env()?,
             ..Options::default()
         };
         let options = if for_js {
@@ -272,6 +273,21 @@ fn metric_from_env() -> Result<Metric, Error> {
             })
         }
         _ => Ok(Metric::Time),
+    }
+}
+
+/// The live allocations named by [`MAX_LIVE_VAR`], else the default.
+fn max_live_from_env() -> Result<u32, Error> {
+    use crate::layout::{DEFAULT_MAX_LIVE, MAX_LIVE};
+    match std::env::var(MAX_LIVE_VAR) {
+        Ok(n) if !n.is_empty() => n
+            .parse()
+            .ok()
+            .filter(|n| (1..=MAX_LIVE).contains(n))
+            .ok_or_else(|| {
+                anyhow::anyhow!("{MAX_LIVE_VAR}={n}: expected a number from 1 to {MAX_LIVE}").into()
+            }),
+        _ => Ok(DEFAULT_MAX_LIVE),
     }
 }
 

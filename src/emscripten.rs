@@ -22,6 +22,10 @@ pub const METRIC_VAR: &str = "WASMPROF_METRIC";
 /// program's allocations (`--no-alloc`): set and neither empty nor `0`.
 pub const NO_ALLOC_VAR: &str = "WASMPROF_NO_ALLOC";
 
+/// The environment variable that has `wasmprof-emcc` make room for as many live
+/// allocations (`--max-live-allocations`).
+pub const MAX_LIVE_VAR: &str = "WASMPROF_MAX_LIVE_ALLOCATIONS";
+
 /// Whether `value`, [`NO_ALLOC_VAR`]'s, asks for no allocations.
 pub fn no_alloc(value: Option<&std::ffi::OsStr>) -> bool {
     value.is_some_and(|v| !v.is_empty() && v != "0")
@@ -33,14 +37,23 @@ pub const LINKER_VAR: &str = "CARGO_TARGET_WASM32_UNKNOWN_EMSCRIPTEN_LINKER";
 const TRIPLE: &str = "wasm32-unknown-emscripten";
 
 /// The environment that makes cargo link through `wasmprof-emcc` with the profiler's
-/// runtime, instrumenting for `metric` (without the allocations with `no_alloc`), and wrap
-/// the user's linker if there is one.
-pub fn linker_env(metric: Metric, no_alloc: bool) -> Result<Vec<(&'static str, OsString)>, Error> {
+/// runtime, instrumenting for `metric` (without the allocations with `no_alloc`, with room
+/// for `max_live` live ones otherwise, where given), and wrap the user's linker if there is
+/// one.
+pub fn linker_env(
+    metric: Metric,
+    no_alloc: bool,
+    max_live: Option<u32>,
+) -> Result<Vec<(&'static str, OsString)>, Error> {
     let cwd = std::env::current_dir().context("cannot read the working directory")?;
     let mut env = vec![
         (LINKER_VAR, wrapper()?.into_os_string()),
         (METRIC_VAR, metric.name().into()),
         (NO_ALLOC_VAR, if no_alloc { "1" } else { "" }.into()),
+        (
+            MAX_LIVE_VAR,
+            max_live.map_or(String::new(), |n| n.to_string()).into(),
+        ),
     ];
     match user_linker(&cwd)? {
         Some(linker) => env.push((Driver::Cc.override_var(), linker.into_os_string())),

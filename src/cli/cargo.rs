@@ -169,6 +169,7 @@ impl CargoArgs {
             profile: self.profile.clone(),
             metric: instrument.metric,
             no_alloc: !instrument.allocations,
+            max_live_allocations: Some(instrument.max_live_allocations),
         }
     }
 }

@@ -427,3 +427,39 @@ fn the_wrapper_leaves_allocations_out_when_asked() {
     assert_eq!(why.as_deref(), Some("--no-alloc"));
     assert!(p.contexts.iter().all(|c| c.alloc.is_none()));
 }
+
+/// `WASMPROF_MAX_LIVE_ALLOCATIONS=N` at link time, as `--max-live-allocations N`: the module's
+/// live table has room for N; a value that is not a number in range is one error line.
+#[test]
+fn the_wrapper_makes_room_for_the_live_allocations_asked() {
+    if !have(&["emcc"]) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/emcc/allocs.c");
+    let link = |value: &str| {
+        output(
+            Command::new(env!("CARGO_BIN_EXE_wasmprof-emcc"))
+                .current_dir(dir.path())
+                .env("WASMPROF_MAX_LIVE_ALLOCATIONS", value)
+                .args(["-O1"])
+                .arg(&source)
+                .args(["-o", "allocs.wasm"]),
+        )
+    };
+    assert!(link("90000").status.success(), "wasmprof-emcc links");
+    let wasm = std::fs::read(dir.path().join("allocs.wasm")).unwrap();
+    validate(&wasm);
+    let meta = cargo_wasmprof::meta::Meta::from_module(&wasm)
+        .unwrap()
+        .unwrap();
+    // 90,000 is past 3/4 of 2^16 slots (49,152) and within 3/4 of 2^17 (98,304).
+    assert_eq!(meta.layout.live_slots, 1 << 17);
+    let refused = link("lots");
+    assert!(!refused.status.success());
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        stderr.contains("WASMPROF_MAX_LIVE_ALLOCATIONS=lots: expected a number from 1 to"),
+        "{stderr}"
+    );
+}

@@ -163,7 +163,7 @@ fn allocations(notes: &mut Vec<String>, p: &Profile) {
     }
     if a.untracked > 0 {
         notes.push(format!(
-            "{} allocations ({}) found the live table full: they are counted where they were made, but not in the bytes held at the end or the peak (--max-live-allocations makes room for more)",
+            "{} allocations ({}) found the live table full: they are counted where they were made, but not in the bytes held at the end or the peak (--max-live-allocations, or WASMPROF_MAX_LIVE_ALLOCATIONS at an Emscripten link, makes room for more)",
             a.untracked,
             crate::format::units::bytes(a.untracked_bytes)
         ));
