@@ -100,21 +100,39 @@ var wasmprof = (function () {
   // wasmprof-pthreads.js, in this scope).
   '__WASMPROF_PTHREADS__';
 
+  // Every error's stack reads as without the profiler: the frames of the thunks that the
+  // module's calls of its imports go through (`NAME (wasmprof thunk)`) are left out (a
+  // panic's stack in wasm-bindgen-test's output, a trap's under node). A
+  // `prepareStackTrace` set before (source-map-support's) gets the frames without them;
+  // `trapFrames` reads the whole stack.
+  var wholeStacks = new WeakMap();
+  var previousPrepare = Error.prepareStackTrace;
+  Error.prepareStackTrace = function (error, frames) {
+    var at = function (frame) { return '    at ' + frame; };
+    var shown = frames.filter(function (frame) {
+      return !/ \(wasmprof thunk\)$/.test(frame.getFunctionName() || '');
+    });
+    if (error !== null && typeof error === 'object') wholeStacks.set(error, frames.map(at).join('\n'));
+    if (previousPrepare) return previousPrepare(error, shown);
+    return [String(error)].concat(shown.map(at)).join('\n');
+  };
+
   // Where a trap left the program, for a metric without a context tree: the wasm frames
-  // of the error's stack (V8 keeps the innermost Error.stackTraceLimit frames), as
-  // function ids through the module's `wasmprof.frames` table, outermost first.
+  // of the error's stack (V8 keeps the innermost Error.stackTraceLimit frames), the thunks'
+  // included, as function ids through the module's `wasmprof.frames` table, outermost first.
   function trapFrames(e) {
     var table = run.frameTable, ids = [];
     if (!table || typeof e.stack !== 'string') return ids;
+    var stack = wholeStacks.get(e) || e.stack;
     var re = /wasm-function\[(\d+)\]/g, m;
-    while ((m = re.exec(e.stack)) !== null) {
+    while ((m = re.exec(stack)) !== null) {
       var index = Number(m[1]);
       if (index * 4 + 4 > table.byteLength) continue;
       var id = table.getUint32(index * 4, true);
       if (id !== NAMES.no_function) ids.push(id);
     }
     // A stack as long as V8 keeps may have lost its outer frames: NO_FUNCTION says so.
-    var lines = e.stack.split('\n').filter(function (l) { return /^\s+at /.test(l); });
+    var lines = stack.split('\n').filter(function (l) { return /^\s+at /.test(l); });
     if (ids.length && lines.length >= Error.stackTraceLimit) ids.push(NAMES.no_function);
     return ids.reverse();
   }

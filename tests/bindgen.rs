@@ -130,6 +130,20 @@ fn run(metric: Metric) -> &'static (Output, Profile) {
     cell.get_or_init(|| profiled_profile(&["--test", "node", "--metric", metric.name()], &[]))
 }
 
+/// The wasm frames of the stacks in the runner's output, without their places (each
+/// build numbers its functions its own way).
+fn wasm_frames(stdout: &[u8]) -> Vec<String> {
+    String::from_utf8_lossy(stdout)
+        .lines()
+        .filter_map(|l| l.trim_start().strip_prefix("at "))
+        .filter_map(|frame| {
+            frame
+                .split_once(" (wasm://")
+                .map(|(name, _)| name.to_string())
+        })
+        .collect()
+}
+
 /// The lines of the tests' own results, whatever their order, times left out.
 fn results(stdout: &[u8]) -> Vec<String> {
     let mut lines: Vec<String> = String::from_utf8_lossy(stdout)
@@ -320,6 +334,14 @@ fn results_and_exit_codes_are_the_plain_runners() {
         // Success alike; a failure is 101 as always with cargo-wasmprof (cargo itself passes
         // the runner's 1 on).
         assert_eq!(got.status.success(), want.status.success(), "{args:?}");
+        // The panic's stacks name the plain run's wasm frames, in its order: none of the
+        // profiler's thunks (V8 keeps 10 frames, so one more may be cut at the end).
+        let failed = !want.status.success();
+        let (got, want) = (wasm_frames(&got.stdout), wasm_frames(&want.stdout));
+        assert_eq!(!want.is_empty(), failed, "{want:#?}");
+        assert!(got.iter().all(|f| !f.contains("wasmprof")), "{got:#?}");
+        assert!(got.iter().all(|f| want.contains(f)), "{got:#?}\n{want:#?}");
+        assert!(got.len() + 2 >= want.len(), "{got:#?}\n{want:#?}");
         profiles.push(p);
     }
     // The failing binary still leaves its profile: both tests ran, the failing one up to
