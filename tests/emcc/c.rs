@@ -69,11 +69,10 @@ fn the_calls_fixtures_counts(p: &Profile, stdout: &str) {
     let source = built().join("calls.c");
     assert!(fib.file.as_deref().unwrap().ends_with("calls.c"));
     assert_eq!(fib.line, Some(line_of(&source, "int fib(")));
-    // The wrappers' default metric is the sampled time.
+    // The wrappers' default metric is the sampled time (a run this short may end before
+    // the sampler's first sample).
     assert_eq!(p.metric, cargo_wasmprof::meta::Metric::Time);
-    assert!(p
-        .sampling
-        .is_some_and(|s| s.samples + s.in_probes + s.idle > 0));
+    assert!(p.sampling.is_some());
 }
 
 #[test]
