@@ -166,6 +166,16 @@ pub const DEFAULT_MAX_LIVE: u32 = LIVE_SLOTS / 4 * 3;
 /// the peak's copy then take 128 MiB of the profiler's memory.
 pub const MAX_LIVE: u32 = (1 << 22) / 4 * 3;
 
+/// The live table's slots of a module that `records` allocations, with room for `max_live`
+/// (0 where it does not).
+pub fn live_slots(records: bool, max_live: u32) -> u32 {
+    if records {
+        live_slots_for(max_live)
+    } else {
+        0
+    }
+}
+
 /// The live table's slots that follow at least `max_live` allocations at once (a power of
 /// two, of which three quarters are used; at least 4).
 pub fn live_slots_for(max_live: u32) -> u32 {

@@ -39,7 +39,7 @@ use walrus::ir::{InstrSeqId, InstrSeqType};
 use walrus::{FunctionId, FunctionKind, Module};
 
 pub use crate::error::InstrumentError;
-use crate::layout::Layout;
+use crate::layout::{live_slots, Layout};
 use crate::meta::{self, FunctionMeta, Meta, Metric, Sampler, StateLocation};
 use crate::symbols::SymbolTable;
 pub use check::validate;
@@ -130,15 +130,6 @@ impl Options {
         self.metric.facts().probes.counter && self.state == StateLocation::OwnMemory
     }
 
-    /// The live table's slots of a module that `records` allocations (0 for one that does
-    /// not).
-    fn live_slots(&self, records: bool) -> u32 {
-        match records {
-            true => crate::layout::live_slots_for(self.max_live_allocations),
-            false => 0,
-        }
-    }
-
     /// Whether the module carries its variant for hosts that allow one memory: asked for,
     /// and its own state not in a state module already.
     fn carries_one_memory_variant(&self) -> bool {
@@ -156,7 +147,7 @@ impl Options {
             && (!self.metric.facts().sampled || meta.sampler == self.sampler)
             && (meta.allocations.not_recorded.as_deref() == Some(allocators::NOT_ASKED))
                 != self.allocations
-            && l.live_slots == self.live_slots(meta.records_allocations())
+            && l.live_slots == live_slots(meta.records_allocations(), self.max_live_allocations)
             && l.nodes_cap
                 == Layout::new(l.functions, 0, 0, 0, self.max_contexts, l.live_slots).nodes_cap
     }
@@ -359,7 +350,7 @@ fn rewrite(mut module: Module, options: &Options) -> Result<Rewritten, Instrumen
         sites.indirect.len() as u32,
         segment_count,
         options.max_contexts,
-        options.live_slots(allocs.records()),
+        live_slots(allocs.records(), options.max_live_allocations),
     );
     // Imports come first among the function ids.
     let imports = imported.iter().filter(|&&i| i).count() as u32;
