@@ -259,9 +259,9 @@ fn runtime_file(wasm: &Path, metric: Metric) -> Result<tempfile::NamedTempFile, 
     Ok(file)
 }
 
-/// The metric named by [`METRIC_VAR`], else the sampled time, as for `cargo wasmprof`
-/// (tested under node and in a cross-origin isolated page; a page that is not isolated
-/// has no worker to sample it, and the runtime says so on its console).
+/// The metric named by [`METRIC_VAR`], else the default one (the sampled time), as for
+/// `cargo wasmprof` (tested under node and in a cross-origin isolated page; a page that is
+/// not isolated has no worker to sample it, and the runtime says so on its console).
 fn metric_from_env() -> Result<Metric, Error> {
     match std::env::var(METRIC_VAR) {
         Ok(name) if !name.is_empty() => {
@@ -272,7 +272,7 @@ fn metric_from_env() -> Result<Metric, Error> {
                 .into()
             })
         }
-        _ => Ok(Metric::Time),
+        _ => Ok(Metric::default()),
     }
 }
 

@@ -162,9 +162,11 @@ pub const LIVE_ENTRY_SIZE: u32 = 16;
 pub const LIVE_SLOTS: u32 = 1 << 16;
 /// The live allocations the table follows at once unless told otherwise (`--max-live-allocations`).
 pub const DEFAULT_MAX_LIVE: u32 = LIVE_SLOTS / 4 * 3;
-/// The most live allocations the table can follow (`--max-live-allocations`): its slots and
-/// the peak's copy then take 128 MiB of the profiler's memory.
-pub const MAX_LIVE: u32 = (1 << 22) / 4 * 3;
+/// The most slots the live table takes: with the peak's copy, 128 MiB of the profiler's
+/// memory.
+const MAX_LIVE_SLOTS: u32 = 1 << 22;
+/// The most live allocations the table can follow (`--max-live-allocations`).
+pub const MAX_LIVE: u32 = MAX_LIVE_SLOTS / 4 * 3;
 
 /// The live table's slots of a module that `records` allocations, with room for `max_live`
 /// (0 where it does not).
@@ -182,7 +184,7 @@ pub fn live_slots_for(max_live: u32) -> u32 {
     (u64::from(max_live) * 4)
         .div_ceil(3)
         .next_power_of_two()
-        .clamp(4, u64::from(MAX_LIVE / 3 * 4)) as u32
+        .clamp(4, u64::from(MAX_LIVE_SLOTS)) as u32
 }
 
 /// The parent recorded for the root and for fold nodes.

@@ -135,19 +135,14 @@ fn a_modularized_program_profiles_itself() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/emcc/calls.c");
-    let link = output(
-        Command::new(env!("CARGO_BIN_EXE_wasmprof-emcc"))
-            .current_dir(dir.path())
-            .arg(&source)
-            .args([
-                "-O1",
-                "-o",
-                "mod.js",
-                "-sMODULARIZE",
-                "-sEXPORT_NAME=createCalls",
-            ]),
-    );
+    let args = [
+        "-O1",
+        "-o",
+        "mod.js",
+        "-sMODULARIZE",
+        "-sEXPORT_NAME=createCalls",
+    ];
+    let link = wasmprof_emcc(dir.path(), &[], "calls.c", &args);
     assert!(link.status.success());
     validate(&std::fs::read(dir.path().join("mod.wasm")).unwrap());
     std::fs::write(
@@ -156,15 +151,12 @@ fn a_modularized_program_profiles_itself() {
     )
     .unwrap();
     for n in nodes() {
-        let out = dir.path().join(format!("mod-{}.json", n.major));
-        let run = output(
-            n.command()
-                .current_dir(dir.path())
-                .arg("main.js")
-                .env("WASMPROF_OUT", &out),
+        let p = node_profile(
+            &n,
+            dir.path(),
+            &["main.js"],
+            &format!("mod-{}.json", n.major),
         );
-        assert!(run.status.success());
-        let p = n.profile(&out);
         check_invariants(&p);
         assert_eq!(calls(&p, "fib"), fib_calls(15));
         assert_eq!(arc(&p, "apply", "mul"), 3);
@@ -402,26 +394,10 @@ fn the_wrapper_leaves_allocations_out_when_asked() {
     }
     let dir = tempfile::tempdir().unwrap();
     std::fs::create_dir_all(dir.path().join("build")).unwrap();
-    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/emcc/allocs.c");
-    let link = output(
-        Command::new(env!("CARGO_BIN_EXE_wasmprof-emcc"))
-            .current_dir(dir.path())
-            .env("WASMPROF_NO_ALLOC", "1")
-            .args(["-O1", "-sALLOW_MEMORY_GROWTH"])
-            .arg(&source)
-            .args(["-o", "build/allocs.js"]),
-    );
+    let args = ["-O1", "-sALLOW_MEMORY_GROWTH", "-o", "build/allocs.js"];
+    let link = wasmprof_emcc(dir.path(), &[("WASMPROF_NO_ALLOC", "1")], "allocs.c", &args);
     assert!(link.status.success(), "wasmprof-emcc links");
-    let n = &nodes()[0];
-    let file = dir.path().join("allocs.json");
-    let run = output(
-        n.command()
-            .current_dir(dir.path())
-            .arg("build/allocs.js")
-            .env("WASMPROF_OUT", &file),
-    );
-    assert!(run.status.success());
-    let p = n.profile(&file);
+    let p = node_profile(&nodes()[0], dir.path(), &["build/allocs.js"], "allocs.json");
     let why = p.allocations.and_then(|a| a.not_recorded);
     assert_eq!(why.as_deref(), Some("--no-alloc"));
     assert!(p.contexts.iter().all(|c| c.alloc.is_none()));
@@ -435,16 +411,9 @@ fn the_wrapper_makes_room_for_the_live_allocations_asked() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/emcc/allocs.c");
     let link = |value: &str| {
-        output(
-            Command::new(env!("CARGO_BIN_EXE_wasmprof-emcc"))
-                .current_dir(dir.path())
-                .env("WASMPROF_MAX_LIVE_ALLOCATIONS", value)
-                .args(["-O1"])
-                .arg(&source)
-                .args(["-o", "allocs.wasm"]),
-        )
+        let env = [("WASMPROF_MAX_LIVE_ALLOCATIONS", value)];
+        wasmprof_emcc(dir.path(), &env, "allocs.c", &["-O1", "-o", "allocs.wasm"])
     };
     assert!(link("90000").status.success(), "wasmprof-emcc links");
     let wasm = std::fs::read(dir.path().join("allocs.wasm")).unwrap();

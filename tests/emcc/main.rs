@@ -14,7 +14,7 @@ mod threads;
 mod unwinding;
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Output};
 use std::sync::OnceLock;
 
 use cargo_wasmprof::profile::{Profile, HOST};
@@ -80,18 +80,26 @@ fn printed(stdout: &str, label: &str) -> u64 {
         .unwrap_or_else(|| panic!("`{label}` in {stdout}"))
 }
 
+/// `wasmprof-emcc fixtures/emcc/SOURCE ARGS` in `dir`, with the environment variables `env`.
+fn wasmprof_emcc(dir: &Path, env: &[(&str, &str)], source: &str, args: &[&str]) -> Output {
+    output(
+        Command::new(env!("CARGO_BIN_EXE_wasmprof-emcc"))
+            .current_dir(dir)
+            .envs(env.iter().copied())
+            .arg(
+                Path::new(env!("CARGO_MANIFEST_DIR"))
+                    .join("fixtures/emcc")
+                    .join(source),
+            )
+            .args(args),
+    )
+}
+
 /// Links fixtures/emcc/calls.c with `WASMPROF_METRIC=METRIC` into `dir/build/calls.js`.
 fn link_calls(dir: &Path, metric: &str) {
     std::fs::create_dir_all(dir.join("build")).unwrap();
-    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/emcc/calls.c");
-    let out = output(
-        Command::new(env!("CARGO_BIN_EXE_wasmprof-emcc"))
-            .current_dir(dir)
-            .env("WASMPROF_METRIC", metric)
-            .args(["-O1", "-g"])
-            .arg(&source)
-            .args(["-o", "build/calls.js"]),
-    );
+    let env = [("WASMPROF_METRIC", metric)];
+    let out = wasmprof_emcc(dir, &env, "calls.c", &["-O1", "-g", "-o", "build/calls.js"]);
     assert!(out.status.success(), "wasmprof-emcc links");
     validate(&std::fs::read(dir.join("build/calls.wasm")).unwrap());
 }
@@ -99,11 +107,18 @@ fn link_calls(dir: &Path, metric: &str) {
 /// Runs `dir`'s `build/calls.js FIB_N` under node `n`: the profile it wrote (checked to keep
 /// its state where `n` allows).
 fn calls_profile(dir: &Path, n: &NodeBin, fib_n: &str) -> Profile {
-    let profile = dir.join(format!("calls-{}.json", n.major));
+    let name = format!("calls-{}.json", n.major);
+    node_profile(n, dir, &["build/calls.js", fib_n], &name)
+}
+
+/// Runs `node ARGS` under node `n` in `dir`, which must succeed, with the profile going to
+/// `dir/NAME`: that profile (checked to keep its state where `n` allows).
+fn node_profile(n: &NodeBin, dir: &Path, args: &[&str], name: &str) -> Profile {
+    let profile = dir.join(name);
     let run = output(
         n.command()
             .current_dir(dir)
-            .args(["build/calls.js", fib_n])
+            .args(args)
             .env("WASMPROF_OUT", &profile),
     );
     assert!(run.status.success(), "node {}", n.major);
