@@ -194,17 +194,8 @@ fn speedscope_page_loads_a_profile_weighed_by_bytes() {
 /// The DOM of speedscope's page (its npm package, installed once under the test's target
 /// dir) after it imported `bytes` as the file `name`, in headless Chromium.
 pub(crate) fn speedscope_dom(name: &str, bytes: &[u8]) -> String {
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("speedscope-1.25.0");
+    let dir = speedscope_package();
     let page = dir.join("node_modules/speedscope/dist/release/index.html");
-    if !page.exists() {
-        let out = output(
-            Command::new("npm")
-                .args(["install", "--no-audit", "--no-fund", "--prefix"])
-                .arg(&dir)
-                .arg("speedscope@1.25.0"),
-        );
-        assert!(out.status.success(), "npm install speedscope failed");
-    }
     use base64::Engine as _;
     let script = format!(
         "speedscope.loadFileFromBase64({name:?}, \"{}\")",
@@ -224,6 +215,32 @@ pub(crate) fn speedscope_dom(name: &str, bytes: &[u8]) -> String {
     );
     assert!(dom.status.success());
     String::from_utf8_lossy(&dom.stdout).into_owned()
+}
+
+/// speedscope's npm package, installed once under the test's target dir. The tests that
+/// load its page run in parallel: one installs, the others wait for it. The install goes
+/// to a directory of this process that is renamed into place, so no test (of this run or
+/// another) sees a half-installed package.
+fn speedscope_package() -> &'static Path {
+    static PACKAGE: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
+    PACKAGE.get_or_init(|| {
+        let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("speedscope-1.25.0");
+        if dir.join("node_modules/speedscope/dist/release/index.html").exists() {
+            return dir;
+        }
+        let partial = dir.with_file_name(format!("speedscope-partial-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&partial);
+        let out = output(
+            Command::new("npm")
+                .args(["install", "--no-audit", "--no-fund", "--prefix"])
+                .arg(&partial)
+                .arg("speedscope@1.25.0"),
+        );
+        assert!(out.status.success(), "npm install speedscope failed");
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::rename(&partial, &dir).unwrap();
+        dir
+    })
 }
 
 /// The Firefox Profiler's processed format: every context a sample whose stack resolves,
