@@ -12,7 +12,7 @@
 //! - the descriptor functions, exported as `__wbindgen_describe_*`, and every function
 //!   they reach by direct calls;
 //! - the functions that call the `__wbindgen_describe_generic_import` import (interpreted
-//!   up to that call, then replaced by an import);
+//!   up to that call, then replaced by an import: each gets a thunk, as an import does);
 //! - `__wbindgen_skip_interpret_calls`, whose body lists the calls the interpreter skips
 //!   (`__wasm_call_ctors`): they stay as they are, and the walk does not enter them.
 //!
@@ -35,16 +35,38 @@ const PLACEHOLDER: &str = "__wbindgen_placeholder__";
 /// The module of the intrinsics that bindgen's externref pass replaces.
 const EXTERNREF_XFORM: &str = "__wbindgen_externref_xform__";
 
-/// Whether `module` was built for wasm-bindgen (it imports from its placeholder module).
-pub(super) fn uses_bindgen(module: &Module) -> bool {
-    module
-        .imports
-        .iter()
-        .any(|i| i.module == PLACEHOLDER || i.module == EXTERNREF_XFORM)
+/// What the instrumenter treats apart in a wasm-bindgen module (nothing in any other).
+#[derive(Default)]
+pub(super) struct Bindgen {
+    /// The imports that get no thunk: wasm-bindgen's intrinsics.
+    pub(super) intrinsics: HashSet<FunctionId>,
+    /// The defined functions its interpreter runs, left uninstrumented.
+    pub(super) left_alone: HashSet<FunctionId>,
+    /// The generic-import shims, which get thunks as imports do.
+    pub(super) shims: HashSet<FunctionId>,
+}
+
+impl Bindgen {
+    /// What `module` has of them: nothing unless it was built for wasm-bindgen (it imports
+    /// from its placeholder module).
+    pub(super) fn of(module: &Module) -> Bindgen {
+        let uses_bindgen = module
+            .imports
+            .iter()
+            .any(|i| i.module == PLACEHOLDER || i.module == EXTERNREF_XFORM);
+        if !uses_bindgen {
+            return Bindgen::default();
+        }
+        Bindgen {
+            intrinsics: intrinsics(module),
+            left_alone: interpreted(module),
+            shims: generic_import_shims(module),
+        }
+    }
 }
 
 /// The imported functions that get no thunk: wasm-bindgen's intrinsics.
-pub(super) fn intrinsics(module: &Module) -> HashSet<FunctionId> {
+fn intrinsics(module: &Module) -> HashSet<FunctionId> {
     module
         .imports
         .iter()
@@ -59,16 +81,34 @@ pub(super) fn intrinsics(module: &Module) -> HashSet<FunctionId> {
         .collect()
 }
 
-/// The defined functions that wasm-bindgen's interpreter runs, left uninstrumented.
-pub(super) fn interpreted(module: &Module) -> HashSet<FunctionId> {
-    let generic_import = module
+/// The generic-import shims: the defined functions that call the
+/// `__wbindgen_describe_generic_import` marker (`wbg_cast`'s identity adapters and generic
+/// imports' monomorphisations). Bindgen interprets each up to the marker, then replaces it
+/// by a JS import and points every call of it there; so each gets a thunk, as an import
+/// does, which then calls the JS function, and the calls from there back into the module
+/// (`__externref_table_alloc`) are its arcs.
+fn generic_import_shims(module: &Module) -> HashSet<FunctionId> {
+    let Some(marker) = module
         .imports
         .iter()
         .find(|i| i.module == PLACEHOLDER && i.name == "__wbindgen_describe_generic_import")
         .and_then(|i| match i.kind {
             ImportKind::Function(id) => Some(id),
             _ => None,
-        });
+        })
+    else {
+        return HashSet::new();
+    };
+    module
+        .funcs
+        .iter_local()
+        .filter(|(id, _)| calls(module, *id).contains(&marker))
+        .map(|(id, _)| id)
+        .collect()
+}
+
+/// The defined functions that wasm-bindgen's interpreter runs, left uninstrumented.
+fn interpreted(module: &Module) -> HashSet<FunctionId> {
     let exported = |name: &'static str| {
         module.exports.iter().filter_map(move |e| match e.item {
             ExportItem::Function(id) if e.name.starts_with(name) => Some(id),
@@ -78,15 +118,7 @@ pub(super) fn interpreted(module: &Module) -> HashSet<FunctionId> {
     let skip: Vec<FunctionId> = exported("__wbindgen_skip_interpret_calls").collect();
     let skipped: HashSet<FunctionId> = skip.iter().flat_map(|&f| calls(module, f)).collect();
     let mut roots: Vec<FunctionId> = exported("__wbindgen_describe_").collect();
-    if let Some(generic) = generic_import {
-        roots.extend(
-            module
-                .funcs
-                .iter_local()
-                .filter(|(id, _)| calls(module, *id).contains(&generic))
-                .map(|(id, _)| id),
-        );
-    }
+    roots.extend(generic_import_shims(module));
     let mut left: HashSet<FunctionId> = skip.into_iter().collect();
     while let Some(f) = roots.pop() {
         if skipped.contains(&f) || !left.insert(f) {

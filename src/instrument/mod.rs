@@ -49,7 +49,7 @@ use lines::LineInterner;
 use rewrite::{rewrite_function, ProbeLocals, Unwind};
 use sites::{sequences, Site, Sites};
 pub use state_import::{import_state_from, StateImport};
-use thunks::{add_import_thunks, redirect_to_thunks};
+use thunks::{add_import_thunks, host_functions, redirect_to_thunks};
 
 /// What can be chosen about the instrumentation.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -315,21 +315,16 @@ fn rewrite(mut module: Module, options: &Options) -> Result<Rewritten, Instrumen
         .enumerate()
         .all(|(i, id)| id.index() == i));
     let threads = check::threads(&module, options.state)?;
-    let imported: Vec<bool> = original_funcs
-        .iter()
-        .map(|&id| matches!(module.funcs.get(id).kind, FunctionKind::Import(_)))
-        .collect();
-    // A wasm-bindgen module: what its bindgen step interprets stays as it is (see
-    // `bindgen`'s doc comment for why).
-    let (intrinsics, left_alone) = match bindgen::uses_bindgen(&module) {
-        true => (bindgen::intrinsics(&module), bindgen::interpreted(&module)),
-        false => Default::default(),
-    };
+    // A wasm-bindgen module: what its bindgen step interprets stays as it is, and the shims
+    // it makes imports get thunks (see `bindgen`'s doc comment for why).
+    let bindgen = bindgen::Bindgen::of(&module);
+    let (imported, host) = host_functions(&module, &original_funcs, &bindgen.shims);
     let threaded = threads != check::Threads::None;
-    let allocs = allocators::plan(&module, options, threaded, &left_alone);
-    let thunks = add_import_thunks(&mut module, &original_funcs, &intrinsics);
-    redirect_to_thunks(&mut module, &thunks, &left_alone);
-    let (sites, plans) = plan(&module, &original_funcs, &left_alone, &thunks, &allocs);
+    let left_alone = &bindgen.left_alone;
+    let allocs = allocators::plan(&module, options, threaded, left_alone);
+    let thunks = add_import_thunks(&mut module, &original_funcs, &bindgen);
+    redirect_to_thunks(&mut module, &thunks, left_alone);
+    let (sites, plans) = plan(&module, &original_funcs, left_alone, &thunks, &allocs);
 
     // Per-line costs: with the instructions metric, each segment of the program's code
     // (not the thunks') counts its runs in the profiler's own memory.
@@ -352,9 +347,7 @@ fn rewrite(mut module: Module, options: &Options) -> Result<Rewritten, Instrumen
         options.max_contexts,
         live_slots(allocs.records(), options.max_live_allocations),
     );
-    // Imports come first among the function ids.
-    let imports = imported.iter().filter(|&&i| i).count() as u32;
-    let profiler = add_profiler(&mut module, &layout, options, imports, threaded)?;
+    let profiler = add_profiler(&mut module, &layout, options, &host, threaded)?;
     let segments = rewrite_functions(&mut module, &plans, &profiler, &layout, options);
     debug_assert_eq!(segments.len(), segment_count as usize);
     // For the stack sampler, the probes' code gets places walrus's code transform records.
@@ -442,14 +435,14 @@ fn add_profiler(
     module: &mut Module,
     layout: &Layout,
     options: &Options,
-    imports: u32,
+    host: &probes::HostFunctions,
     threaded: bool,
 ) -> Result<probes::Profiler, InstrumentError> {
     Ok(match options.state {
-        StateLocation::OwnMemory => probes::add(module, layout, options, imports, threaded),
+        StateLocation::OwnMemory => probes::add(module, layout, options, host, threaded),
         StateLocation::StateModule => {
             let (profiler, state) =
-                probes::import_state_module(module, layout, options, imports, threaded);
+                probes::import_state_module(module, layout, options, host, threaded);
             validate(&state).map_err(InstrumentError::Produced)?;
             module.customs.add(walrus::RawCustomSection {
                 name: meta::STATE_SECTION.to_string(),

@@ -1,26 +1,49 @@
 //! Import thunks: each imported function gets a defined function that calls it, and every
 //! reference to the import goes through the thunk, so that calls into the host are
-//! counted and timed like any other.
+//! counted and timed like any other. So does each function that becomes an import after
+//! the instrumenter (wasm-bindgen's generic-import shims, `bindgen::generic_import_shims`).
 
 use std::collections::{BTreeMap, HashSet};
 
 use walrus::ir::{Instr, InstrLocId, VisitorMut};
 use walrus::{FunctionBuilder, FunctionId, FunctionKind, Module};
 
-/// Adds a thunk for every imported function but those in `without`: a defined function
-/// that calls the import. Returns import -> thunk, in index order (so that the output is
+use super::bindgen::Bindgen;
+use super::probes::HostFunctions;
+
+/// Which of `funcs` (a module's functions, in index order) run in the host: each whether
+/// it is an import or a shim, and the same for the probes.
+pub(super) fn host_functions(
+    module: &Module,
+    funcs: &[FunctionId],
+    shims: &HashSet<FunctionId>,
+) -> (Vec<bool>, HostFunctions) {
+    let import = |id: FunctionId| matches!(module.funcs.get(id).kind, FunctionKind::Import(_));
+    let host = HostFunctions {
+        // Imports come first among the function ids.
+        imports: funcs.iter().filter(|&&id| import(id)).count() as u32,
+        shims: shims.iter().map(|id| id.index() as u32).collect(),
+    };
+    let imported = funcs
+        .iter()
+        .map(|&id| import(id) || shims.contains(&id))
+        .collect();
+    (imported, host)
+}
+
+/// Adds a thunk for every imported function but wasm-bindgen's intrinsics, and for every
+/// generic-import shim (defined functions that become imports later): a defined function
+/// that calls it. Returns import (or shim) -> thunk, in index order (so that the output is
 /// deterministic).
 pub(super) fn add_import_thunks(
     module: &mut Module,
     funcs: &[FunctionId],
-    without: &HashSet<FunctionId>,
+    bindgen: &Bindgen,
 ) -> BTreeMap<FunctionId, FunctionId> {
     let mut thunks = BTreeMap::new();
     for &id in funcs {
-        let FunctionKind::Import(_) = module.funcs.get(id).kind else {
-            continue;
-        };
-        if without.contains(&id) {
+        let import = matches!(module.funcs.get(id).kind, FunctionKind::Import(_));
+        if !(import && !bindgen.intrinsics.contains(&id) || bindgen.shims.contains(&id)) {
             continue;
         }
         let ty = module.funcs.get(id).ty();

@@ -201,7 +201,7 @@ pub(crate) fn speedscope_dom(name: &str, bytes: &[u8]) -> String {
         "speedscope.loadFileFromBase64({name:?}, \"{}\")",
         base64::engine::general_purpose::STANDARD.encode(bytes)
     );
-    let loader = save(&dir, &format!("load-{name}.js"), script.as_bytes());
+    let loader = save(dir, &format!("load-{name}.js"), script.as_bytes());
     let user_data = tempfile::tempdir().unwrap();
     let dom = output(
         headless_chromium()
@@ -225,7 +225,10 @@ fn speedscope_package() -> &'static Path {
     static PACKAGE: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
     PACKAGE.get_or_init(|| {
         let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("speedscope-1.25.0");
-        if dir.join("node_modules/speedscope/dist/release/index.html").exists() {
+        if dir
+            .join("node_modules/speedscope/dist/release/index.html")
+            .exists()
+        {
             return dir;
         }
         let partial = dir.with_file_name(format!("speedscope-partial-{}", std::process::id()));

@@ -26,18 +26,46 @@ pub(super) fn build_count_call(module: &mut Module, counter: &ArcCounter) -> Fun
 /// The parameters of `exit`: parent, node, t0.
 pub(super) const EXIT_PARAMS: [ValType; 3] = [ValType::I32, ValType::I32, ValType::I64];
 
+/// The function ids whose code runs in the host: the imports (the first `imports` ids) and
+/// the defined functions that become imports after the instrumenter (`shims`:
+/// wasm-bindgen's generic-import shims, which its bindgen step replaces by JS functions).
+/// Each has a thunk, so an entry from the host while one runs is its arc.
+#[derive(Clone, Debug, Default)]
+pub struct HostFunctions {
+    /// How many imports there are: function ids below it are imports.
+    pub imports: u32,
+    /// The shims' function ids.
+    pub shims: Vec<u32>,
+}
+
+impl HostFunctions {
+    /// Pushes whether the function id in `func` is one of them (a comparison per shim: the
+    /// walk that asks runs only on entries from the host).
+    fn push_is_host(&self, b: &mut InstrSeqBuilder, func: LocalId) {
+        b.local_get(func)
+            .i32_const(self.imports as i32)
+            .binop(BinaryOp::I32LtU);
+        for &shim in &self.shims {
+            b.local_get(func)
+                .i32_const(shim as i32)
+                .binop(BinaryOp::I32Eq)
+                .binop(BinaryOp::I32Or);
+        }
+    }
+}
+
 /// How `dyn_arc` tells which import was running when the host called into the module.
-#[derive(Clone, Copy)]
+#[derive(Clone)]
 pub(super) enum HostEntry {
     /// The calls metric: the thunks keep the innermost running import's id + 1 in `active`.
     Active(GlobalId),
-    /// A cost metric: the innermost import node on the current path of the context tree
-    /// (function ids below `imports` are the imports). Activations above it that an
-    /// unwinding left open are closed first (`unwind_to`).
+    /// A cost metric: the innermost node of a host function on the current path of the
+    /// context tree. Activations above it that an unwinding left open are closed first
+    /// (`unwind_to`).
     Tree {
         cur: GlobalId,
         unwind_to: FunctionId,
-        imports: u32,
+        host: HostFunctions,
     },
 }
 
@@ -50,7 +78,7 @@ pub(super) fn build_dyn_arc(
     module: &mut Module,
     layout: &Layout,
     mem: &Mem,
-    host_entry: HostEntry,
+    host_entry: &HostEntry,
 ) -> FunctionId {
     let s = module.locals.add(ValType::I32);
     let f = module.locals.add(ValType::I32);
@@ -63,7 +91,7 @@ pub(super) fn build_dyn_arc(
     b.if_else(
         None,
         |from_host| match host_entry {
-            HostEntry::Active(active) => {
+            &HostEntry::Active(active) => {
                 from_host.global_get(active).local_tee(slot);
                 from_host.if_else(
                     None,
@@ -77,12 +105,12 @@ pub(super) fn build_dyn_arc(
             HostEntry::Tree {
                 cur,
                 unwind_to,
-                imports,
+                host,
             } => innermost_import(
                 from_host,
                 layout,
                 mem,
-                (cur, unwind_to, imports),
+                (*cur, *unwind_to, host),
                 s,
                 [slot, start],
             ),
@@ -114,7 +142,7 @@ fn innermost_import(
     b: &mut InstrSeqBuilder,
     layout: &Layout,
     mem: &Mem,
-    (cur, unwind_to, imports): (GlobalId, FunctionId, u32),
+    (cur, unwind_to, host): (GlobalId, FunctionId, &HostFunctions),
     s: LocalId,
     [n, func]: [LocalId; 2],
 ) {
@@ -138,20 +166,18 @@ fn innermost_import(
                         |fold| {
                             // Fold node f + 1: an import's, or a path that is lost.
                             fold.local_get(n).i32_const(1).binop(BinaryOp::I32Sub);
-                            fold.local_tee(func)
-                                .i32_const(imports as i32)
-                                .binop(BinaryOp::I32LtU)
-                                .br_if(found_id);
+                            fold.local_set(func);
+                            host.push_is_host(fold, func);
+                            fold.br_if(found_id);
                             fold.br(done_id);
                         },
                         |_| {},
                     );
                     node_addr(up, layout, n);
                     mem.load32(up, nodes + layout::NODE_FUNC);
-                    up.local_tee(func)
-                        .i32_const(imports as i32)
-                        .binop(BinaryOp::I32LtU)
-                        .br_if(found_id);
+                    up.local_set(func);
+                    host.push_is_host(up, func);
+                    up.br_if(found_id);
                     node_addr(up, layout, n);
                     mem.load32(up, nodes + layout::NODE_PARENT);
                     up.local_set(n).br(up_id);

@@ -41,6 +41,7 @@ use entry_exit::SampleWord;
 pub use entry_exit::{
     ArcCounter, CallCounter, Reading, TimedLocals, TimedOps, TimedProbes, Timing,
 };
+pub use functions::HostFunctions;
 use functions::{
     build_count_call, build_dyn_arc, build_enter, build_exit, build_find_child, build_unwind_to,
     HostEntry, EXIT_PARAMS,
@@ -128,11 +129,11 @@ pub fn add(
     module: &mut Module,
     layout: &Layout,
     options: &Options,
-    imports: u32,
+    host: &HostFunctions,
     threaded: bool,
 ) -> Profiler {
     let program_memory = module.memories.iter().next().map(|m| m.id());
-    let pieces = ProfilerState::build(module, layout, options, imports, threaded);
+    let pieces = ProfilerState::build(module, layout, options, host, threaded);
     let alloc = (layout.live_slots > 0)
         .then(|| AllocProbes::build(module, layout, pieces.memory, pieces.cur, program_memory));
     let wait = threaded.then(|| WaitProbe {
@@ -190,11 +191,11 @@ pub fn import_state_module(
     module: &mut Module,
     layout: &Layout,
     options: &Options,
-    imports: u32,
+    host: &HostFunctions,
     threaded: bool,
 ) -> (Profiler, Vec<u8>) {
     let mut state = Module::default();
-    let pieces = ProfilerState::build(&mut state, layout, options, imports, threaded);
+    let pieces = ProfilerState::build(&mut state, layout, options, host, threaded);
     let wait = threaded.then(|| import_wait_probe(module, &mut state, &pieces));
     let exports = &mut state.exports;
     exports.add(meta::MEMORY_EXPORT, ExportItem::Memory(pieces.memory));
@@ -396,12 +397,12 @@ impl ProfilerState {
         }
     }
 
-    /// The pieces for `metric` in `module`, whose first `imports` function ids are imports.
+    /// The pieces for `metric` in `module`, whose `host` functions run in the host.
     fn build(
         module: &mut Module,
         layout: &Layout,
         options: &Options,
-        imports: u32,
+        host: &HostFunctions,
         threaded: bool,
     ) -> ProfilerState {
         let metric = options.metric;
@@ -427,7 +428,7 @@ impl ProfilerState {
             Some(unwind_to) => HostEntry::Tree {
                 cur,
                 unwind_to,
-                imports,
+                host: host.clone(),
             },
             None => HostEntry::Active(active),
         };
@@ -435,7 +436,7 @@ impl ProfilerState {
             mem: memory,
             layout: *layout,
             site,
-            dyn_arc: build_dyn_arc(module, layout, &mem, host_entry),
+            dyn_arc: build_dyn_arc(module, layout, &mem, &host_entry),
         };
         let timing = unwind_to.map(|unwind_to| Timed {
             ops: TimedOps {
