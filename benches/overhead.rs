@@ -27,6 +27,9 @@ use cargo_wasmprof::meta::{Metric, Sampler};
 use cargo_wasmprof::profile::Profile;
 use cargo_wasmprof::sampling;
 
+#[path = "overhead/epoch.rs"]
+mod epoch;
+
 const RUNS: usize = 7;
 
 /// The groups whose ratios are summarized (geometric means), as the targets are stated.
@@ -109,7 +112,12 @@ fn threaded_binary(root: &Path) -> Vec<u8> {
 }
 
 fn main() {
-    // `cargo bench` passes --bench; there are no filters to honour.
+    // `cargo bench` passes --bench; the one filter is `parts`, the parts' accuracy alone
+    // (`cargo bench --bench overhead -- parts`).
+    if std::env::args().skip(1).any(|a| a == "parts") {
+        parts_accuracy();
+        return;
+    }
     let calls = fixture("calls", Mode::Test);
     let lib = calls
         .iter()
@@ -408,13 +416,17 @@ fn parts_accuracy() {
     let exact = instrumented(&wasm, Metric::ExactTime);
     let mut alone = vec![Vec::new(); PARTS.len()];
     let mut none = Vec::new();
-    // Sampled by each sampler, exact as measured, exact compensated.
+    // Sampled by each sampler, exact as measured, exact compensated; wasmtime's epoch
+    // sampler on the plain module.
     let mut shares = [
         vec![Vec::new(); PARTS.len()],
         vec![Vec::new(); PARTS.len()],
         vec![Vec::new(); PARTS.len()],
         vec![Vec::new(); PARTS.len()],
+        vec![Vec::new(); PARTS.len()],
     ];
+    let names: Vec<&str> = PARTS.iter().map(|(_, f)| *f).collect();
+    let mut epoch_samples = Vec::new();
     for _ in 0..RUNS {
         none.push(wall(&wasm, &[]));
         for (k, (part, _)) in PARTS.iter().enumerate() {
@@ -436,11 +448,20 @@ fn parts_accuracy() {
         let _ = compensated.compensate(cost);
         let word = profile(&sampled, Sampler::Word);
         let by_stacks = profile(&stacks, Sampler::Stacks);
-        for (m, p) in [word, by_stacks, raw, compensated].iter().enumerate() {
-            let totals: Vec<f64> = PARTS
-                .iter()
-                .map(|(_, f)| p.function_named(f).map_or(0.0, |f| f.cost.total_ns as f64))
-                .collect();
+        let interval = sampling::default_interval(Sampler::Stacks);
+        let by_epochs = epoch::sample(&wasm, &binary.package_dir, &["all"], interval, &names);
+        epoch_samples.push(by_epochs.samples as f64);
+        let mut totals: Vec<Vec<f64>> = [word, by_stacks, raw, compensated]
+            .iter()
+            .map(|p| {
+                PARTS
+                    .iter()
+                    .map(|(_, f)| p.function_named(f).map_or(0.0, |f| f.cost.total_ns as f64))
+                    .collect()
+            })
+            .collect();
+        totals.push(by_epochs.inclusive_ns);
+        for (m, totals) in totals.iter().enumerate() {
             let sum: f64 = totals.iter().sum();
             for (k, t) in totals.iter().enumerate() {
                 shares[m][k].push(100.0 * t / sum);
@@ -454,14 +475,15 @@ fn parts_accuracy() {
         .collect();
     let truth_sum: f64 = truth.iter().sum();
     println!(
-        "\n{:<12} {:>10} {:>11} {:>16} {:>16} {:>16} {:>16}",
+        "\n{:<12} {:>10} {:>11} {:>16} {:>16} {:>16} {:>16} {:>16}",
         "part",
         "plain run",
         "true share",
         "time (word)",
         "time (stacks)",
         "exact raw",
-        "exact compens."
+        "exact compens.",
+        "wasmtime epochs"
     );
     for (k, (part, _)) in PARTS.iter().enumerate() {
         let true_share = 100.0 * truth[k] / truth_sum;
@@ -470,18 +492,21 @@ fn parts_accuracy() {
             format!("{share:.1}% ({:+.1})", share - true_share)
         };
         println!(
-            "{:<12} {:>8.1}ms {:>10.1}% {:>16} {:>16} {:>16} {:>16}",
+            "{:<12} {:>8.1}ms {:>10.1}% {:>16} {:>16} {:>16} {:>16} {:>16}",
             part,
             truth[k] / 1e6,
             true_share,
             show(0),
             show(1),
             show(2),
-            show(3)
+            show(3),
+            show(4)
         );
     }
     println!(
-        "(inclusive time shares of the three parts' functions, median of {RUNS} profiles of all three; true shares from each part run alone, plain, less a run of none)"
+        "(inclusive time shares of the three parts' functions, median of {RUNS} profiles of all three; true shares from each part run alone, plain, less a run of none; wasmtime epochs: the plain module sampled as GuestProfiler samples, a backtrace at each epoch deadline, every {} ms, {:.0} samples a run)",
+        sampling::default_interval(Sampler::Stacks).as_millis(),
+        median(epoch_samples)
     );
     stack_sample_cost(&wasm, &config(&["loop"]));
 }
