@@ -11,6 +11,9 @@
 //!               through a direct call site (those are their site's count); with a cost,
 //!               the context nodes count calls
 //! direct_arcs   u64 per direct call site (index = site id)
+//! site_children (parent: u32, child: u32) per direct call site, with a context tree: the
+//!               child the site's callee got under the parent it last ran in, so that a
+//!               callee that is not its parent's first child is found without a list walk
 //! dyn_arcs      DynArc per slot: (site, callee) pairs seen at indirect sites and host entries
 //! segments      u64 per straight-line segment of the program's code, with the instructions
 //!               metric: how many times it ran (its instructions' lines are in the meta)
@@ -216,6 +219,9 @@ pub struct Layout {
     pub direct_arcs_off: u32,
     /// Number of direct call sites (slots 1..=direct_sites).
     pub direct_sites: u32,
+    /// Offset of `site_children` (as many slots as `direct_arcs`).
+    #[serde(default)]
+    pub site_children_off: u32,
     /// Offset of `dyn_arcs`.
     pub dyn_arcs_off: u32,
     /// Slots in `dyn_arcs` (a power of two).
@@ -279,7 +285,8 @@ impl Layout {
 
         let calls_off = u64::from(HEADER_SIZE);
         let direct_arcs_off = align8(calls_off + 8 * u64::from(functions));
-        let dyn_arcs_off = direct_arcs_off + 8 * (u64::from(direct_sites) + 1);
+        let site_children_off = direct_arcs_off + 8 * (u64::from(direct_sites) + 1);
+        let dyn_arcs_off = site_children_off + 8 * (u64::from(direct_sites) + 1);
         let segments_off = align8(dyn_arcs_off + u64::from(DYN_ARC_SIZE) * u64::from(dyn_arcs_cap));
         let live_off = align8(segments_off + 8 * u64::from(segments));
         let peak_off = live_off + u64::from(LIVE_ENTRY_SIZE) * u64::from(live_slots);
@@ -301,6 +308,7 @@ impl Layout {
             calls_off: to32(calls_off),
             direct_arcs_off: to32(direct_arcs_off),
             direct_sites,
+            site_children_off: to32(site_children_off),
             dyn_arcs_off: to32(dyn_arcs_off),
             dyn_arcs_cap,
             segments_off: to32(segments_off),
@@ -343,7 +351,8 @@ mod tests {
         assert!(l.calls_off >= HEADER_SIZE);
         assert!(l.direct_arcs_off >= l.calls_off + 8 * 1000);
         assert_eq!(l.direct_arcs_off % 8, 0);
-        assert!(l.dyn_arcs_off >= l.direct_arcs_off + 8 * 5001);
+        assert!(l.site_children_off >= l.direct_arcs_off + 8 * 5001);
+        assert!(l.dyn_arcs_off >= l.site_children_off + 8 * 5001);
         assert!(l.segments_off >= l.dyn_arcs_off + DYN_ARC_SIZE * l.dyn_arcs_cap);
         assert!(l.live_off >= l.segments_off + 8 * 70_000);
         assert!(l.peak_off >= l.live_off + LIVE_ENTRY_SIZE * l.live_slots);

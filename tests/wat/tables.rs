@@ -102,3 +102,92 @@ fn the_context_tree_grows_its_memory_instead_of_folding() {
     assert!(p.folded_entries > 0);
     assert_eq!(calls(&p, "f"), (1 << (N + 1)) - 1);
 }
+
+/// `walk` calls `a`, `b` and `c` in turn, `n` times: each call finds another callee first
+/// among walk's children, so the lookup goes to the call site's slot (or the list). `b`
+/// calls `a` too, so `a`'s call of `leaf` runs under two parents in turn, and its slot keeps
+/// changing. Every path's count follows from the code, in each placement of the state and
+/// with a tree too small for them all (the slots never keep a fold node, whose entries are
+/// all counted).
+#[test]
+fn callees_that_take_turns_keep_exact_contexts() {
+    const N: u64 = 7;
+    let wat = format!(
+        r#"(module
+          (func $leaf)
+          (func $a (call $leaf))
+          (func $b (call $a))
+          (func $c (call $leaf))
+          (func $walk (local $i i32)
+            (loop $next
+              (call $a) (call $b) (call $c)
+              (local.set $i (i32.add (local.get $i) (i32.const 1)))
+              (br_if $next (i32.lt_u (local.get $i) (i32.const {N})))))
+          (func (export "_start") (call $walk)))"#
+    );
+    let wasm = wat::parse_str(wat).unwrap();
+    let paths: [(&[&str], u64); 7] = [
+        (&["walk", "a"], N),
+        (&["walk", "a", "leaf"], N),
+        (&["walk", "b"], N),
+        (&["walk", "b", "a"], N),
+        (&["walk", "b", "a", "leaf"], N),
+        (&["walk", "c"], N),
+        (&["walk", "c", "leaf"], N),
+    ];
+    for state in [StateLocation::OwnMemory, StateLocation::StateModule] {
+        for metric in [Metric::Instructions, Metric::Time] {
+            let (p, _) = profile_module_with(
+                &wasm,
+                &Options {
+                    state,
+                    ..with_metric(metric)
+                },
+            );
+            check_invariants(&p);
+            assert_eq!(p.folded_entries, 0);
+            for (path, n) in paths {
+                assert_eq!(path_calls(&p, path), n, "{path:?} ({state:?}, {metric:?})");
+            }
+            assert_eq!(calls(&p, "leaf"), 3 * N);
+            assert_eq!(arc(&p, "a", "leaf"), 2 * N);
+        }
+    }
+    // Room for `_start`, `walk` and two more: the rest fold, each entry counted.
+    let (p, _) = profile_module_with(
+        &wasm,
+        &Options {
+            max_contexts: 4,
+            ..with_metric(Metric::Instructions)
+        },
+    );
+    check_invariants(&p);
+    let contexts = 2 + paths.len() as u64;
+    assert_eq!(
+        p.folded_entries,
+        paths[2..].iter().map(|(_, n)| n).sum::<u64>(),
+        "{contexts} paths, room for 4"
+    );
+    assert_eq!(calls(&p, "leaf"), 3 * N);
+}
+
+/// The calls of the contexts whose path from the root ends with `path`'s functions.
+fn path_calls(p: &cargo_wasmprof::profile::Profile, path: &[&str]) -> u64 {
+    let name = |c: &cargo_wasmprof::profile::Context| {
+        c.function.map(|f| p.functions[f as usize].name.as_str())
+    };
+    p.contexts
+        .iter()
+        .filter(|c| {
+            let mut names = Vec::new();
+            let mut at = Some(*c);
+            while let Some(c) = at {
+                names.extend(name(c));
+                at = c.parent.map(|up| &p.contexts[up as usize]);
+            }
+            names.reverse();
+            !c.folded && names.ends_with(path)
+        })
+        .map(|c| c.calls)
+        .sum()
+}

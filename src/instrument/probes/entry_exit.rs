@@ -5,7 +5,7 @@ use walrus::ir::{BinaryOp, Instr};
 use walrus::{FunctionId, GlobalId, InstrSeqBuilder, LocalId, MemoryId, ValType};
 
 use super::mem::Mem;
-use super::tables::node_addr;
+use super::tables::{node_addr, push_is_direct};
 use crate::layout::{self, Layout};
 
 /// The calls metric's entry probe.
@@ -147,7 +147,7 @@ pub struct TimedOps {
     pub(super) layout: Layout,
     pub(super) cur: GlobalId,
     pub(super) counter: ArcCounter,
-    /// `find_child(parent: i32, f: i32) -> i32`: the entry's rare path.
+    /// `find_child(parent: i32, f: i32, site: i32) -> i32`: the entry's rare path.
     pub(super) find_child: FunctionId,
     /// With the sampled time metric, the word the sampler reads.
     pub(super) sample: Option<SampleWord>,
@@ -170,7 +170,8 @@ impl TimedOps {
     /// Counts the arc into `f`, moves the current context node (left in `parent`) to its
     /// child for `f` (left in `node`) and counts the call there. A function that keeps
     /// calling the same callee finds it first among its children: the lookup is then two
-    /// loads and a comparison.
+    /// loads and a comparison; else `find_child` looks in the call site's slot, then in the
+    /// list.
     pub(super) fn enter(
         &self,
         b: &mut InstrSeqBuilder,
@@ -180,7 +181,8 @@ impl TimedOps {
         let mem = Mem(self.mem);
         let nodes = self.layout.nodes_off;
         self.mark_probes(b);
-        self.counter.count_arc(b, f, [node, addr]);
+        // The call site stays in `addr` for `find_child`.
+        self.counter.count_arc(b, f, [addr, node]);
         b.global_get(self.cur).local_set(parent);
         node_addr(b, &self.layout, parent);
         mem.load32(b, nodes + layout::NODE_FIRST_CHILD);
@@ -202,6 +204,7 @@ impl TimedOps {
             |search| {
                 search.local_get(parent);
                 push_func(search, f);
+                search.local_get(addr);
                 search.call(self.find_child).local_set(node);
             },
             |_| {},
@@ -340,11 +343,8 @@ impl ArcCounter {
             .local_set(s)
             .i32_const(0)
             .global_set(self.site);
-        b.local_get(s)
-            .i32_const(1)
-            .binop(BinaryOp::I32Sub)
-            .i32_const((layout::INDIRECT_SITE - 1) as i32)
-            .binop(BinaryOp::I32LtU);
+        b.local_get(s);
+        push_is_direct(b);
         b.if_else(
             None,
             |direct| {

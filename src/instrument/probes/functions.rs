@@ -293,24 +293,26 @@ pub(super) fn build_enter(
     builder.finish(vec![f], &mut module.funcs)
 }
 
-/// `find_child(parent: i32, f: i32) -> i32`: the child of `parent` for `f`, found in the
-/// list, or added.
+/// `find_child(parent: i32, f: i32, site: i32) -> i32`: the child of `parent` for `f`,
+/// entered from call site `site`: the one the site's slot remembers, found in the list, or
+/// added.
 pub(super) fn build_find_child(module: &mut Module, layout: &Layout, mem: &Mem) -> FunctionId {
     let parent = module.locals.add(ValType::I32);
     let f = module.locals.add(ValType::I32);
+    let site = module.locals.add(ValType::I32);
     let node = module.locals.add(ValType::I32);
     let prev = module.locals.add(ValType::I32);
     let addr = module.locals.add(ValType::I32);
     let mut builder = FunctionBuilder::new(
         &mut module.types,
-        &[ValType::I32, ValType::I32],
+        &[ValType::I32, ValType::I32, ValType::I32],
         &[ValType::I32],
     );
     builder.name("__wasmprof_find_child".into());
     let mut b = builder.func_body();
-    find_child(&mut b, layout, mem, [parent, f, node], [prev, addr]);
+    find_child(&mut b, layout, mem, [parent, f, site, node], [prev, addr]);
     b.local_get(node);
-    builder.finish(vec![parent, f], &mut module.funcs)
+    builder.finish(vec![parent, f, site], &mut module.funcs)
 }
 
 /// `exit(parent: i32, node: i32, t0: i64)`, the state module's exit probe: reads the clock
