@@ -8,12 +8,12 @@
 //! instruction more is a change; with sampled time each figure is an estimate, and a change
 //! within its noise (from the samples behind both figures) is called noise.
 
-use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use super::figures::{figures, sampled_noise, Figure, Kind};
 use super::{Diff, FunctionChange};
 use crate::error::Error;
 use crate::format::units;
@@ -233,12 +233,15 @@ impl Row {
         self.label(usize::MAX)
     }
 
-    /// What the row is, in words: `bench NAME`, `test NAME` or `the whole run` (names
-    /// elided past `width`).
+    /// What the row is, in words: `bench NAME`, `test NAME`, `the whole run`, or the bytes
+    /// of one of them (names elided past `width`).
     fn label(&self, width: usize) -> String {
+        let name = units::elide(&self.name, width);
         match self.kind {
             Kind::Run | Kind::Allocated => self.name.clone(),
-            kind => format!("{} {}", kind.name(), units::elide(&self.name, width)),
+            Kind::BenchBytes => format!("bytes per iteration, bench {name}"),
+            Kind::TestBytes => format!("bytes, test {name}"),
+            kind => format!("{} {name}", kind.name()),
         }
     }
 
@@ -260,109 +263,6 @@ impl Row {
     }
 }
 
-/// The name of the row of a profile's whole run.
-const WHOLE_RUN: &str = "the whole run";
-/// The name of the row of the bytes a profile's whole run allocated.
-const ALLOCATED: &str = "bytes allocated in the whole run";
-
-/// What a row measures.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Kind {
-    /// A profile's whole run.
-    Run,
-    /// A benchmark: the cost of one iteration of the routine its harness loop measured.
-    Bench,
-    /// A test: the test function with everything it calls.
-    Test,
-    /// The bytes a profile's whole run allocated, where allocations were recorded: exact,
-    /// shown beside the metric's rows (`--fail-above` gates on those).
-    Allocated,
-}
-
-impl Kind {
-    fn name(self) -> &'static str {
-        match self {
-            Kind::Run => "run",
-            Kind::Bench => "bench",
-            Kind::Test => "test",
-            Kind::Allocated => "allocated",
-        }
-    }
-}
-
-/// A row's figure in one profile, and the whole cost it is a share of (a benchmark's
-/// iterations together: what its samples stand for).
-#[derive(Debug, Clone, Copy)]
-struct Figure {
-    value: f64,
-    whole: f64,
-}
-
-/// Each benchmark's cost per iteration, each test's inclusive cost and the whole run's
-/// cost (the program's stacks') in `p` (a benchmark with a harness of its own has no loop
-/// to divide by: its binary's whole run is its figure), by kind and name.
-fn figures(p: &Profile, metric: Metric) -> BTreeMap<(Kind, String), Figure> {
-    let mut found = BTreeMap::new();
-    let alone = |value: f64| Figure {
-        value,
-        whole: value,
-    };
-    found.insert(
-        (Kind::Run, WHOLE_RUN.to_string()),
-        alone(program_cost(p, metric) as f64),
-    );
-    if p.allocations
-        .as_ref()
-        .is_some_and(|a| a.not_recorded.is_none())
-    {
-        let bytes = p.total_allocs().alloc_bytes as f64;
-        found.insert((Kind::Allocated, ALLOCATED.to_string()), alone(bytes));
-    }
-    for routine in harness::measured_routines(p) {
-        let iterations = routine.iterations() as f64;
-        let figure = match routine.per_iteration(metric) {
-            Some(cost) => Figure {
-                value: cost,
-                whole: cost * iterations,
-            },
-            None => alone(iterations),
-        };
-        found.insert((Kind::Bench, routine.arc.callee.clone()), figure);
-    }
-    for test in harness::test_functions(p) {
-        let cost = match metric.has_cost() {
-            true => test.cost.get(metric).1 as f64,
-            false => test.calls as f64,
-        };
-        found.insert((Kind::Test, test.name.clone()), alone(cost));
-    }
-    found
-}
-
-/// The cost of the program's own stacks in `p` ([`harness::program_view`]): the harness's
-/// own work left out, such as libtest formatting the time the run took, whose instructions
-/// change with that time; 0 where none of the program's functions ran.
-fn program_cost(p: &Profile, metric: Metric) -> u64 {
-    if !harness::program_functions(p).contains(&true) {
-        return 0;
-    }
-    let program = harness::program_view(p);
-    let q = program.as_ref().unwrap_or(p);
-    q.functions.iter().map(|f| f.own_weight(metric)).sum()
-}
-
-/// The relative noise, in percent, of a sampled figure of `ns` nanoseconds in `p`: about
-/// 2/sqrt(n) for the n samples behind it.
-fn sampled_noise(p: &Profile, ns: f64) -> Option<f64> {
-    let s = p.sampling.as_ref()?;
-    if s.samples == 0 || s.sampled_ns == 0 {
-        return Some(f64::INFINITY);
-    }
-    let samples = ns * s.samples as f64 / s.sampled_ns as f64;
-    Some(200.0 / samples.max(1.0).sqrt())
-}
-
 impl Comparison {
     /// Adds profile `file`'s comparison: its benchmarks and tests, and the functions that
     /// changed most.
@@ -371,12 +271,19 @@ impl Comparison {
         let (before, now) = (figures(base, metric), figures(new, metric));
         for (&(kind, ref name), &now_figure) in &now {
             let Some(&old) = before.get(&(kind, name.clone())) else {
-                self.notes
-                    .push(format!("{file}: {} {name} is new", kind.name()));
+                // A new benchmark's or test's bytes: its row of the metric says it is new.
+                if !kind.is_bytes_of_one() {
+                    self.notes
+                        .push(format!("{file}: {} {name} is new", kind.name()));
+                }
                 continue;
             };
+            // A benchmark or test that allocates nothing, before or now: no row of bytes.
+            if kind.is_bytes_of_one() && old.value + now_figure.value == 0.0 {
+                continue;
+            }
             let noise_percent = match metric {
-                _ if kind == Kind::Allocated => Some(0.0),
+                _ if kind.is_bytes() => Some(0.0),
                 // A benchmark's figure is per iteration; its samples are the whole
                 // routine's, which the iterations share alike.
                 Metric::Time => {
@@ -396,13 +303,17 @@ impl Comparison {
                 noise_percent,
                 functions: Vec::new(),
             };
-            if old != value && !row.is_noise() && kind != Kind::Allocated {
+            if old != value && !row.is_noise() && !kind.is_bytes() {
                 row.functions = changed_under(base, new, &row, metric)
                     .map_err(|e| Error::input(Path::new(file), format!("{e:#}")))?;
             }
             self.rows.push(row);
         }
-        for (kind, name) in before.keys().filter(|k| !now.contains_key(k)) {
+        for (kind, name) in before
+            .keys()
+            .filter(|(kind, _)| !kind.is_bytes_of_one())
+            .filter(|k| !now.contains_key(k))
+        {
             self.notes
                 .push(format!("{file}: {} {name} is not in this run", kind.name()));
         }
@@ -414,7 +325,7 @@ impl Comparison {
     pub fn worst_regression(&self) -> Option<&Row> {
         self.rows
             .iter()
-            .filter(|r| r.kind != Kind::Allocated && !r.is_noise() && r.change_percent() > 0.0)
+            .filter(|r| !r.kind.is_bytes() && !r.is_noise() && r.change_percent() > 0.0)
             .max_by(|a, b| a.change_percent().total_cmp(&b.change_percent()))
     }
 
@@ -542,9 +453,9 @@ impl Comparison {
 
     /// A figure of `row`: in bytes for the allocated bytes, else in the metric.
     fn show_row(&self, row: &Row, value: f64) -> String {
-        match row.kind {
-            Kind::Allocated => units::bytes(value.round() as u64),
-            _ => self.show(value),
+        match row.kind.is_bytes() {
+            true => units::bytes(value.round() as u64),
+            false => self.show(value),
         }
     }
 

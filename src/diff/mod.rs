@@ -4,6 +4,7 @@
 //! `baseline` compares a whole `test` or `bench` run with a saved one.
 
 pub mod baseline;
+mod figures;
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;

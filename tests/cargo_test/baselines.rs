@@ -203,3 +203,96 @@ fn a_test_baseline_names_what_changed_under_each_test() {
     assert_eq!(calls(&p, "core::hint::black_box<u32>"), 10_946);
     assert_eq!(calls(&p, "calls::fib"), fib_calls(20));
 }
+
+/// With allocations recorded, a baseline compares each test's allocated bytes too, exactly
+/// (beside its instructions): five boxes of 32 u64s instead of 16 add 5 * 128 bytes to the
+/// one test of fixtures/allocs, which allocated 10 * 1000 + 5 * 128 + 4096 + 1 MiB before.
+#[test]
+fn a_baseline_compares_each_tests_allocated_bytes() {
+    let dir = copy_fixture("allocs");
+    let root = dir.path();
+    let test = |args: &[&str]| {
+        output(
+            wasmprof()
+                .args(["wasmprof", "test", "--lib", "--metric", "instructions"])
+                .args(["--no-report"])
+                .args(args)
+                .current_dir(root),
+        )
+    };
+    assert!(test(&["--save-baseline", "before"]).status.success());
+    let same = stdout(&test(&["--baseline", "before"]));
+    let row = |text: &str| {
+        text.lines()
+            .find(|l| l.contains("bytes, test allocs::tests::allocations_of_known_sizes"))
+            .unwrap_or_else(|| panic!("the test's bytes in {text}"))
+            .to_string()
+    };
+    assert!(row(&same).contains("unchanged"), "{same}");
+    let lib = root.join("src/lib.rs");
+    let source = std::fs::read_to_string(&lib).unwrap();
+    let changed = source.replace("[i as u64; 16]", "[i as u64; 32]");
+    assert_ne!(source, changed);
+    std::fs::write(&lib, changed).unwrap();
+    let out = test(&["--baseline", "before", "--fail-above", "50"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    let before = 10 * 1000 + 5 * 128 + 4096 + (1 << 20);
+    let change = 100.0 * (5 * 128) as f64 / before as f64;
+    assert!(
+        row(&text).contains(&format!("{change:+.2}%")),
+        "{change:+.2}% in {text}"
+    );
+}
+
+/// A benchmark's bytes per iteration, compared exactly: criterion's routine `fib(15)` makes
+/// 2 * F(16) - 1 = 1973 calls, each allocating a vector of 8 bytes in the baseline and of
+/// 16 after the change: 15,784 bytes per iteration, then twice as many.
+#[test]
+fn a_baseline_compares_each_benchmarks_bytes_per_iteration() {
+    let dir = copy_fixture("criterion");
+    let root = dir.path();
+    let lib = root.join("src/lib.rs");
+    let source = std::fs::read_to_string(&lib).unwrap();
+    let allocating = |bytes: u32| {
+        source.replace(
+            "pub fn fib(n: u32) -> u64 {\n",
+            &format!(
+                "pub fn fib(n: u32) -> u64 {{\n    black_box(Vec::<u8>::with_capacity({bytes}));\n"
+            ),
+        )
+    };
+    let bench = |args: &[&str]| {
+        output(
+            wasmprof()
+                .args([
+                    "wasmprof",
+                    "bench",
+                    "--bench",
+                    "fib",
+                    "--metric",
+                    "instructions",
+                ])
+                .args(["--no-report"])
+                .args(args)
+                .args(["--", "--warm-up-time", "0.05", "--measurement-time", "0.1"])
+                .args(["--sample-size", "10", "--nresamples", "100", "--noplot"])
+                .current_dir(root),
+        )
+    };
+    std::fs::write(&lib, allocating(8)).unwrap();
+    let saved = bench(&["--save-baseline", "before"]);
+    assert!(saved.status.success(), "{}", stderr(&saved));
+    std::fs::write(&lib, allocating(16)).unwrap();
+    let out = bench(&["--baseline", "before"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    let row = text
+        .lines()
+        .find(|l| l.contains("bytes per iteration, bench criterion_fixture::fib"))
+        .unwrap_or_else(|| panic!("the benchmark's bytes in {text}"));
+    // 1973 * 8 = 15,784 bytes (15.4 KiB), then 31,568 (30.8 KiB).
+    assert!(row.contains("15.4 KiB"), "{row}");
+    assert!(row.contains("30.8 KiB"), "{row}");
+    assert!(row.contains("+100.00%"), "{row}");
+}

@@ -1,0 +1,185 @@
+//! What a baseline compares in one profile: the whole run's cost (the program's stacks),
+//! each benchmark's cost per iteration, each test's cost, and, where allocations were
+//! recorded, the bytes each of those allocated.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use crate::harness;
+use crate::meta::Metric;
+use crate::profile::Profile;
+
+/// The name of the row of a profile's whole run.
+const WHOLE_RUN: &str = "the whole run";
+/// The name of the row of the bytes a profile's whole run allocated.
+const ALLOCATED: &str = "bytes allocated in the whole run";
+
+/// What a row measures.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Kind {
+    /// A profile's whole run.
+    Run,
+    /// A benchmark: the cost of one iteration of the routine its harness loop measured.
+    Bench,
+    /// A test: the test function with everything it calls.
+    Test,
+    /// The bytes a profile's whole run allocated, where allocations were recorded: exact,
+    /// shown beside the metric's rows (`--fail-above` gates on those).
+    Allocated,
+    /// The bytes one iteration of a benchmark's routine allocated, with all it calls.
+    #[serde(rename = "bench-bytes")]
+    BenchBytes,
+    /// The bytes a test allocated: the test function with all it calls.
+    #[serde(rename = "test-bytes")]
+    TestBytes,
+}
+
+impl Kind {
+    /// The kind in words.
+    pub(super) fn name(self) -> &'static str {
+        match self {
+            Kind::Run => "run",
+            Kind::Bench => "bench",
+            Kind::Test => "test",
+            Kind::Allocated => "allocated",
+            Kind::BenchBytes => "bench bytes",
+            Kind::TestBytes => "test bytes",
+        }
+    }
+
+    /// Whether the row's figures are bytes allocated (exact, shown, not gated on) rather
+    /// than the metric's.
+    pub(super) fn is_bytes(self) -> bool {
+        self == Kind::Allocated || self.is_bytes_of_one()
+    }
+
+    /// Whether the row's figures are the bytes of one benchmark or test (beside its row of
+    /// the metric).
+    pub(super) fn is_bytes_of_one(self) -> bool {
+        matches!(self, Kind::BenchBytes | Kind::TestBytes)
+    }
+}
+
+/// A row's figure in one profile, and the whole cost it is a share of (a benchmark's
+/// iterations together: what its samples stand for).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Figure {
+    /// The figure.
+    pub(super) value: f64,
+    /// The whole cost it is a share of.
+    pub(super) whole: f64,
+}
+
+/// Each benchmark's cost per iteration, each test's inclusive cost and the whole run's
+/// cost (the program's stacks') in `p` (a benchmark with a harness of its own has no loop
+/// to divide by: its binary's whole run is its figure), by kind and name.
+/// Where allocations were recorded, the bytes allocated too: in the whole run, per
+/// iteration of each benchmark, by each test.
+pub(super) fn figures(p: &Profile, metric: Metric) -> BTreeMap<(Kind, String), Figure> {
+    let mut found = BTreeMap::new();
+    found.insert(
+        (Kind::Run, WHOLE_RUN.to_string()),
+        alone(program_cost(p, metric) as f64),
+    );
+    if p.allocations
+        .as_ref()
+        .is_some_and(|a| a.not_recorded.is_none())
+    {
+        let bytes = p.total_allocs().alloc_bytes as f64;
+        found.insert((Kind::Allocated, ALLOCATED.to_string()), alone(bytes));
+        byte_figures(p, &mut found);
+    }
+    for routine in harness::measured_routines(p) {
+        let iterations = routine.iterations() as f64;
+        let figure = match routine.per_iteration(metric) {
+            Some(cost) => Figure {
+                value: cost,
+                whole: cost * iterations,
+            },
+            None => alone(iterations),
+        };
+        found.insert((Kind::Bench, routine.arc.callee.clone()), figure);
+    }
+    for test in harness::test_functions(p) {
+        let cost = match metric.has_cost() {
+            true => test.cost.get(metric).1 as f64,
+            false => test.calls as f64,
+        };
+        found.insert((Kind::Test, test.name.clone()), alone(cost));
+    }
+    found
+}
+
+/// The cost of the program's own stacks in `p` ([`harness::program_view`]): the harness's
+/// own work left out, such as libtest formatting the time the run took, whose instructions
+/// change with that time; 0 where none of the program's functions ran.
+fn program_cost(p: &Profile, metric: Metric) -> u64 {
+    if !harness::program_functions(p).contains(&true) {
+        return 0;
+    }
+    let program = harness::program_view(p);
+    let q = program.as_ref().unwrap_or(p);
+    q.functions.iter().map(|f| f.own_weight(metric)).sum()
+}
+
+/// A figure that is its own whole.
+fn alone(value: f64) -> Figure {
+    Figure {
+        value,
+        whole: value,
+    }
+}
+
+/// The bytes allocated per iteration of each benchmark's routine (its contexts under the
+/// harness loop, with all they call, over the iterations) and by each test (its outermost
+/// contexts, with all they call), into `found`.
+fn byte_figures(p: &Profile, found: &mut BTreeMap<(Kind, String), Figure>) {
+    let inclusive = p.inclusive_allocs();
+    let function_of = |j: usize| p.contexts[j].function;
+    let parent_of = |j: usize| p.contexts[j].parent.map(|up| up as usize);
+    for routine in harness::measured_routines(p) {
+        let Some(callee) = p.function_named(&routine.arc.callee) else {
+            continue;
+        };
+        let bytes: u64 = (0..p.contexts.len())
+            .filter(|&j| function_of(j) == Some(callee.id))
+            .filter(|&j| parent_of(j).and_then(function_of) == Some(routine.harness.id))
+            .map(|j| inclusive[j].alloc_bytes)
+            .sum();
+        let per_iteration = bytes as f64 / routine.iterations().max(1) as f64;
+        found.insert(
+            (Kind::BenchBytes, routine.arc.callee.clone()),
+            alone(per_iteration),
+        );
+    }
+    for test in harness::test_functions(p) {
+        let outermost = |j: usize| {
+            let mut up = parent_of(j);
+            while let Some(k) = up {
+                if function_of(k) == Some(test.id) {
+                    return false;
+                }
+                up = parent_of(k);
+            }
+            true
+        };
+        let bytes: u64 = (0..p.contexts.len())
+            .filter(|&j| function_of(j) == Some(test.id) && outermost(j))
+            .map(|j| inclusive[j].alloc_bytes)
+            .sum();
+        found.insert((Kind::TestBytes, test.name.clone()), alone(bytes as f64));
+    }
+}
+
+/// The relative noise, in percent, of a sampled figure of `ns` nanoseconds in `p`: about
+/// 2/sqrt(n) for the n samples behind it.
+pub(super) fn sampled_noise(p: &Profile, ns: f64) -> Option<f64> {
+    let s = p.sampling.as_ref()?;
+    if s.samples == 0 || s.sampled_ns == 0 {
+        return Some(f64::INFINITY);
+    }
+    let samples = ns * s.samples as f64 / s.sampled_ns as f64;
+    Some(200.0 / samples.max(1.0).sqrt())
+}
