@@ -5,7 +5,9 @@
 //!   not change with `-g`; objects grow), so that DWARF can name functions and lines;
 //! - a final link gets `-g` on the same terms (emcc then keeps the DWARF in the .wasm; at
 //!   `-O2` and above it also runs fewer binaryen passes, which can cost a few percent of
-//!   speed), `--profiling-funcs` (names even under `-g0`), and for JS outputs the runtime as
+//!   speed), and always when rustc links for `cargo wasmprof`: its `-g0` for a doc test,
+//!   which has no debuginfo of its own, is not the user's choice;
+//!   `--profiling-funcs` (names even under `-g0`), and for JS outputs the runtime as
 //!   `--pre-js`. After the link the .wasm is instrumented in place and the original kept
 //!   beside it as `NAME.orig.wasm`.
 //!
@@ -24,7 +26,7 @@ use std::process::Command;
 
 use anyhow::Context as _;
 
-use crate::emscripten::{Driver, MAX_LIVE_VAR, METRIC_VAR, NO_ALLOC_VAR};
+use crate::emscripten::{Driver, MAX_LIVE_VAR, METRIC_VAR, NO_ALLOC_VAR, RUSTC_LINKS_VAR};
 use crate::error::Error;
 use crate::fsutil::relative;
 use crate::instrument::{instrument_in_place, original_path, Options};
@@ -171,7 +173,9 @@ pub(crate) fn run(driver: Driver, args: &[OsString]) -> Result<i32, Error> {
     let step = Step::classify(args);
     let mut command = Command::new(&real);
     command.args(args);
-    if !step.chose_debug {
+    // After the arguments, so that it overrides rustc's `-g0` (the last `-g` level counts).
+    let rustc_links = std::env::var_os(RUSTC_LINKS_VAR).is_some_and(|v| v == "1");
+    if !step.chose_debug || (rustc_links && step.link_output.is_some()) {
         command.arg("-g");
     }
     if step.single_file {

@@ -26,6 +26,11 @@ pub const NO_ALLOC_VAR: &str = "WASMPROF_NO_ALLOC";
 /// allocations (`--max-live-allocations`).
 pub const MAX_LIVE_VAR: &str = "WASMPROF_MAX_LIVE_ALLOCATIONS";
 
+/// The environment variable that tells `wasmprof-emcc` that rustc links (`cargo wasmprof`
+/// set it): a `-g0` is then rustc's, for a crate built without debuginfo (a doc test), not
+/// the user's choice, and the link keeps the DWARF anyway.
+pub const RUSTC_LINKS_VAR: &str = "WASMPROF_RUSTC_LINKS";
+
 /// Whether `value`, [`NO_ALLOC_VAR`]'s, asks for no allocations.
 pub fn no_alloc(value: Option<&std::ffi::OsStr>) -> bool {
     value.is_some_and(|v| !v.is_empty() && v != "0")
@@ -48,6 +53,7 @@ pub fn linker_env(
     let cwd = std::env::current_dir().context("cannot read the working directory")?;
     let mut env = vec![
         (LINKER_VAR, wrapper()?.into_os_string()),
+        (RUSTC_LINKS_VAR, "1".into()),
         (METRIC_VAR, metric.name().into()),
         (NO_ALLOC_VAR, if no_alloc { "1" } else { "" }.into()),
         (

@@ -61,7 +61,8 @@ pub(super) fn test(request: TestRequest, status: Status) -> Result<(), Error> {
     };
     let (mut profiles, mut failed) = run.binaries(&built.binaries, wants_doc)?;
     if wants_doc && (failed.is_empty() || !request.fail_fast) {
-        if build.target.is_wasi() {
+        // A doc test is a program with a `main`: WASI and Emscripten's hosts run it.
+        if build.target != Target::Unknown {
             let (doc, passed) = run.doc_tests(&libraries)?;
             profiles.extend(doc);
             if !passed {
@@ -69,8 +70,9 @@ pub(super) fn test(request: TestRequest, status: Status) -> Result<(), Error> {
             }
         } else {
             crate::status::note(format!(
-                "doc tests are not profiled for {}: `cargo test --doc --target {}` runs them",
-                build.target.triple(),
+                "doc tests are not run for {}: wasm-bindgen-test-runner runs only \
+                 #[wasm_bindgen_test] functions, which a doc test has none of (plain `cargo \
+                 test --doc` reports each passed without running it)",
                 build.target.triple()
             ));
         }

@@ -162,3 +162,68 @@ fn rust_through_emscripten_matches_wasip1() {
     assert_eq!(lib.metric, cargo_wasmprof::meta::Metric::Instructions);
     assert_eq!(calls(&lib, "calls::fib"), fib_calls(20));
 }
+
+/// Doc tests on wasm32-unknown-emscripten run under node through `cargo wasmprof run`, as
+/// on wasip1, each with its own profile, named from DWARF: rustc links a doc test with
+/// `-g0` (the doc test itself has no debuginfo), which the wrapper overrides. A doc test of
+/// `fib(10)` makes 2*F(11)-1 = 177 calls, and one that fails fails the run, as with cargo.
+#[test]
+fn doc_tests_through_emscripten_are_profiled() {
+    if !have(&["emcc", "node"]) || !have_rust_target("wasm32-unknown-emscripten") {
+        return;
+    }
+    let dir = common::copy_fixture("calls");
+    let root = dir.path();
+    let lib = root.join("src/lib.rs");
+    let source = std::fs::read_to_string(&lib).unwrap();
+    let with_doc_test = |expected: u64| {
+        source.replacen(
+            "/// Naive Fibonacci: fib(n) makes 2*F(n+1)-1 calls of itself.\n",
+            &format!(
+                "/// Naive Fibonacci: fib(n) makes 2*F(n+1)-1 calls of itself.\n///\n\
+                 /// ```\n/// assert_eq!(calls::fib(10), {expected});\n/// ```\n"
+            ),
+            1,
+        )
+    };
+    std::fs::write(&lib, with_doc_test(55)).unwrap();
+    let test = || {
+        output(
+            wasmprof()
+                .args(["wasmprof", "test", "--target", "wasm32-unknown-emscripten"])
+                .args(["--doc", "--metric", "calls"])
+                .current_dir(root),
+        )
+    };
+    let out = test();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let profiles: Vec<PathBuf> =
+        std::fs::read_dir(root.join("target/wasmprof/wasm32-unknown-emscripten"))
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.to_string_lossy().contains("-doc-"))
+            .collect();
+    let [file] = profiles.as_slice() else {
+        panic!("one doc test's profile: {profiles:?}");
+    };
+    let p = Profile::read(file).unwrap();
+    assert_eq!(calls(&p, "calls::fib"), fib_calls(10));
+    let fib = p.function_named("calls::fib").unwrap();
+    assert!(
+        fib.file
+            .as_deref()
+            .is_some_and(|f| f.ends_with("src/lib.rs")),
+        "{fib:?}"
+    );
+    std::fs::write(&lib, with_doc_test(56)).unwrap();
+    let out = test();
+    assert_eq!(
+        out.status.code(),
+        Some(101),
+        "a failing doc test fails the run"
+    );
+}
