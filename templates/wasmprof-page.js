@@ -1,17 +1,20 @@
-// cargo-wasmprof's page script for wasm-bindgen-test's browser page (added after the
-// runtime by src/js_runtime.rs, `for_bindgen_page`): it posts the dump to cargo-wasmprof's
-// server when the tests are done. The page writes the summary (`test result: ...`) into
-// #output then, and the headless runner, which reads #output every 100 ms, closes the
-// browser once it sees it. A mutation observer runs at the end of the task that wrote it,
-// before the runner's next look (a task of its own), and posts the dump with a synchronous
-// request, so the dump is with cargo-wasmprof before the browser goes.
-// While the tests run, it posts the dump so far now and then (between tasks, when a test
-// has written its line or a timer fires), so that a run the runner ends early (its
-// timeout) still leaves the profile of what ran: at most once a second, and, for a large
-// profile, no more often than every ten times what the last dump took to make.
+// cargo-wasmprof's page script for wasm-bindgen-test in a browser (added after the runtime
+// by src/js_runtime.rs, `for_bindgen_page`): it posts the dump to cargo-wasmprof's server
+// when the tests are done, and the dump so far while they run, so that a run the runner
+// ends early (its timeout) still leaves the profile of what ran: at most once a second,
+// and, for a large profile, no more often than every ten times what the last dump took
+// to make. The last dump goes with a synchronous request, so it is with cargo-wasmprof
+// before the runner, which reads the page's #output every 100 ms, sees the summary
+// (`test result: ...`) and closes the browser.
+// - In the page (`run_in_browser`): the page writes the summary into #output. A mutation
+//   observer runs at the end of the task that wrote it, before the runner's next look (a
+//   task of its own); a dump so far goes between tasks, when a test has written its line
+//   or a timer fires.
+// - In a dedicated worker (`run_in_dedicated_worker`): the tests' output reaches the page
+//   as the worker's messages (`["__wbgtest_output_append", text]`), which the page appends
+//   to #output. The worker's `postMessage` posts the dump before the summary's message
+//   leaves (once the job that wrote it ends), and a dump so far with the messages before.
 (function () {
-  var output = document.getElementById('output');
-  if (!output) return console.error('wasmprof: the page has no #output, so the profile cannot be sent when the tests end');
   var next = 0;
   function postSoFar() {
     var start = performance.now();
@@ -22,11 +25,7 @@
     fetch('__WASMPROF_SO_FAR_URL__', { method: 'POST', headers: { 'Content-Type': 'text/plain' }, body: dump })
       .catch(function () {}); // the last dump, or the next one, says it all
   }
-  var timer = setInterval(postSoFar, 250);
-  var observer = new MutationObserver(function () {
-    if (output.textContent.indexOf('test result: ') < 0) return postSoFar();
-    observer.disconnect();
-    clearInterval(timer);
+  function postLast() {
     var request = new XMLHttpRequest();
     request.open('POST', '__WASMPROF_DUMP_URL__', false);
     request.setRequestHeader('Content-Type', 'text/plain');
@@ -35,6 +34,37 @@
     } catch (e) {
       console.error('wasmprof: cannot send the profile: ' + e.message);
     }
+  }
+  if (typeof document === 'undefined') {
+    // The summary is written from inside the module's code: its message, and any after it,
+    // wait for the current job to end, when the module's frames have returned and the dump
+    // is of a finished run; they leave, in order, once the dump is posted.
+    var forward = self.postMessage.bind(self);
+    var held = null;
+    self.postMessage = function (message) {
+      if (held) return void held.push(arguments);
+      if (Array.isArray(message) && message[0] === '__wbgtest_output_append') {
+        if (String(message[1]).indexOf('test result: ') < 0) return postSoFar(), forward.apply(null, arguments);
+        held = [arguments];
+        return void queueMicrotask(function () {
+          postLast();
+          var waiting = held;
+          held = null;
+          waiting.forEach(function (args) { forward.apply(null, args); });
+        });
+      }
+      return forward.apply(null, arguments);
+    };
+    return;
+  }
+  var output = document.getElementById('output');
+  if (!output) return console.error('wasmprof: the page has no #output, so the profile cannot be sent when the tests end');
+  var timer = setInterval(postSoFar, 250);
+  var observer = new MutationObserver(function () {
+    if (output.textContent.indexOf('test result: ') < 0) return postSoFar();
+    observer.disconnect();
+    clearInterval(timer);
+    postLast();
   });
   observer.observe(output, { childList: true, characterData: true, subtree: true });
 })();

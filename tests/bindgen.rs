@@ -552,18 +552,43 @@ fn a_browser_without_a_webdriver_is_one_error_line() {
 }
 
 #[test]
-fn a_worker_test_binary_is_refused_in_one_line() {
+fn a_shared_worker_test_binary_is_refused_in_one_line() {
     if !ready() {
         return;
     }
     let out = profiled_with(
         &["--test", "node"],
-        &[("WASM_BINDGEN_USE_DEDICATED_WORKER", "1")],
+        &[("WASM_BINDGEN_USE_SHARED_WORKER", "1")],
     );
     let error = the_one_error(&out);
     assert!(error.contains("node-"), "{error}");
     assert!(
-        error.contains("its tests run in a dedicated worker"),
+        error.contains("its tests run in a shared worker"),
         "{error}"
     );
+}
+
+/// Tests in a dedicated worker of the page (`WASM_BINDGEN_USE_DEDICATED_WORKER`, as
+/// `run_in_dedicated_worker` asks): the glue, the runtime and the tests run in the worker,
+/// which posts the dump before its summary reaches the page. The node tests' counts, a
+/// finished run (no activation left open), and the plain runner's results.
+#[test]
+fn dedicated_worker_tests_have_exact_counts() {
+    if !browser_ready() {
+        return;
+    }
+    let env = [("WASM_BINDGEN_USE_DEDICATED_WORKER", "1")];
+    let (out, p) = profiled_profile(&["--test", "node", "--metric", "instructions"], &env);
+    assert!(out.status.success(), "{out:?}");
+    known_counts(&p, NODE_TESTS);
+    assert!(
+        p.runs
+            .iter()
+            .all(|r| r.trap.is_none() && r.open_stack.is_empty()),
+        "{:?}",
+        p.runs
+    );
+    let want = plain_with(&["--test", "node"], &env);
+    assert!(want.status.success(), "{want:?}");
+    assert_eq!(results(&out.stdout), results(&want.stdout));
 }

@@ -13,7 +13,9 @@
 //!   environment names when node exits, as Emscripten's runtime does;
 //! - in a browser, the name is the URL of a server of ours ([`DumpServer`]): the glue's ES
 //!   module import fetches the runtime from it, and the runtime posts the dump back when
-//!   the page says the tests are done, before the runner closes the browser.
+//!   the page says the tests are done, before the runner closes the browser; in a dedicated
+//!   worker, where the glue and the tests run there, when the worker's message with the
+//!   summary leaves for the page.
 //!
 //! The runner's output, test results and exit code are its own.
 
@@ -88,7 +90,9 @@ fn has_tests(wasm: &[u8]) -> bool {
 enum TestMode {
     /// Under node, the runner's default.
     Node,
-    /// In a headless browser's page (`run_in_browser`, `WASM_BINDGEN_USE_BROWSER`).
+    /// In a headless browser's page (`run_in_browser`, `WASM_BINDGEN_USE_BROWSER`), or in a
+    /// dedicated worker of it (`run_in_dedicated_worker`,
+    /// `WASM_BINDGEN_USE_DEDICATED_WORKER`): the runtime knows which it is in.
     Browser,
     /// Somewhere cargo-wasmprof does not run them yet, in words.
     Elsewhere(&'static str),
@@ -100,11 +104,7 @@ enum TestMode {
 fn test_mode(wasm: &[u8]) -> TestMode {
     const MODES: [(u8, TestMode, &str); 6] = [
         (1, TestMode::Browser, "WASM_BINDGEN_USE_BROWSER"),
-        (
-            2,
-            TestMode::Elsewhere("in a dedicated worker"),
-            "WASM_BINDGEN_USE_DEDICATED_WORKER",
-        ),
+        (2, TestMode::Browser, "WASM_BINDGEN_USE_DEDICATED_WORKER"),
         (
             3,
             TestMode::Elsewhere("in a shared worker"),
@@ -311,7 +311,8 @@ impl Host for Bindgen {
         if let TestMode::Elsewhere(elsewhere) = mode {
             return Err(HostError::Refused(format!(
                 "its tests run {elsewhere}; cargo-wasmprof runs wasm-bindgen tests under \
-                 node and in a browser's page only so far (`cargo test` runs them)"
+                 node, in a browser's page and in its dedicated workers so far (`cargo test` runs \
+                 them)"
             )));
         }
         if mode == TestMode::Browser {
