@@ -359,7 +359,7 @@ fn results_and_exit_codes_are_the_plain_runners() {
 }
 
 #[test]
-fn the_instrumented_module_validates() {
+fn the_instrumented_module_validates_and_is_the_same_on_every_run() {
     if !ready() {
         return;
     }
@@ -388,7 +388,11 @@ fn the_instrumented_module_validates() {
             host_exceptions: false,
             ..Options::default().for_js_host()
         };
-        validate(&instrument::instrument(&wasm, &options).unwrap().wasm);
+        let once = instrument::instrument(&wasm, &options).unwrap().wasm;
+        validate(&once);
+        // The same bytes on every run (the generic-import shims' thunks included).
+        let again = instrument::instrument(&wasm, &options).unwrap().wasm;
+        assert!(once == again, "{metric:?}: instrumenting is deterministic");
     }
 }
 

@@ -19,10 +19,12 @@ pub(super) fn host_functions(
     shims: &HashSet<FunctionId>,
 ) -> (Vec<bool>, HostFunctions) {
     let import = |id: FunctionId| matches!(module.funcs.get(id).kind, FunctionKind::Import(_));
+    let mut shims_in_order: Vec<u32> = shims.iter().map(|id| id.index() as u32).collect();
+    shims_in_order.sort_unstable(); // the output is the same on every run
     let host = HostFunctions {
         // Imports come first among the function ids.
         imports: funcs.iter().filter(|&&id| import(id)).count() as u32,
-        shims: shims.iter().map(|id| id.index() as u32).collect(),
+        shims: shims_in_order,
     };
     let imported = funcs
         .iter()
