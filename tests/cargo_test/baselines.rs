@@ -19,6 +19,17 @@ fn bench(dir: &Path, args: &[&str]) -> Output {
     )
 }
 
+/// `cargo wasmprof test --lib --metric instructions --no-report ARGS` in `dir`.
+fn test_lib(dir: &Path, args: &[&str]) -> Output {
+    output(
+        wasmprof()
+            .args(["wasmprof", "test", "--lib", "--metric", "instructions"])
+            .args(["--no-report"])
+            .args(args)
+            .current_dir(dir),
+    )
+}
+
 /// The comparison's row of the squares benchmark's whole run in `text`.
 fn squares_row(text: &str) -> &str {
     text.lines()
@@ -154,15 +165,7 @@ fn baselines_bad_input_is_one_line_each() {
 fn a_test_baseline_names_what_changed_under_each_test() {
     let dir = copy_fixture("calls");
     let root = dir.path();
-    let test = |args: &[&str]| {
-        output(
-            wasmprof()
-                .args(["wasmprof", "test", "--lib", "--metric", "instructions"])
-                .args(["--no-report"])
-                .args(args)
-                .current_dir(root),
-        )
-    };
+    let test = |args: &[&str]| test_lib(root, args);
     assert!(test(&["--save-baseline", "before"]).status.success());
     let lib = root.join("src/lib.rs");
     let source = std::fs::read_to_string(&lib).unwrap();
@@ -211,15 +214,7 @@ fn a_test_baseline_names_what_changed_under_each_test() {
 fn a_baseline_compares_each_tests_allocated_bytes() {
     let dir = copy_fixture("allocs");
     let root = dir.path();
-    let test = |args: &[&str]| {
-        output(
-            wasmprof()
-                .args(["wasmprof", "test", "--lib", "--metric", "instructions"])
-                .args(["--no-report"])
-                .args(args)
-                .current_dir(root),
-        )
-    };
+    let test = |args: &[&str]| test_lib(root, args);
     assert!(test(&["--save-baseline", "before"]).status.success());
     let same = stdout(&test(&["--baseline", "before"]));
     let row = |text: &str| {
