@@ -43,8 +43,8 @@
     var held = null;
     self.postMessage = function (message) {
       if (held) return void held.push(arguments);
-      if (Array.isArray(message) && message[0] === '__wbgtest_output_append') {
-        if (String(message[1]).indexOf('test result: ') < 0) return postSoFar(), forward.apply(null, arguments);
+      var output = Array.isArray(message) && message[0] === '__wbgtest_output_append';
+      if (output && String(message[1]).indexOf('test result: ') >= 0) {
         held = [arguments];
         return void queueMicrotask(function () {
           postLast();
@@ -53,6 +53,7 @@
           waiting.forEach(function (args) { forward.apply(null, args); });
         });
       }
+      if (output) postSoFar();
       return forward.apply(null, arguments);
     };
     return;

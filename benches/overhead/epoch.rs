@@ -47,7 +47,7 @@ pub fn sample(
     let module = Module::new(&engine, wasm).unwrap();
     let mut linker: Linker<State> = Linker::new(&engine);
     wasmtime_wasi::p1::add_to_linker_sync(&mut linker, |s| &mut s.wasi).unwrap();
-    let argv: Vec<&str> = std::iter::once("parts.wasm")
+    let argv: Vec<&str> = std::iter::once("program.wasm")
         .chain(args.iter().copied())
         .collect();
     let wasi = WasiCtxBuilder::new()

@@ -133,8 +133,8 @@ fn alone(value: f64) -> Figure {
 }
 
 /// The bytes allocated per iteration of each benchmark's routine (its contexts under the
-/// harness loop, with all they call, over the iterations) and by each test (its outermost
-/// contexts, with all they call), into `found`.
+/// harness loop, with all they call, over the iterations) and by each test (with all it
+/// calls, once per outermost activation), into `found`.
 fn byte_figures(p: &Profile, found: &mut BTreeMap<(Kind, String), Figure>) {
     let inclusive = p.inclusive_allocs();
     let function_of = |j: usize| p.contexts[j].function;
@@ -154,22 +154,10 @@ fn byte_figures(p: &Profile, found: &mut BTreeMap<(Kind, String), Figure>) {
             alone(per_iteration),
         );
     }
+    let by_function = p.function_alloc_bytes();
     for test in harness::test_functions(p) {
-        let outermost = |j: usize| {
-            let mut up = parent_of(j);
-            while let Some(k) = up {
-                if function_of(k) == Some(test.id) {
-                    return false;
-                }
-                up = parent_of(k);
-            }
-            true
-        };
-        let bytes: u64 = (0..p.contexts.len())
-            .filter(|&j| function_of(j) == Some(test.id) && outermost(j))
-            .map(|j| inclusive[j].alloc_bytes)
-            .sum();
-        found.insert((Kind::TestBytes, test.name.clone()), alone(bytes as f64));
+        let bytes = by_function[test.id as usize] as f64;
+        found.insert((Kind::TestBytes, test.name.clone()), alone(bytes));
     }
 }
 

@@ -44,8 +44,11 @@ pub(super) fn add_import_thunks(
 ) -> BTreeMap<FunctionId, FunctionId> {
     let mut thunks = BTreeMap::new();
     for &id in funcs {
-        let import = matches!(module.funcs.get(id).kind, FunctionKind::Import(_));
-        if !(import && !bindgen.intrinsics.contains(&id) || bindgen.shims.contains(&id)) {
+        let gets_thunk = match module.funcs.get(id).kind {
+            FunctionKind::Import(_) => !bindgen.intrinsics.contains(&id),
+            _ => bindgen.shims.contains(&id),
+        };
+        if !gets_thunk {
             continue;
         }
         let ty = module.funcs.get(id).ty();

@@ -4,6 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::outermost::outermost_sums;
 use super::{Context, Profile};
 
 /// A calling context's allocations: those its allocator calls made, the frees, the bytes
@@ -158,5 +159,22 @@ impl Profile {
             }
         }
         incl
+    }
+
+    /// The bytes each function allocated with everything it called, by function id, counted
+    /// once per outermost activation (right under recursion), as its inclusive cost is.
+    pub fn function_alloc_bytes(&self) -> Vec<u64> {
+        let inclusive: Vec<u64> = self
+            .inclusive_allocs()
+            .iter()
+            .map(|a| a.alloc_bytes)
+            .collect();
+        let functions: Vec<Option<usize>> = self
+            .contexts
+            .iter()
+            .map(|c| c.function.map(|f| f as usize))
+            .collect();
+        let parents = self.contexts.iter().map(|c| c.parent.map(|up| up as usize));
+        outermost_sums(parents, &functions, &inclusive, self.functions.len())
     }
 }
