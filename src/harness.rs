@@ -8,7 +8,7 @@
 use std::collections::HashMap;
 
 use crate::meta::Metric;
-use crate::profile::{Arc, Function, Profile};
+use crate::profile::{Arc, Benchmark, Costs, Function, Profile};
 
 /// The routine one harness loop measured.
 #[derive(Debug, Clone, Copy)]
@@ -21,6 +21,22 @@ pub struct Routine<'a> {
 }
 
 impl Routine<'_> {
+    /// The bytes the routine allocated, with everything it calls, in its calls from the
+    /// loop (its contexts under the loop's, inclusive), in `p`.
+    pub fn alloc_bytes(&self, p: &Profile) -> u64 {
+        let Some(callee) = p.function_named(&self.arc.callee) else {
+            return 0;
+        };
+        let inclusive = p.inclusive_allocs();
+        let function_of = |j: usize| p.contexts[j].function;
+        let parent_of = |j: usize| p.contexts[j].parent.map(|up| up as usize);
+        (0..p.contexts.len())
+            .filter(|&j| function_of(j) == Some(callee.id))
+            .filter(|&j| parent_of(j).and_then(function_of) == Some(self.harness.id))
+            .map(|j| inclusive[j].alloc_bytes)
+            .sum()
+    }
+
     /// How many times the routine ran.
     pub fn iterations(&self) -> u64 {
         self.arc.count
@@ -84,6 +100,105 @@ pub fn measured_routines(p: &Profile) -> Vec<Routine<'_>> {
             .then(a.arc.callee.cmp(&b.arc.callee))
     });
     found
+}
+
+/// The benchmarks a harness named as it ran them, from the profiles of one run at each
+/// moment a benchmark started (`marks`, in order, with the harness's names) and at its
+/// `end`: each benchmark's figures are what the routine measured in its stretch of the run
+/// (to the next mark) added (the routine whose iterations cost the most then; a stretch
+/// where no harness loop ran is a benchmark of no iterations, of the first routine).
+pub fn benchmarks(
+    marks: impl IntoIterator<Item = anyhow::Result<(String, Profile)>>,
+    end: &Profile,
+) -> anyhow::Result<Vec<Benchmark>> {
+    let mut stretches = Vec::new();
+    for mark in marks {
+        let (id, p) = mark?;
+        stretches.push((id, Tally::of(&p)));
+    }
+    let mut tallies: Vec<Tally> = stretches.iter().skip(1).map(|(_, t)| t.clone()).collect();
+    tallies.push(Tally::of(end));
+    let metric = end.metric;
+    let found = stretches
+        .into_iter()
+        .zip(tallies)
+        .map(|((id, before), after)| {
+            let grown = after.0.iter().map(|(key, a)| {
+                let b = before.0.get(key).cloned().unwrap_or_default();
+                (key, a.since(&b, metric))
+            });
+            let ((harness, routine), stretch) = grown
+                .max_by_key(|(key, t)| {
+                    (t.cost.get(metric).1, t.iterations, std::cmp::Reverse(*key))
+                })
+                .map(|(key, t)| (key.clone(), t))
+                .unwrap_or_default();
+            Benchmark {
+                id,
+                harness,
+                routine,
+                iterations: stretch.iterations,
+                cost: stretch.cost,
+                alloc_bytes: stretch.alloc_bytes,
+            }
+        })
+        .collect();
+    Ok(found)
+}
+
+/// Where each harness loop's routine stood at one moment of a run, by (loop, routine).
+#[derive(Debug, Clone, Default)]
+struct Tally(HashMap<(String, String), RoutineTally>);
+
+/// What a routine had cost so far: its iterations, their cost, the bytes they allocated.
+#[derive(Debug, Clone, Default)]
+struct RoutineTally {
+    iterations: u64,
+    cost: Costs,
+    alloc_bytes: Option<u64>,
+}
+
+impl Tally {
+    /// Where the routines of `p` stand.
+    fn of(p: &Profile) -> Tally {
+        let recorded = p
+            .allocations
+            .as_ref()
+            .is_some_and(|a| a.not_recorded.is_none());
+        let routines = measured_routines(p).into_iter().map(|routine| {
+            let tally = RoutineTally {
+                iterations: routine.iterations(),
+                cost: routine.arc.cost,
+                alloc_bytes: recorded.then(|| routine.alloc_bytes(p)),
+            };
+            let key = (routine.harness.name.clone(), routine.arc.callee.clone());
+            (key, tally)
+        });
+        Tally(routines.collect())
+    }
+}
+
+impl RoutineTally {
+    /// What the routine added since it stood at `earlier`, in `metric`.
+    fn since(&self, earlier: &RoutineTally, metric: Metric) -> RoutineTally {
+        let ((self_, total), (self_0, total_0)) = (self.cost.get(metric), earlier.cost.get(metric));
+        let samples = self
+            .cost
+            .self_samples
+            .map(|n| n.saturating_sub(earlier.cost.self_samples.unwrap_or(0)));
+        RoutineTally {
+            iterations: self.iterations.saturating_sub(earlier.iterations),
+            cost: Costs::in_unit(
+                metric,
+                self_.saturating_sub(self_0),
+                total.saturating_sub(total_0),
+                samples,
+            ),
+            alloc_bytes: self
+                .alloc_bytes
+                .map(|b| b.saturating_sub(earlier.alloc_bytes.unwrap_or(0))),
+        }
+    }
 }
 
 /// Whether a function is the program's runtime's scaffolding rather than the program's own

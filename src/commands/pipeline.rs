@@ -10,14 +10,16 @@ use crate::clock::ClockChoice;
 use crate::error::Error;
 use crate::format::{self, Format};
 use crate::fsutil::{relative, write_atomic};
+use crate::harness;
 use crate::host::{Host, Outcome, Prepared, RunConfig};
 use crate::meta::Metric;
 use crate::profile::{Compensation, Profile};
 use crate::status::Status;
 
 /// Runs a prepared, instrumented program in `host` and decodes its profile, less the
-/// probes' cost when `compensation` says so (else the profile says why not); the profile
-/// exists whatever way the program ended.
+/// probes' cost when `compensation` says so (else the profile says why not), with each
+/// benchmark its harness named split out of its routine's figures; the profile exists
+/// whatever way the program ended.
 pub(super) fn profile_run(
     host: &dyn Host,
     prepared: &Prepared,
@@ -40,6 +42,16 @@ pub(super) fn profile_run(
             "{}: the times include the probes' own cost: {why}",
             relative(path)
         ));
+    }
+    if !outcome.marks.is_empty() {
+        let meta = outcome.ran.as_ref().unwrap_or(meta);
+        let at_marks = outcome.marks.iter().map(|mark| {
+            let mut p = Profile::decode(meta, &mark.dump, outcome.run_info(relative(path)))?;
+            p.apply(compensation);
+            Ok((mark.id.clone(), p))
+        });
+        profile.benchmarks = harness::benchmarks(at_marks, &profile)
+            .map_err(|e| Error::input(path, format!("{e:#}")))?;
     }
     report_trap(path, &profile);
     Ok((profile, outcome))

@@ -478,7 +478,8 @@ impl Comparison {
 }
 
 /// The functions whose self cost changed most under `row`: in the stacks through its
-/// routine or test function (a view focused on it), or in the program's stacks for the
+/// routine (for a benchmark its harness named, the routine's, whatever input it ran with)
+/// or test function (a view focused on it), or in the program's stacks for the
 /// whole run (as [`program_cost`] counts it). A profile without a calling-context tree (the
 /// calls metric) has no stacks to focus on: the whole run's.
 fn changed_under(
@@ -487,11 +488,17 @@ fn changed_under(
     row: &Row,
     metric: Metric,
 ) -> anyhow::Result<Vec<FunctionChange>> {
+    // A benchmark its harness named is focused on its routine (with its other inputs').
+    let named = new.benchmarks.iter().chain(&base.benchmarks);
+    let name = match named
+        .filter(|_| row.kind == Kind::Bench)
+        .find(|b| b.id == row.name)
+    {
+        Some(benchmark) => &benchmark.routine,
+        None => &row.name,
+    };
     let focus = Filter {
-        focus: Some(regex::Regex::new(&format!(
-            "^{}$",
-            regex::escape(&row.name)
-        ))?),
+        focus: Some(regex::Regex::new(&format!("^{}$", regex::escape(name)))?),
         ..Filter::default()
     };
     let program = |p: &Profile| harness::program_view(p).unwrap_or_else(|| p.clone());

@@ -72,9 +72,10 @@ pub(super) struct Figure {
     pub(super) whole: f64,
 }
 
-/// Each benchmark's cost per iteration, each test's inclusive cost and the whole run's
-/// cost (the program's stacks') in `p` (a benchmark with a harness of its own has no loop
-/// to divide by: its binary's whole run is its figure), by kind and name.
+/// Each benchmark's cost per iteration (named as its harness named it, else by its
+/// routine), each test's inclusive cost and the whole run's cost (the program's stacks') in
+/// `p` (a benchmark with a harness of its own has no loop to divide by: its binary's whole
+/// run is its figure), by kind and name.
 /// Where allocations were recorded, the bytes allocated too: in the whole run, per
 /// iteration of each benchmark, by each test.
 pub(super) fn figures(p: &Profile, metric: Metric) -> BTreeMap<(Kind, String), Figure> {
@@ -91,16 +92,15 @@ pub(super) fn figures(p: &Profile, metric: Metric) -> BTreeMap<(Kind, String), F
         found.insert((Kind::Allocated, ALLOCATED.to_string()), alone(bytes));
         byte_figures(p, &mut found);
     }
-    for routine in harness::measured_routines(p) {
-        let iterations = routine.iterations() as f64;
-        let figure = match routine.per_iteration(metric) {
+    for (name, iterations, per_iteration) in benchmark_figures(p, metric) {
+        let figure = match per_iteration {
             Some(cost) => Figure {
                 value: cost,
-                whole: cost * iterations,
+                whole: cost * iterations as f64,
             },
-            None => alone(iterations),
+            None => alone(iterations as f64),
         };
-        found.insert((Kind::Bench, routine.arc.callee.clone()), figure);
+        found.insert((Kind::Bench, name), figure);
     }
     for test in harness::test_functions(p) {
         let cost = match metric.has_cost() {
@@ -110,6 +110,28 @@ pub(super) fn figures(p: &Profile, metric: Metric) -> BTreeMap<(Kind, String), F
         found.insert((Kind::Test, test.name.clone()), alone(cost));
     }
     found
+}
+
+/// Each benchmark of `p` by name, with its iterations and its cost per iteration in
+/// `metric`: those its harness named (criterion's ids), or, where it named none, the routine
+/// each harness loop measured.
+fn benchmark_figures(p: &Profile, metric: Metric) -> Vec<(String, u64, Option<f64>)> {
+    if !p.benchmarks.is_empty() {
+        let named = p.benchmarks.iter();
+        return named
+            .map(|b| (b.id.clone(), b.iterations, b.per_iteration(metric)))
+            .collect();
+    }
+    let routines = harness::measured_routines(p).into_iter();
+    routines
+        .map(|r| {
+            (
+                r.arc.callee.clone(),
+                r.iterations(),
+                r.per_iteration(metric),
+            )
+        })
+        .collect()
 }
 
 /// The cost of the program's own stacks in `p` ([`harness::program_view`]): the harness's
@@ -136,23 +158,19 @@ fn alone(value: f64) -> Figure {
 /// harness loop, with all they call, over the iterations) and by each test (with all it
 /// calls, once per outermost activation), into `found`.
 fn byte_figures(p: &Profile, found: &mut BTreeMap<(Kind, String), Figure>) {
-    let inclusive = p.inclusive_allocs();
-    let function_of = |j: usize| p.contexts[j].function;
-    let parent_of = |j: usize| p.contexts[j].parent.map(|up| up as usize);
-    for routine in harness::measured_routines(p) {
-        let Some(callee) = p.function_named(&routine.arc.callee) else {
-            continue;
-        };
-        let bytes: u64 = (0..p.contexts.len())
-            .filter(|&j| function_of(j) == Some(callee.id))
-            .filter(|&j| parent_of(j).and_then(function_of) == Some(routine.harness.id))
-            .map(|j| inclusive[j].alloc_bytes)
-            .sum();
-        let per_iteration = bytes as f64 / routine.iterations().max(1) as f64;
-        found.insert(
-            (Kind::BenchBytes, routine.arc.callee.clone()),
-            alone(per_iteration),
-        );
+    let per_iteration = |bytes: u64, iterations: u64| bytes as f64 / iterations.max(1) as f64;
+    for b in &p.benchmarks {
+        if let Some(bytes) = b.alloc_bytes {
+            let figure = alone(per_iteration(bytes, b.iterations));
+            found.insert((Kind::BenchBytes, b.id.clone()), figure);
+        }
+    }
+    for routine in harness::measured_routines(p)
+        .into_iter()
+        .filter(|_| p.benchmarks.is_empty())
+    {
+        let figure = alone(per_iteration(routine.alloc_bytes(p), routine.iterations()));
+        found.insert((Kind::BenchBytes, routine.arc.callee.clone()), figure);
     }
     let by_function = p.function_alloc_bytes();
     for test in harness::test_functions(p) {

@@ -5,17 +5,18 @@
 //! the program traps or calls `proc_exit`.
 
 use std::path::Path;
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Instant;
 
 use anyhow::Context as _;
-use wasmtime::{Linker, Store};
+use wasmtime::{Caller, Linker, Store};
 use wasmtime_wasi::p1::WasiP1Ctx;
 
 use super::instance::{
-    collect, compile, frames_of, link_host, provide_memories, wasi_context, Compiled, Ending,
-    HostLinks, RunEnd,
+    collect, compile, frames_of, link_host, provide_memories, snapshot, wasi_context, Compiled,
+    Ending, HostLinks, RunEnd,
 };
+use super::marks::{self, Mark};
 use super::sampler::{SampleTarget, Sampler, Targets};
 use super::stacks::{CodeMap, Sampling as StackSampling, StackSampler};
 use super::{Host, Outcome, Prepared, RunConfig};
@@ -123,6 +124,11 @@ fn run_single(compiled: Compiled, config: &RunConfig) -> anyhow::Result<Outcome>
     link_host(&mut linker, &links, clock, &target)?;
     let mut store = Store::new(&engine, wasi_context(config)?);
     provide_memories(&mut linker, &mut store, &module)?;
+    let marks: Arc<Mutex<Vec<Mark>>> = Arc::default();
+    if names_benchmarks(&links, meta.as_ref(), state_module.is_some()) {
+        let take = move |caller: &mut Caller<'_, WasiP1Ctx>| snapshot(caller, &links, clock);
+        marks::watch(&mut linker, &mut store, &module, take, Arc::clone(&marks))?;
+    }
 
     let started = Instant::now();
     let (instance, state_instance) =
@@ -151,6 +157,7 @@ fn run_single(compiled: Compiled, config: &RunConfig) -> anyhow::Result<Outcome>
         stacks,
     };
     let dump = collect(&mut store, &state_instance, &links, clock, end)?;
+    let marks = std::mem::take(&mut *marks.lock().expect("not poisoned"));
     Ok(Outcome {
         exit_code,
         trap,
@@ -159,7 +166,23 @@ fn run_single(compiled: Compiled, config: &RunConfig) -> anyhow::Result<Outcome>
         threads: Vec::new(),
         lost_threads: Vec::new(),
         ran: None,
+        marks,
     })
+}
+
+/// Whether the run marks each benchmark its harness names ([`marks`]): a module profiled
+/// with its state in its own memory and a measuring loop among its functions (criterion's
+/// `Bencher::iter`), its time not from the stack sampler (whose samples the host keeps until
+/// the end, so that a mark would not hold them).
+fn names_benchmarks(links: &HostLinks, meta: Option<&Meta>, state_module: bool) -> bool {
+    links.profiled
+        && !links.stacks
+        && !state_module
+        && meta.is_some_and(|meta| {
+            meta.functions
+                .iter()
+                .any(|f| crate::harness::is_harness_loop(&f.symbol.name))
+        })
 }
 
 /// Instantiates the state module (when there is one: the program imports its probes,

@@ -4,10 +4,11 @@
 //! [`link_host`]), the program's WASI context, how a run ended ([`Ending`]), and the
 //! profiler's state read back out of an instance once its code has stopped ([`collect`]).
 
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use anyhow::Context as _;
-use wasmtime::{Engine, Linker, Module, Store};
+use wasmtime::{AsContext, AsContextMut, Caller, Engine, Linker, Module, Store};
 use wasmtime_wasi::p1::WasiP1Ctx;
 use wasmtime_wasi::{FsPerms, I32Exit, WasiCtxBuilder};
 
@@ -245,21 +246,57 @@ pub(super) fn collect<T: 'static>(
     if !links.profiled {
         return Ok(None);
     }
-    let memory = profiler_memory(store, instance)
+    let exports = STATE_EXPORTS.map(|name| instance.get_export(&mut *store, name));
+    dump_of(store, exports, links, clock, end).map(Some)
+}
+
+/// The profiler's state while the program runs, read in a host call from `caller` (the
+/// instrumented module, which holds its state): its open activations closed at this moment.
+pub(super) fn snapshot<T: 'static>(
+    caller: &mut Caller<'_, T>,
+    links: &HostLinks,
+    clock: Clock,
+) -> anyhow::Result<Dump> {
+    let end = RunEnd {
+        ended: clock.reader()() as u64,
+        frames: Vec::new(),
+        stacks: None,
+    };
+    let exports = STATE_EXPORTS.map(|name| caller.get_export(name));
+    dump_of(caller, exports, links, clock, end)
+}
+
+/// What an instance exports of the profiler's state: its memory, the current context node,
+/// the instruction counter (the instructions metric).
+const STATE_EXPORTS: [&str; 3] = [
+    meta::MEMORY_EXPORT,
+    meta::CUR_EXPORT,
+    meta::INSTRUCTIONS_EXPORT,
+];
+
+/// The dump of the profiler's state as its `exports` ([`STATE_EXPORTS`]) hold it in
+/// `store`, with what `end` says.
+fn dump_of(
+    mut store: impl AsContextMut,
+    [memory, cur, instructions]: [Option<wasmtime::Extern>; 3],
+    links: &HostLinks,
+    clock: Clock,
+    end: RunEnd,
+) -> anyhow::Result<Dump> {
+    let memory = memory
+        .and_then(|memory| memory_bytes(&mut store, &memory))
         .context("the instrumented module exports no profiler memory")?;
-    let cur = instance
-        .get_global(&mut *store, meta::CUR_EXPORT)
-        .and_then(|g| g.get(&mut *store).i32())
+    let mut global =
+        |export: Option<wasmtime::Extern>| Some(export?.into_global()?.get(&mut store));
+    let cur = global(cur)
+        .and_then(|value| value.i32())
         .context("the instrumented module exports no current-context global")?;
     // What closes the activations still open: the instruction counter, or the clock.
-    let instructions = instance
-        .get_global(&mut *store, meta::INSTRUCTIONS_EXPORT)
-        .and_then(|g| g.get(&mut *store).i64());
-    let reading = match instructions {
+    let reading = match global(instructions).and_then(|value| value.i64()) {
         Some(count) => Some(count as u64),
         None => links.timed.then_some(end.ended),
     };
-    Ok(Some(Dump {
+    Ok(Dump {
         memory,
         cur: cur as u32,
         ticks_per_ns: clock.ticks_per_ns(),
@@ -267,31 +304,49 @@ pub(super) fn collect<T: 'static>(
         end: reading,
         frames: end.frames,
         stacks: end.stacks,
-    }))
+    })
 }
 
 /// The bytes of the profiler's memory that `instance` (the instrumented module, or its
-/// state module) exports, a plain or (with the sampled time metric) a shared one; read
-/// once the program has returned and no sampler runs.
+/// state module) exports, a plain or (with the sampled time metric) a shared one.
 pub fn profiler_memory<T: 'static>(
     store: &mut Store<T>,
     instance: &wasmtime::Instance,
 ) -> Option<Vec<u8>> {
-    match instance.get_export(&mut *store, meta::MEMORY_EXPORT)? {
-        wasmtime::Extern::Memory(memory) => Some(memory.data(&*store).to_vec()),
-        wasmtime::Extern::SharedMemory(memory) => Some(shared_bytes(&memory)),
+    let memory = instance.get_export(&mut *store, meta::MEMORY_EXPORT)?;
+    memory_bytes(store, &memory)
+}
+
+/// A copy of `memory`'s bytes, a plain or a shared memory's.
+fn memory_bytes(store: impl AsContext, memory: &wasmtime::Extern) -> Option<Vec<u8>> {
+    match memory {
+        wasmtime::Extern::Memory(memory) => Some(memory.data(&store).to_vec()),
+        wasmtime::Extern::SharedMemory(memory) => Some(shared_bytes(memory)),
         _ => None,
     }
 }
 
-/// A copy of a shared memory's bytes, taken when no thread writes them (the program has
-/// returned and no sampler runs, or its one thread waits).
+/// A copy of a shared memory's bytes, read eight at a time with atomic loads, so that a
+/// thread (the word sampler) may write them meanwhile.
 pub(super) fn shared_bytes(memory: &wasmtime::SharedMemory) -> Vec<u8> {
     let data = memory.data();
-    // SAFETY: the memory's bytes, which live as long as `memory`; no thread writes them
-    // while they are copied (the callers' condition).
-    let bytes = unsafe { std::slice::from_raw_parts(data.as_ptr() as *const u8, data.len()) };
-    bytes.to_vec()
+    let mut bytes = Vec::with_capacity(data.len());
+    for word in data.chunks(8) {
+        let ptr = word.as_ptr() as *const AtomicU64;
+        if word.len() == 8 && ptr.align_offset(8) == 0 {
+            // SAFETY: eight bytes of the shared memory, aligned (checked), which live as
+            // long as `memory`; every thread accesses them as wasm's shared memory allows.
+            let value = unsafe { &*ptr }.load(Ordering::Relaxed);
+            bytes.extend_from_slice(&value.to_le_bytes());
+        } else {
+            for cell in word {
+                let byte = cell.get() as *const AtomicU8;
+                // SAFETY: as above, one byte.
+                bytes.push(unsafe { &*byte }.load(Ordering::Relaxed));
+            }
+        }
+    }
+    bytes
 }
 
 /// Gives the module the memories it imports (wasm32-wasip1-threads programs import their

@@ -92,5 +92,6 @@ pub(super) fn outcome(
         threads: run.threads,
         lost_threads: run.lost_threads,
         ran: Some(run.meta),
+        marks: Vec::new(),
     })
 }

@@ -15,6 +15,7 @@ mod dump_server;
 mod embedded;
 mod instance;
 mod js_process;
+mod marks;
 mod node;
 mod sampler;
 #[cfg_attr(
@@ -35,6 +36,7 @@ use anyhow::Context as _;
 pub use self::bindgen::Bindgen;
 pub use self::embedded::Embedded;
 pub use self::instance::{profiler_memory, TRAP_EXIT_CODE};
+pub use self::marks::Mark;
 pub use self::node::{Node, NODE_VAR};
 pub use self::sampler::{HOOK as SAMPLE_HOOK, HOOK_SAMPLE_NS};
 use crate::clock::ClockChoice;
@@ -150,6 +152,9 @@ pub struct Outcome {
     /// module's one-memory variant where the host allows a module one memory): it decodes
     /// the dump in place of the prepared module's.
     pub ran: Option<Meta>,
+    /// The profiler's state each time the harness named the benchmark it starts (the
+    /// embedded host, a program of one thread; empty elsewhere).
+    pub marks: Vec<Mark>,
 }
 
 impl Outcome {

@@ -139,6 +139,7 @@ pub(super) fn run(compiled: Compiled, config: &RunConfig) -> anyhow::Result<Outc
         threads: states,
         lost_threads: lost,
         ran: None,
+        marks: Vec::new(),
     })
 }
 

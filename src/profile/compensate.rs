@@ -229,6 +229,7 @@ mod tests {
             view: None,
             threads: Vec::new(),
             allocations: None,
+            benchmarks: Vec::new(),
         }
     }
 

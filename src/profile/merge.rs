@@ -4,7 +4,8 @@
 use std::collections::HashMap;
 
 use super::{
-    Allocations, Arc, Context, Costs, Function, LineCost, Profile, FORMAT, FORMAT_VERSION,
+    Allocations, Arc, Benchmark, Context, Costs, Function, LineCost, Profile, FORMAT,
+    FORMAT_VERSION,
 };
 use crate::meta::Metric;
 use crate::symbols::without_index;
@@ -77,6 +78,7 @@ impl Merger {
                 allocations: Allocations::merge(
                     profiles.iter().filter_map(|p| p.allocations.as_ref()),
                 ),
+                benchmarks: Vec::new(),
             },
             function_ids: HashMap::new(),
             arc_ids: HashMap::new(),
@@ -122,6 +124,13 @@ impl Merger {
         for l in &p.lines {
             self.line(l, rename(&l.function));
         }
+        self.out
+            .benchmarks
+            .extend(p.benchmarks.iter().map(|b| Benchmark {
+                harness: rename(&b.harness),
+                routine: rename(&b.routine),
+                ..b.clone()
+            }));
         self.contexts(p, &fmap);
     }
 
@@ -363,6 +372,7 @@ mod tests {
             view: None,
             threads: Vec::new(),
             allocations: None,
+            benchmarks: Vec::new(),
         }
     }
 

@@ -66,6 +66,32 @@ pub struct Profile {
     /// in `contexts`); absent where the module said nothing of them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub allocations: Option<super::Allocations>,
+    /// The benchmarks a harness named as it ran them (criterion's ids), in the order they
+    /// ran, each with its own iterations and their cost; empty where the host saw no names.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub benchmarks: Vec<Benchmark>,
+}
+
+/// One benchmark as its harness named it: the routine its measuring loop called, and what
+/// that routine cost in this benchmark's iterations alone (a routine measured with several
+/// inputs, as criterion's `bench_with_input`, is one benchmark per input).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Benchmark {
+    /// The harness's name for it (criterion's `group/function/parameter`).
+    pub id: String,
+    /// The harness loop that ran it.
+    pub harness: String,
+    /// The routine the loop measured.
+    pub routine: String,
+    /// The routine's calls from the loop during this benchmark.
+    pub iterations: u64,
+    /// The routine's self and inclusive cost in those calls.
+    #[serde(flatten)]
+    pub cost: Costs,
+    /// The bytes the routine (with all it calls) allocated in those calls, where
+    /// allocations were recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub alloc_bytes: Option<u64>,
 }
 
 /// How the sampled time metric's times were taken: each sample found one context running
@@ -386,6 +412,17 @@ pub struct Context {
     /// there were any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub alloc: Option<super::Allocs>,
+}
+
+impl Benchmark {
+    /// The routine's inclusive cost per iteration in `metric` (nanoseconds or
+    /// instructions); `None` for the calls metric, or a benchmark of no iterations.
+    pub fn per_iteration(&self, metric: Metric) -> Option<f64> {
+        if !metric.has_cost() || self.iterations == 0 {
+            return None;
+        }
+        Some(self.cost.get(metric).1 as f64 / self.iterations as f64)
+    }
 }
 
 impl Profile {

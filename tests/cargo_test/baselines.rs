@@ -284,7 +284,7 @@ fn a_baseline_compares_each_benchmarks_bytes_per_iteration() {
     let text = stdout(&out);
     let row = text
         .lines()
-        .find(|l| l.contains("bytes per iteration, bench criterion_fixture::fib"))
+        .find(|l| l.contains("bytes per iteration, bench fib 15"))
         .unwrap_or_else(|| panic!("the benchmark's bytes in {text}"));
     // 1973 * 8 = 15,784 bytes (15.4 KiB), then 31,568 (30.8 KiB).
     assert!(row.contains("15.4 KiB"), "{row}");

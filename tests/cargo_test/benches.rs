@@ -36,7 +36,8 @@ fn criterion_benches_report_costs_per_iteration() {
     let dir = copy_fixture("criterion");
     let out = output(
         wasmprof()
-            .args(["bench", "--bench", "fib", "--metric", "instructions", "--"])
+            .args(["bench", "--bench", "fib", "--bench", "groups"])
+            .args(["--metric", "instructions", "--"])
             // Short runs: criterion's statistics would otherwise dominate the profile.
             .args(["--warm-up-time", "0.05", "--measurement-time", "0.1"])
             .args(["--sample-size", "10", "--nresamples", "100", "--noplot"])
@@ -75,10 +76,63 @@ fn criterion_benches_report_costs_per_iteration() {
     );
     let per_iteration = routine.per_iteration(p.metric).unwrap();
     assert_eq!(per_iteration, (total / iterations) as f64);
+    // The benchmark as criterion named it, its routine beside it.
+    let [benchmark] = p.benchmarks.as_slice() else {
+        panic!("one named benchmark, found {:?}", p.benchmarks);
+    };
+    assert_eq!(benchmark.id, "fib 15");
+    assert_eq!(benchmark.routine, routine.arc.callee);
+    assert_eq!(benchmark.iterations, iterations);
+    assert_eq!(benchmark.per_iteration(p.metric), Some(per_iteration));
     let row = text
         .lines()
         .skip_while(|l| !l.contains("Benchmarks per iteration"))
-        .find(|l| l.contains("criterion_fixture::fib  (criterion::bencher::Bencher"))
-        .expect("the per-iteration section names the routine and its harness loop");
+        .find(|l| l.contains("fib 15  (criterion_fixture::fib)"))
+        .expect("the per-iteration section names the benchmark and its routine");
     assert!(row.contains(&iterations.to_string()), "{row}");
+    inputs_of_one_routine_are_benchmarks_of_their_own(&dir.path().join("target/wasmprof"));
+}
+
+/// `fixtures/criterion`'s `groups`: one routine, `fib(n)`, measured with n = 5, 10 and 15
+/// (criterion's `bench_with_input`), so the routine's arc sums the three; each input's
+/// iterations and instructions come from the profiler's state as criterion named each
+/// benchmark. Every iteration of one input executes the same instructions, and naive fib's
+/// instructions are affine in its calls (a constant per call, the leaves' and the inner
+/// calls' costs differing by a constant too): in F(n + 1), whose values are 8, 89 and 987.
+fn inputs_of_one_routine_are_benchmarks_of_their_own(profiles: &Path) {
+    let p = Profile::read(&profiles.join("criterion-fixture-groups-bench.json")).unwrap();
+    check_invariants(&p);
+    let ids: Vec<&str> = p.benchmarks.iter().map(|b| b.id.as_str()).collect();
+    assert_eq!(ids, ["fib/5", "fib/10", "fib/15"]);
+    let routines = measured_routines(&p);
+    let [routine] = routines.as_slice() else {
+        panic!("one measured routine, found {routines:?}");
+    };
+    // Nothing of the routine's is lost or counted twice.
+    let sum = |f: fn(&Benchmark) -> u64| p.benchmarks.iter().map(f).sum::<u64>();
+    assert_eq!(sum(|b| b.iterations), routine.iterations());
+    assert_eq!(
+        sum(|b| b.cost.total_instructions.unwrap()),
+        routine.arc.cost.total_instructions.unwrap()
+    );
+    let per_iteration: Vec<u64> = p
+        .benchmarks
+        .iter()
+        .map(|b| {
+            assert_eq!(b.routine, "criterion_fixture::fib");
+            assert!(b.iterations > 0, "{b:?}");
+            let total = b.cost.total_instructions.unwrap();
+            assert_eq!(total % b.iterations, 0, "{b:?}");
+            total / b.iterations
+        })
+        .collect();
+    let [i5, i10, i15] = per_iteration[..] else {
+        unreachable!()
+    };
+    let (g5, g10, g15) = (8, 89, 987);
+    assert_eq!(
+        (i15 - i10) * (g10 - g5),
+        (i10 - i5) * (g15 - g10),
+        "{per_iteration:?}"
+    );
 }

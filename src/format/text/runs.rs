@@ -101,8 +101,12 @@ pub(super) fn tests(out: &mut String, p: &Profile, units: Units, top: usize) {
     }
 }
 
-/// Writes the cost per iteration of each benchmark's measured routine (the first `top`).
+/// Writes the cost per iteration of each benchmark (the first `top`): of those its harness
+/// named, in the order they ran, else of each harness loop's measured routine.
 pub(super) fn iterations(out: &mut String, p: &Profile, units: Units, top: usize) {
+    if !p.benchmarks.is_empty() {
+        return named_benchmarks(out, p, units, top);
+    }
     let routines = crate::harness::measured_routines(p);
     if routines.is_empty() {
         return;
@@ -128,6 +132,34 @@ pub(super) fn iterations(out: &mut String, p: &Profile, units: Units, top: usize
             routine.iterations(),
             units.name(&routine.arc.callee),
             units.name(&routine.harness.name)
+        );
+    }
+}
+
+/// Writes the cost per iteration of the benchmarks the harness named (the first `top`), in
+/// the order they ran.
+fn named_benchmarks(out: &mut String, p: &Profile, units: Units, top: usize) {
+    let _ = writeln!(
+        out,
+        "\n{BOLD}Benchmarks per iteration{BOLD:#} (each benchmark as its harness named it, in the order they ran: its routine's cost in its iterations / its iterations)\n"
+    );
+    let _ = writeln!(
+        out,
+        "{:>13} {:>13}  benchmark  (routine)",
+        "per iteration", "iterations"
+    );
+    for b in p.benchmarks.iter().take(top) {
+        let per_iteration = match b.per_iteration(units.metric) {
+            Some(cost) => units.show(cost.round() as u64),
+            None => "-".to_string(),
+        };
+        let _ = writeln!(
+            out,
+            "{:>13} {:>13}  {}  ({})",
+            per_iteration,
+            b.iterations,
+            b.id,
+            units.name(&b.routine)
         );
     }
 }

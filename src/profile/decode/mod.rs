@@ -117,6 +117,7 @@ impl Profile {
             view: None,
             threads: Vec::new(),
             allocations: Some(allocs::allocations(&decoder.raw, meta, &decoder.nodes)?),
+            benchmarks: Vec::new(),
         })
     }
 }
