@@ -104,62 +104,40 @@ pub(super) fn tests(out: &mut String, p: &Profile, units: Units, top: usize) {
 /// Writes the cost per iteration of each benchmark (the first `top`): of those its harness
 /// named, in the order they ran, else of each harness loop's measured routine.
 pub(super) fn iterations(out: &mut String, p: &Profile, units: Units, top: usize) {
-    if !p.benchmarks.is_empty() {
-        return named_benchmarks(out, p, units, top);
-    }
-    let routines = crate::harness::measured_routines(p);
-    if routines.is_empty() {
+    let metric = units.metric;
+    let (what, rows): (_, Vec<_>) = if p.benchmarks.is_empty() {
+        let rows = crate::harness::measured_routines(p).into_iter().map(|r| {
+            let names = (units.name(&r.arc.callee), units.name(&r.harness.name));
+            (r.per_iteration(metric), r.iterations(), names)
+        });
+        let what = "the routine a harness loop measured: its cost in those calls / its calls";
+        (("routine", "harness loop", what), rows.collect())
+    } else {
+        let rows = p.benchmarks.iter().map(|b| {
+            let names = (b.id.clone(), units.name(&b.routine));
+            (b.per_iteration(metric), b.iterations, names)
+        });
+        let what = "each benchmark as its harness named it, in the order they ran: its routine's cost in its iterations / its iterations";
+        (("benchmark", "routine", what), rows.collect())
+    };
+    if rows.is_empty() {
         return;
     }
+    let (name, beside, what) = what;
+    let _ = writeln!(out, "\n{BOLD}Benchmarks per iteration{BOLD:#} ({what})\n");
     let _ = writeln!(
         out,
-        "\n{BOLD}Benchmarks per iteration{BOLD:#} (the routine a harness loop measured: its cost in those calls / its calls)\n"
-    );
-    let _ = writeln!(
-        out,
-        "{:>13} {:>13}  routine  (harness loop)",
+        "{:>13} {:>13}  {name}  ({beside})",
         "per iteration", "iterations"
     );
-    for routine in routines.into_iter().take(top) {
-        let per_iteration = match routine.per_iteration(units.metric) {
+    for (per_iteration, iterations, (name, beside)) in rows.into_iter().take(top) {
+        let per_iteration = match per_iteration {
             Some(cost) => units.show(cost.round() as u64),
             None => "-".to_string(),
         };
         let _ = writeln!(
             out,
-            "{:>13} {:>13}  {}  ({})",
-            per_iteration,
-            routine.iterations(),
-            units.name(&routine.arc.callee),
-            units.name(&routine.harness.name)
-        );
-    }
-}
-
-/// Writes the cost per iteration of the benchmarks the harness named (the first `top`), in
-/// the order they ran.
-fn named_benchmarks(out: &mut String, p: &Profile, units: Units, top: usize) {
-    let _ = writeln!(
-        out,
-        "\n{BOLD}Benchmarks per iteration{BOLD:#} (each benchmark as its harness named it, in the order they ran: its routine's cost in its iterations / its iterations)\n"
-    );
-    let _ = writeln!(
-        out,
-        "{:>13} {:>13}  benchmark  (routine)",
-        "per iteration", "iterations"
-    );
-    for b in p.benchmarks.iter().take(top) {
-        let per_iteration = match b.per_iteration(units.metric) {
-            Some(cost) => units.show(cost.round() as u64),
-            None => "-".to_string(),
-        };
-        let _ = writeln!(
-            out,
-            "{:>13} {:>13}  {}  ({})",
-            per_iteration,
-            b.iterations,
-            b.id,
-            units.name(&b.routine)
+            "{per_iteration:>13} {iterations:>13}  {name}  ({beside})"
         );
     }
 }
