@@ -8,12 +8,13 @@
 //! instruction more is a change; with sampled time each figure is an estimate, and a change
 //! within its noise (from the samples behind both figures) is called noise.
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use super::figures::{figures, sampled_noise, Figure, Kind};
+use super::figures::{figures, per_iteration_functions, sampled_noise, Figure, Kind};
 use super::{Diff, FunctionChange};
 use crate::error::Error;
 use crate::format::units;
@@ -207,9 +208,14 @@ pub struct Row {
     /// figures (instructions, calls); `None` where no estimate exists (exact time).
     pub noise_percent: Option<f64>,
     /// When it changed past its noise: the functions whose self cost changed most under
-    /// it (in the stacks through the benchmark's routine or the test; in the whole run).
+    /// it (per iteration under the benchmark's routine; in the stacks through the test; in
+    /// the whole run).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub functions: Vec<FunctionChange>,
+    /// Whether `--fail-above` gates on it: not the bytes allocated (shown only), nor the
+    /// whole run of a profile whose harness loops ran as many iterations as their timings
+    /// asked for (its figure follows those counts; its benchmarks' per iteration do not).
+    pub gated: bool,
 }
 
 impl Row {
@@ -250,13 +256,16 @@ impl Row {
         self.profile.strip_suffix(".json").unwrap_or(&self.profile)
     }
 
-    /// How the change reads: `noise`, `unchanged`, or the change in percent.
+    /// How the change reads: `noise`, `unchanged`, or the change in percent (and that a
+    /// whole run is not gated on).
     fn verdict(&self) -> String {
         let change = self.change_percent();
         if change == 0.0 {
             "unchanged".to_string()
         } else if self.is_noise() {
             format!("{change:+.2}% (noise)")
+        } else if !self.gated && self.kind == Kind::Run {
+            format!("{change:+.2}% (not gated)")
         } else {
             format!("{change:+.2}%")
         }
@@ -269,6 +278,9 @@ impl Comparison {
     fn add(&mut self, file: &str, base: &Profile, new: &Profile) -> Result<(), Error> {
         let metric = self.metric;
         let (before, now) = (figures(base, metric), figures(new, metric));
+        // A harness that times its loops chooses their iterations, and the whole run with
+        // them.
+        let timed_loops = !harness::measured_routines(new).is_empty();
         for (&(kind, ref name), &now_figure) in &now {
             let Some(&old) = before.get(&(kind, name.clone())) else {
                 // A new benchmark's or test's bytes: its row of the metric says it is new.
@@ -302,7 +314,13 @@ impl Comparison {
                 new: value,
                 noise_percent,
                 functions: Vec::new(),
+                gated: !(kind.is_bytes() || (kind == Kind::Run && timed_loops)),
             };
+            if kind == Kind::Run && timed_loops && old != value {
+                self.notes.push(format!(
+                    "{file}: the whole run is not gated on: its harness ran as many iterations as its timings asked for (its benchmarks per iteration are)"
+                ));
+            }
             if old != value && !row.is_noise() && !kind.is_bytes() {
                 row.functions = changed_under(base, new, &row, metric)
                     .map_err(|e| Error::input(Path::new(file), format!("{e:#}")))?;
@@ -325,7 +343,7 @@ impl Comparison {
     pub fn worst_regression(&self) -> Option<&Row> {
         self.rows
             .iter()
-            .filter(|r| !r.kind.is_bytes() && !r.is_noise() && r.change_percent() > 0.0)
+            .filter(|r| r.gated && !r.is_noise() && r.change_percent() > 0.0)
             .max_by(|a, b| a.change_percent().total_cmp(&b.change_percent()))
     }
 
@@ -341,13 +359,13 @@ impl Comparison {
         );
         let _ = writeln!(
             out,
-            "{:>14} {:>14} {:>18}  what (profile)",
+            "{:>14} {:>14} {:>20}  what (profile)",
             "baseline", "now", "change"
         );
         for row in &self.rows {
             let _ = writeln!(
                 out,
-                "{:>14} {:>14} {:>18}  {}  ({})",
+                "{:>14} {:>14} {:>20}  {}  ({})",
                 self.show_row(row, row.base),
                 self.show_row(row, row.new),
                 row.verdict(),
@@ -358,9 +376,10 @@ impl Comparison {
         for row in self.rows.iter().filter(|r| !r.functions.is_empty()) {
             let _ = writeln!(
                 out,
-                "\nFunctions that changed most under {} ({}), self:",
+                "\nFunctions that changed most under {} ({}), {}:",
                 row.label(units::NAME_WIDTH),
-                row.profile_stem()
+                row.profile_stem(),
+                self.functions_measure(row)
             );
             for c in &row.functions {
                 let _ = writeln!(
@@ -408,13 +427,14 @@ impl Comparison {
             .filter(|r| !r.functions.is_empty())
             .collect();
         if !changed.is_empty() {
-            out.push_str("\n<details><summary>What changed under each (self)</summary>\n\n");
+            out.push_str("\n<details><summary>What changed under each</summary>\n\n");
             for row in changed {
                 let _ = writeln!(
                     out,
-                    "{} ({}):",
+                    "{} ({}), {}:",
                     row.label(units::NAME_WIDTH),
-                    row.profile_stem()
+                    row.profile_stem(),
+                    self.functions_measure(row)
                 );
                 for c in &row.functions {
                     let _ = writeln!(
@@ -433,6 +453,15 @@ impl Comparison {
             let _ = writeln!(out, "\n- {note}");
         }
         out
+    }
+
+    /// What the functions listed under `row` show: their self cost per iteration under a
+    /// benchmark's routine, else in the whole stacks.
+    fn functions_measure(&self, row: &Row) -> &'static str {
+        match row.kind == Kind::Bench && self.metric.has_cost() {
+            true => "self per iteration",
+            false => "self",
+        }
     }
 
     /// What the figures' precision is, in words.
@@ -477,9 +506,9 @@ impl Comparison {
     }
 }
 
-/// The functions whose self cost changed most under `row`: in the stacks through its
-/// routine (for a benchmark its harness named, the routine's, whatever input it ran with)
-/// or test function (a view focused on it), or in the program's stacks for the
+/// The functions whose self cost changed most under `row`: per iteration under a
+/// benchmark's routine (so that runs of different iteration counts compare), in the stacks
+/// through its test function (a view focused on it), or in the program's stacks for the
 /// whole run (as [`program_cost`] counts it). A profile without a calling-context tree (the
 /// calls metric) has no stacks to focus on: the whole run's.
 fn changed_under(
@@ -488,17 +517,18 @@ fn changed_under(
     row: &Row,
     metric: Metric,
 ) -> anyhow::Result<Vec<FunctionChange>> {
-    // A benchmark its harness named is focused on its routine (with its other inputs').
-    let named = new.benchmarks.iter().chain(&base.benchmarks);
-    let name = match named
-        .filter(|_| row.kind == Kind::Bench)
-        .find(|b| b.id == row.name)
-    {
-        Some(benchmark) => &benchmark.routine,
-        None => &row.name,
-    };
+    if let (Kind::Bench, true) = (row.kind, metric.has_cost()) {
+        let of = |p| per_iteration_functions(p, &row.name);
+        return Ok(match (of(base), of(new)) {
+            (Some(before), Some(now)) => per_iteration_changes(before, now),
+            _ => Vec::new(),
+        });
+    }
     let focus = Filter {
-        focus: Some(regex::Regex::new(&format!("^{}$", regex::escape(name)))?),
+        focus: Some(regex::Regex::new(&format!(
+            "^{}$",
+            regex::escape(&row.name)
+        ))?),
         ..Filter::default()
     };
     let program = |p: &Profile| harness::program_view(p).unwrap_or_else(|| p.clone());
@@ -508,4 +538,40 @@ fn changed_under(
         (_, true) => Diff::of(&base.view(&focus)?, &new.view(&focus)?, Some(metric))?,
     };
     Ok(diff.functions.into_iter().take(TOP_FUNCTIONS).collect())
+}
+
+/// The functions whose self cost per iteration changed most from `before` to `now` (by
+/// name: calls and self cost per iteration), rounded to whole calls and units.
+fn per_iteration_changes(
+    before: BTreeMap<String, (f64, f64)>,
+    now: BTreeMap<String, (f64, f64)>,
+) -> Vec<FunctionChange> {
+    let names: BTreeSet<&String> = before.keys().chain(now.keys()).collect();
+    let round = |figure: Option<&(f64, f64)>| {
+        let (calls, cost) = figure.copied().unwrap_or_default();
+        (calls.round() as u64, cost.round() as u64)
+    };
+    let mut changes: Vec<FunctionChange> = names
+        .into_iter()
+        .map(|name| {
+            let ((base_calls, base_cost), (new_calls, new_cost)) =
+                (round(before.get(name)), round(now.get(name)));
+            FunctionChange {
+                name: name.clone(),
+                base_calls,
+                new_calls,
+                base_cost,
+                new_cost,
+            }
+        })
+        .filter(|c| c.base_calls != c.new_calls || c.base_cost != c.new_cost)
+        .collect();
+    changes.sort_by(|a, b| {
+        let calls = |c: &FunctionChange| c.new_calls.abs_diff(c.base_calls);
+        (b.delta().abs().cmp(&a.delta().abs()))
+            .then_with(|| calls(b).cmp(&calls(a)))
+            .then_with(|| a.name.cmp(&b.name))
+    });
+    changes.truncate(TOP_FUNCTIONS);
+    changes
 }

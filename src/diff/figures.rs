@@ -134,6 +134,31 @@ fn benchmark_figures(p: &Profile, metric: Metric) -> Vec<(String, u64, Option<f6
         .collect()
 }
 
+/// The functions that ran under benchmark `name` in `p` (the one its harness named so, else
+/// the routine of that name), with their calls and self cost per iteration, by name: `None`
+/// where `p` has no such benchmark or it has no iterations.
+pub(super) fn per_iteration_functions(
+    p: &Profile,
+    name: &str,
+) -> Option<BTreeMap<String, (f64, f64)>> {
+    let (iterations, functions) = match p.benchmarks.iter().find(|b| b.id == name) {
+        Some(b) => (b.iterations, b.functions.clone()),
+        None => {
+            let routines = harness::measured_routines(p);
+            let routine = routines.iter().find(|r| r.arc.callee == name)?;
+            (
+                routine.iterations(),
+                routine.functions(p).into_values().collect(),
+            )
+        }
+    };
+    let n = (iterations > 0).then_some(iterations as f64)?;
+    let per_iteration = functions
+        .into_iter()
+        .map(|f| (f.name, (f.calls as f64 / n, f.self_cost as f64 / n)));
+    Some(per_iteration.collect())
+}
+
 /// The cost of the program's own stacks in `p` ([`harness::program_view`]): the harness's
 /// own work left out, such as libtest formatting the time the run took, whose instructions
 /// change with that time; 0 where none of the program's functions ran.

@@ -92,6 +92,22 @@ pub struct Benchmark {
     /// allocations were recorded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub alloc_bytes: Option<u64>,
+    /// Each function that ran in those calls (the routine and all it calls), with its calls
+    /// and its self cost there.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub functions: Vec<RoutineFunction>,
+}
+
+/// A function as it ran under a benchmark's routine: its calls there and its self cost.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RoutineFunction {
+    /// The function's name.
+    pub name: String,
+    /// Its calls under the routine.
+    pub calls: u64,
+    /// Its self cost under the routine, in the profile's metric's unit (nanoseconds or
+    /// instructions; 0 with the calls metric).
+    pub self_cost: u64,
 }
 
 /// How the sampled time metric's times were taken: each sample found one context running

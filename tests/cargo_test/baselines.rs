@@ -242,7 +242,10 @@ fn a_baseline_compares_each_tests_allocated_bytes() {
 
 /// A benchmark's bytes per iteration, compared exactly: criterion's routine `fib(15)` makes
 /// 2 * F(16) - 1 = 1973 calls, each allocating a vector of 8 bytes in the baseline and of
-/// 16 after the change: 15,784 bytes per iteration, then twice as many.
+/// 16 after the change: 15,784 bytes per iteration, then twice as many. The same for each
+/// input of the `groups` bench, named as criterion names them: fib(5) makes 15 calls,
+/// fib(10) 177. Their whole run follows the iteration counts criterion chose from timings,
+/// so it is shown, not gated on.
 #[test]
 fn a_baseline_compares_each_benchmarks_bytes_per_iteration() {
     let dir = copy_fixture("criterion");
@@ -265,6 +268,8 @@ fn a_baseline_compares_each_benchmarks_bytes_per_iteration() {
                     "bench",
                     "--bench",
                     "fib",
+                    "--bench",
+                    "groups",
                     "--metric",
                     "instructions",
                 ])
@@ -290,4 +295,21 @@ fn a_baseline_compares_each_benchmarks_bytes_per_iteration() {
     assert!(row.contains("15.4 KiB"), "{row}");
     assert!(row.contains("30.8 KiB"), "{row}");
     assert!(row.contains("+100.00%"), "{row}");
+    for (id, before, after) in [
+        ("fib/5", "120 B", "240 B"),
+        ("fib/10", "1416 B", "2832 B"),
+        ("fib/15", "15.4 KiB", "30.8 KiB"),
+    ] {
+        let row = text
+            .lines()
+            .find(|l| l.contains(&format!("bytes per iteration, bench {id} ")))
+            .unwrap_or_else(|| panic!("{id}'s bytes in {text}"));
+        assert!(row.contains(before) && row.contains(after), "{row}");
+        assert!(row.contains("+100.00%"), "{row}");
+    }
+    let whole_runs = text.lines().filter(|l| l.contains("  the whole run  "));
+    for row in whole_runs.filter(|row| !row.contains("unchanged")) {
+        assert!(row.contains("(not gated)"), "{row}");
+        assert!(text.contains("the whole run is not gated on"), "{text}");
+    }
 }

@@ -5,10 +5,14 @@
 //! and the runtime's scaffolding around the program (the start-up, the harness, what only
 //! they call), which the text report folds.
 
+mod benchmarks;
+
 use std::collections::HashMap;
 
 use crate::meta::Metric;
-use crate::profile::{Arc, Benchmark, Costs, Function, Profile};
+pub use benchmarks::benchmarks;
+
+use crate::profile::{Arc, Function, Profile, RoutineFunction};
 
 /// The routine one harness loop measured.
 #[derive(Debug, Clone, Copy)]
@@ -24,17 +28,59 @@ impl Routine<'_> {
     /// The bytes the routine allocated, with everything it calls, in its calls from the
     /// loop (its contexts under the loop's, inclusive), in `p`.
     pub fn alloc_bytes(&self, p: &Profile) -> u64 {
-        let Some(callee) = p.function_named(&self.arc.callee) else {
-            return 0;
-        };
         let inclusive = p.inclusive_allocs();
-        let function_of = |j: usize| p.contexts[j].function;
-        let parent_of = |j: usize| p.contexts[j].parent.map(|up| up as usize);
+        let under = self.under(p);
         (0..p.contexts.len())
-            .filter(|&j| function_of(j) == Some(callee.id))
-            .filter(|&j| parent_of(j).and_then(function_of) == Some(self.harness.id))
+            .filter(|&j| under[j] == Under::Root)
             .map(|j| inclusive[j].alloc_bytes)
             .sum()
+    }
+
+    /// Each function that ran in the routine's calls from the loop (the routine and all it
+    /// calls), with its calls and self cost there, by name, in `p`.
+    pub fn functions(&self, p: &Profile) -> HashMap<String, RoutineFunction> {
+        let under = self.under(p);
+        let mut found: HashMap<String, RoutineFunction> = HashMap::new();
+        for (c, _) in p
+            .contexts
+            .iter()
+            .zip(under)
+            .filter(|(_, u)| *u != Under::Not)
+        {
+            let Some(f) = c.function.and_then(|id| p.functions.get(id as usize)) else {
+                continue;
+            };
+            let function = found.entry(f.name.clone()).or_default();
+            function.calls += c.calls;
+            function.self_cost += c.cost.get(p.metric).0;
+        }
+        for (name, function) in &mut found {
+            function.name = name.clone();
+        }
+        found
+    }
+
+    /// Where each context of `p` is: a call of the routine from the loop, below one, or
+    /// neither (contexts come parents first).
+    fn under(&self, p: &Profile) -> Vec<Under> {
+        let routine = p.function_named(&self.arc.callee).map(|f| f.id);
+        let function_of = |j: u32| p.contexts[j as usize].function;
+        let mut under = Vec::with_capacity(p.contexts.len());
+        for c in &p.contexts {
+            let place = match c.parent {
+                Some(up) if under[up as usize] != Under::Not => Under::Below,
+                Some(up)
+                    if c.function.is_some()
+                        && c.function == routine
+                        && function_of(up) == Some(self.harness.id) =>
+                {
+                    Under::Root
+                }
+                _ => Under::Not,
+            };
+            under.push(place);
+        }
+        under
     }
 
     /// How many times the routine ran.
@@ -50,6 +96,17 @@ impl Routine<'_> {
         }
         Some(self.arc.cost.get(metric).1 as f64 / self.arc.count as f64)
     }
+}
+
+/// Where a context is, from a routine's point of view ([`Routine::under`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Under {
+    /// A call of the routine from its loop.
+    Root,
+    /// A call below one.
+    Below,
+    /// Neither.
+    Not,
 }
 
 /// Whether `name` is a benchmark harness's measuring loop: criterion's (and
@@ -100,105 +157,6 @@ pub fn measured_routines(p: &Profile) -> Vec<Routine<'_>> {
             .then(a.arc.callee.cmp(&b.arc.callee))
     });
     found
-}
-
-/// The benchmarks a harness named as it ran them, from the profiles of one run at each
-/// moment a benchmark started (`marks`, in order, with the harness's names) and at its
-/// `end`: each benchmark's figures are what the routine measured in its stretch of the run
-/// (to the next mark) added (the routine whose iterations cost the most then; a stretch
-/// where no harness loop ran is a benchmark of no iterations, of the first routine).
-pub fn benchmarks(
-    marks: impl IntoIterator<Item = anyhow::Result<(String, Profile)>>,
-    end: &Profile,
-) -> anyhow::Result<Vec<Benchmark>> {
-    let mut stretches = Vec::new();
-    for mark in marks {
-        let (id, p) = mark?;
-        stretches.push((id, Tally::of(&p)));
-    }
-    let mut tallies: Vec<Tally> = stretches.iter().skip(1).map(|(_, t)| t.clone()).collect();
-    tallies.push(Tally::of(end));
-    let metric = end.metric;
-    let found = stretches
-        .into_iter()
-        .zip(tallies)
-        .map(|((id, before), after)| {
-            let grown = after.0.iter().map(|(key, a)| {
-                let b = before.0.get(key).cloned().unwrap_or_default();
-                (key, a.since(&b, metric))
-            });
-            let ((harness, routine), stretch) = grown
-                .max_by_key(|(key, t)| {
-                    (t.cost.get(metric).1, t.iterations, std::cmp::Reverse(*key))
-                })
-                .map(|(key, t)| (key.clone(), t))
-                .unwrap_or_default();
-            Benchmark {
-                id,
-                harness,
-                routine,
-                iterations: stretch.iterations,
-                cost: stretch.cost,
-                alloc_bytes: stretch.alloc_bytes,
-            }
-        })
-        .collect();
-    Ok(found)
-}
-
-/// Where each harness loop's routine stood at one moment of a run, by (loop, routine).
-#[derive(Debug, Clone, Default)]
-struct Tally(HashMap<(String, String), RoutineTally>);
-
-/// What a routine had cost so far: its iterations, their cost, the bytes they allocated.
-#[derive(Debug, Clone, Default)]
-struct RoutineTally {
-    iterations: u64,
-    cost: Costs,
-    alloc_bytes: Option<u64>,
-}
-
-impl Tally {
-    /// Where the routines of `p` stand.
-    fn of(p: &Profile) -> Tally {
-        let recorded = p
-            .allocations
-            .as_ref()
-            .is_some_and(|a| a.not_recorded.is_none());
-        let routines = measured_routines(p).into_iter().map(|routine| {
-            let tally = RoutineTally {
-                iterations: routine.iterations(),
-                cost: routine.arc.cost,
-                alloc_bytes: recorded.then(|| routine.alloc_bytes(p)),
-            };
-            let key = (routine.harness.name.clone(), routine.arc.callee.clone());
-            (key, tally)
-        });
-        Tally(routines.collect())
-    }
-}
-
-impl RoutineTally {
-    /// What the routine added since it stood at `earlier`, in `metric`.
-    fn since(&self, earlier: &RoutineTally, metric: Metric) -> RoutineTally {
-        let ((self_, total), (self_0, total_0)) = (self.cost.get(metric), earlier.cost.get(metric));
-        let samples = self
-            .cost
-            .self_samples
-            .map(|n| n.saturating_sub(earlier.cost.self_samples.unwrap_or(0)));
-        RoutineTally {
-            iterations: self.iterations.saturating_sub(earlier.iterations),
-            cost: Costs::in_unit(
-                metric,
-                self_.saturating_sub(self_0),
-                total.saturating_sub(total_0),
-                samples,
-            ),
-            alloc_bytes: self
-                .alloc_bytes
-                .map(|b| b.saturating_sub(earlier.alloc_bytes.unwrap_or(0))),
-        }
-    }
 }
 
 /// Whether a function is the program's runtime's scaffolding rather than the program's own

@@ -1,0 +1,128 @@
+//! The benchmarks a harness named as it ran them (criterion's ids), from the profiles of
+//! one run at each moment a benchmark started (the marks a host took) and at its end: each
+//! benchmark's figures are what its routine added between its mark and the next.
+
+use std::collections::HashMap;
+
+use super::measured_routines;
+use crate::meta::Metric;
+use crate::profile::{Benchmark, Costs, Profile, RoutineFunction};
+
+/// The benchmarks a harness named as it ran them, from the profiles of one run at each
+/// moment a benchmark started (`marks`, in order, with the harness's names) and at its
+/// `end`: each benchmark's figures are what the routine measured in its stretch of the run
+/// (to the next mark) added (the routine whose iterations cost the most then; a stretch
+/// where no harness loop ran is a benchmark of no iterations, of the first routine).
+pub fn benchmarks(
+    marks: impl IntoIterator<Item = anyhow::Result<(String, Profile)>>,
+    end: &Profile,
+) -> anyhow::Result<Vec<Benchmark>> {
+    let mut stretches = Vec::new();
+    for mark in marks {
+        let (id, p) = mark?;
+        stretches.push((id, Tally::of(&p)));
+    }
+    let mut tallies: Vec<Tally> = stretches.iter().skip(1).map(|(_, t)| t.clone()).collect();
+    tallies.push(Tally::of(end));
+    let metric = end.metric;
+    let found = stretches
+        .into_iter()
+        .zip(tallies)
+        .map(|((id, before), after)| {
+            let grown = after.0.iter().map(|(key, a)| {
+                let b = before.0.get(key).cloned().unwrap_or_default();
+                (key, a.since(&b, metric))
+            });
+            let ((harness, routine), stretch) = grown
+                .max_by_key(|(key, t)| {
+                    (t.cost.get(metric).1, t.iterations, std::cmp::Reverse(*key))
+                })
+                .map(|(key, t)| (key.clone(), t))
+                .unwrap_or_default();
+            let mut functions: Vec<RoutineFunction> = stretch.functions.into_values().collect();
+            functions.retain(|f| f.calls > 0 || f.self_cost > 0);
+            functions.sort_by(|a, b| b.self_cost.cmp(&a.self_cost).then(a.name.cmp(&b.name)));
+            Benchmark {
+                id,
+                harness,
+                routine,
+                iterations: stretch.iterations,
+                cost: stretch.cost,
+                alloc_bytes: stretch.alloc_bytes,
+                functions,
+            }
+        })
+        .collect();
+    Ok(found)
+}
+
+/// Where each harness loop's routine stood at one moment of a run, by (loop, routine).
+#[derive(Debug, Clone, Default)]
+struct Tally(HashMap<(String, String), RoutineTally>);
+
+/// What a routine had cost so far: its iterations, their cost, the bytes they allocated,
+/// and each function's calls and self cost in them.
+#[derive(Debug, Clone, Default)]
+struct RoutineTally {
+    iterations: u64,
+    cost: Costs,
+    alloc_bytes: Option<u64>,
+    functions: HashMap<String, RoutineFunction>,
+}
+
+impl Tally {
+    /// Where the routines of `p` stand.
+    fn of(p: &Profile) -> Tally {
+        let recorded = p
+            .allocations
+            .as_ref()
+            .is_some_and(|a| a.not_recorded.is_none());
+        let routines = measured_routines(p).into_iter().map(|routine| {
+            let tally = RoutineTally {
+                iterations: routine.iterations(),
+                cost: routine.arc.cost,
+                alloc_bytes: recorded.then(|| routine.alloc_bytes(p)),
+                functions: routine.functions(p),
+            };
+            let key = (routine.harness.name.clone(), routine.arc.callee.clone());
+            (key, tally)
+        });
+        Tally(routines.collect())
+    }
+}
+
+impl RoutineTally {
+    /// What the routine added since it stood at `earlier`, in `metric`.
+    fn since(&self, earlier: &RoutineTally, metric: Metric) -> RoutineTally {
+        let ((self_, total), (self_0, total_0)) = (self.cost.get(metric), earlier.cost.get(metric));
+        let samples = self
+            .cost
+            .self_samples
+            .map(|n| n.saturating_sub(earlier.cost.self_samples.unwrap_or(0)));
+        RoutineTally {
+            iterations: self.iterations.saturating_sub(earlier.iterations),
+            cost: Costs::in_unit(
+                metric,
+                self_.saturating_sub(self_0),
+                total.saturating_sub(total_0),
+                samples,
+            ),
+            alloc_bytes: self
+                .alloc_bytes
+                .map(|b| b.saturating_sub(earlier.alloc_bytes.unwrap_or(0))),
+            functions: self
+                .functions
+                .iter()
+                .map(|(name, f)| {
+                    let before = earlier.functions.get(name).cloned().unwrap_or_default();
+                    let grown = RoutineFunction {
+                        name: name.clone(),
+                        calls: f.calls.saturating_sub(before.calls),
+                        self_cost: f.self_cost.saturating_sub(before.self_cost),
+                    };
+                    (name.clone(), grown)
+                })
+                .collect(),
+        }
+    }
+}
