@@ -207,9 +207,9 @@ pub struct Row {
     /// How far a change may be noise, in percent of the baseline's figure: 0 for exact
     /// figures (instructions, calls); `None` where no estimate exists (exact time).
     pub noise_percent: Option<f64>,
-    /// When it changed past its noise: the functions whose self cost changed most under
-    /// it (per iteration under the benchmark's routine; in the stacks through the test; in
-    /// the whole run).
+    /// When it changed past its noise and is gated on: the functions whose self cost
+    /// changed most under it (per iteration under the benchmark's routine; in the stacks
+    /// through the test; in the whole run).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub functions: Vec<FunctionChange>,
     /// Whether `--fail-above` gates on it: not the bytes allocated (shown only), nor the
@@ -321,7 +321,7 @@ impl Comparison {
                     "{file}: the whole run is not gated on: its harness ran as many iterations as its timings asked for (its benchmarks per iteration are)"
                 ));
             }
-            if old != value && !row.is_noise() && !kind.is_bytes() {
+            if old != value && !row.is_noise() && row.gated {
                 row.functions = changed_under(base, new, &row, metric)
                     .map_err(|e| Error::input(Path::new(file), format!("{e:#}")))?;
             }
