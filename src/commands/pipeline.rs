@@ -46,7 +46,7 @@ pub(super) fn profile_run(
     if !outcome.marks.is_empty() {
         let meta = outcome.ran.as_ref().unwrap_or(meta);
         let at_marks = outcome.marks.iter().map(|mark| {
-            let mut p = Profile::decode(meta, &mark.dump, outcome.run_info(relative(path)))?;
+            let mut p = Profile::decode(meta, &mark.dump(), outcome.run_info(relative(path)))?;
             p.apply(compensation);
             Ok((mark.id.clone(), p))
         });

@@ -18,8 +18,72 @@ use crate::profile::Dump;
 pub struct Mark {
     /// The harness's name for the benchmark.
     pub id: String,
-    /// The profiler's state then (its open activations closed at that moment).
-    pub dump: Dump,
+    /// The profiler's state then (its open activations closed at that moment), its memory
+    /// kept in `memory`.
+    state: Dump,
+    /// The profiler's memory then, without its long runs of zeros (the live table's empty
+    /// slots, the arc tables' and the tree's room to grow): a run keeps one per benchmark.
+    memory: Sparse,
+}
+
+impl Mark {
+    /// A mark of benchmark `id` at the state `dump`.
+    fn new(id: String, mut dump: Dump) -> Mark {
+        let memory = Sparse::of(&std::mem::take(&mut dump.memory));
+        Mark {
+            id,
+            state: dump,
+            memory,
+        }
+    }
+
+    /// The profiler's state at the mark.
+    pub fn dump(&self) -> Dump {
+        Dump {
+            memory: self.memory.bytes(),
+            ..self.state.clone()
+        }
+    }
+}
+
+/// Bytes without their long runs of zeros: their length, and the other runs by offset.
+#[derive(Debug, Clone)]
+struct Sparse {
+    len: usize,
+    runs: Vec<(usize, Vec<u8>)>,
+}
+
+/// The shortest run of zeros that [`Sparse`] leaves out.
+const ZEROS_LEFT_OUT: usize = 64;
+
+impl Sparse {
+    /// `bytes`, without their runs of [`ZEROS_LEFT_OUT`] zeros or more.
+    fn of(bytes: &[u8]) -> Sparse {
+        let mut runs: Vec<(usize, Vec<u8>)> = Vec::new();
+        for (i, chunk) in bytes.chunks(ZEROS_LEFT_OUT).enumerate() {
+            let at = i * ZEROS_LEFT_OUT;
+            if chunk.iter().all(|&b| b == 0) {
+                continue;
+            }
+            match runs.last_mut() {
+                Some((start, run)) if *start + run.len() == at => run.extend_from_slice(chunk),
+                _ => runs.push((at, chunk.to_vec())),
+            }
+        }
+        Sparse {
+            len: bytes.len(),
+            runs,
+        }
+    }
+
+    /// The bytes again.
+    fn bytes(&self) -> Vec<u8> {
+        let mut bytes = vec![0; self.len];
+        for (at, run) in &self.runs {
+            bytes[*at..at + run.len()].copy_from_slice(run);
+        }
+        bytes
+    }
 }
 
 /// WASI's module, whose `fd_write` the program writes its output through.
@@ -67,7 +131,10 @@ pub(super) fn watch(
                 let started = reader.lock().expect("not poisoned").read(&bytes);
                 for id in started {
                     let dump = take(&mut caller).map_err(wasmtime::Error::from_anyhow)?;
-                    marks.lock().expect("not poisoned").push(Mark { id, dump });
+                    marks
+                        .lock()
+                        .expect("not poisoned")
+                        .push(Mark::new(id, dump));
                 }
             }
             forward.call(&mut caller, (fd, iovs, iovs_len, written))
@@ -240,7 +307,20 @@ fn without_escapes(text: &str) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::Reader;
+    use super::{Reader, Sparse};
+
+    #[test]
+    fn a_sparse_copy_is_the_bytes() {
+        let mut bytes = vec![0u8; 1000];
+        bytes[3] = 1;
+        bytes[130..140].fill(7);
+        bytes[999] = 9;
+        let sparse = Sparse::of(&bytes);
+        assert_eq!(sparse.bytes(), bytes);
+        let kept: usize = sparse.runs.iter().map(|(_, run)| run.len()).sum();
+        assert!(kept <= 3 * 64, "{kept}");
+        assert_eq!(Sparse::of(&[]).bytes(), Vec::<u8>::new());
+    }
 
     #[test]
     fn each_benchmark_starts_once_in_either_way_criterion_writes() {
