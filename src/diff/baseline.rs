@@ -327,6 +327,12 @@ impl Comparison {
             }
             self.rows.push(row);
         }
+        for b in new.benchmarks.iter().filter(|b| b.iterations == 0) {
+            self.notes.push(format!(
+                "{file}: bench {} is not compared: it called no routine (inlined into its loop; #[inline(never)] on it counts its iterations)",
+                b.id
+            ));
+        }
         for (kind, name) in before
             .keys()
             .filter(|(kind, _)| !kind.is_bytes_of_one())

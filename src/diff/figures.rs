@@ -117,7 +117,8 @@ pub(super) fn figures(p: &Profile, metric: Metric) -> BTreeMap<(Kind, String), F
 /// each harness loop measured.
 fn benchmark_figures(p: &Profile, metric: Metric) -> Vec<(String, u64, Option<f64>)> {
     if !p.benchmarks.is_empty() {
-        let named = p.benchmarks.iter();
+        // A benchmark whose routine was inlined into its loop has no iterations to compare.
+        let named = p.benchmarks.iter().filter(|b| b.iterations > 0);
         return named
             .map(|b| (b.id.clone(), b.iterations, b.per_iteration(metric)))
             .collect();

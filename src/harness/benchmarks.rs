@@ -12,7 +12,8 @@ use crate::profile::{Benchmark, Costs, Profile, RoutineFunction};
 /// moment a benchmark started (`marks`, in order, with the harness's names) and at its
 /// `end`: each benchmark's figures are what the routine measured in its stretch of the run
 /// (to the next mark) added (the routine whose iterations cost the most then; a stretch
-/// where no harness loop ran is a benchmark of no iterations, of the first routine).
+/// where no routine ran, as one inlined into its loop, is a benchmark of no iterations and
+/// no routine).
 pub fn benchmarks(
     marks: impl IntoIterator<Item = anyhow::Result<(String, Profile)>>,
     end: &Profile,
@@ -34,6 +35,7 @@ pub fn benchmarks(
                 (key, a.since(&b, metric))
             });
             let ((harness, routine), stretch) = grown
+                .filter(|(_, t)| t.iterations > 0)
                 .max_by_key(|(key, t)| {
                     (t.cost.get(metric).1, t.iterations, std::cmp::Reverse(*key))
                 })

@@ -132,21 +132,13 @@ pub fn is_harness_loop(name: &str) -> bool {
         || name.split('<').next() == Some("test::bench::ns_iter_inner")
 }
 
-/// The routine each harness loop in `p` measured: of the loop's callees, the one that cost
-/// the most in its calls from the loop (with the calls metric, the one called most), so that
-/// the clock reads around the loop do not count. Sorted by cost per iteration, highest first.
+/// The routine each harness loop in `p` measured: of the loop's callees but the harness's
+/// own (its clock reads), the one that cost the most in its calls from the loop (with the
+/// calls metric, the one called most). Sorted by cost per iteration, highest first.
 pub fn measured_routines(p: &Profile) -> Vec<Routine<'_>> {
-    let mut found: Vec<Routine> = p
-        .functions
-        .iter()
-        .filter(|f| is_harness_loop(&f.name))
+    let mut found: Vec<Routine> = harness_loops(p)
         .filter_map(|harness| {
-            let arc = p
-                .arcs
-                .iter()
-                .filter(|a| a.caller == harness.name)
-                .filter(|a| p.function_named(&a.callee).is_some_and(|c| !c.import))
-                .max_by_key(|a| (a.cost.get(p.metric).1, a.count))?;
+            let arc = routine_arcs(p, harness).max_by_key(|a| (a.cost.get(p.metric).1, a.count))?;
             Some(Routine { harness, arc })
         })
         .collect();
@@ -157,6 +149,42 @@ pub fn measured_routines(p: &Profile) -> Vec<Routine<'_>> {
             .then(a.arc.callee.cmp(&b.arc.callee))
     });
     found
+}
+
+/// The harness loops of `p` that called no function of the program, nor another loop
+/// (libtest's `Bencher::iter` calls `ns_iter_inner`): the routine was inlined into the
+/// loop, so its iterations were not counted.
+pub fn inlined_loops(p: &Profile) -> Vec<&Function> {
+    let delegates = |harness: &Function| {
+        p.arcs
+            .iter()
+            .any(|a| a.caller == harness.name && is_harness_loop(&a.callee))
+    };
+    harness_loops(p)
+        .filter(|&h| routine_arcs(p, h).next().is_none() && !delegates(h))
+        .collect()
+}
+
+/// The harness loops that ran in `p`.
+fn harness_loops(p: &Profile) -> impl Iterator<Item = &Function> {
+    p.functions
+        .iter()
+        .filter(|f| f.calls > 0 && is_harness_loop(&f.name))
+}
+
+/// The arcs from `harness` to what may be its routine: not an import, nor the harness's own
+/// function, nor the clock it reads around the routine (`std::time`'s, when the harness's
+/// measurement was inlined into the loop).
+fn routine_arcs<'a>(p: &'a Profile, harness: &'a Function) -> impl Iterator<Item = &'a Arc> {
+    let clock = |name: &str| {
+        let name = name.strip_prefix('<').unwrap_or(name);
+        name.starts_with("std::time::") || name.starts_with("core::time::")
+    };
+    p.arcs.iter().filter(move |a| {
+        a.caller == harness.name
+            && p.function_named(&a.callee)
+                .is_some_and(|c| !c.import && !is_harness(c) && !clock(&c.name))
+    })
 }
 
 /// Whether a function is the program's runtime's scaffolding rather than the program's own

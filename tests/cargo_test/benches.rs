@@ -76,10 +76,18 @@ fn criterion_benches_report_costs_per_iteration() {
     );
     let per_iteration = routine.per_iteration(p.metric).unwrap();
     assert_eq!(per_iteration, (total / iterations) as f64);
-    // The benchmark as criterion named it, its routine beside it.
-    let [benchmark] = p.benchmarks.as_slice() else {
-        panic!("one named benchmark, found {:?}", p.benchmarks);
+    // The benchmarks as criterion named them, the routine beside each; `inlined`'s routine
+    // was inlined into the loop, which is said, not costed.
+    let [benchmark, inlined] = p.benchmarks.as_slice() else {
+        panic!("two named benchmarks, found {:?}", p.benchmarks);
     };
+    assert_eq!((inlined.id.as_str(), inlined.iterations), ("inlined", 0));
+    assert_eq!(inlined.routine, "");
+    assert_eq!(inlined_loops(&p).len(), 1);
+    assert!(
+        text.contains("(its routine, inlined into the loop, is not counted"),
+        "{text}"
+    );
     assert_eq!(benchmark.id, "fib 15");
     assert_eq!(benchmark.routine, routine.arc.callee);
     assert_eq!(benchmark.iterations, iterations);

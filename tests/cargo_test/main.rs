@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::OnceLock;
 
-use cargo_wasmprof::harness::{measured_routines, test_functions};
+use cargo_wasmprof::harness::{inlined_loops, measured_routines, test_functions};
 use cargo_wasmprof::profile::{Benchmark, Profile, HOST};
 use common::{
     arc, calls, check_invariants, copy_fixture, each_function_once, fib_calls, have, line_of,

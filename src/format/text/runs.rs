@@ -114,13 +114,21 @@ pub(super) fn iterations(out: &mut String, p: &Profile, units: Units, top: usize
         (("routine", "harness loop", what), rows.collect())
     } else {
         let rows = p.benchmarks.iter().map(|b| {
-            let names = (b.id.clone(), units.name(&b.routine));
-            (b.per_iteration(metric), b.iterations, names)
+            let routine = match b.routine.as_str() {
+                "" => "no routine called: inlined into its loop".to_string(),
+                routine => units.name(routine),
+            };
+            (
+                b.per_iteration(metric),
+                b.iterations,
+                (b.id.clone(), routine),
+            )
         });
         let what = "each benchmark as its harness named it, in the order they ran: its routine's cost in its iterations / its iterations";
         (("benchmark", "routine", what), rows.collect())
     };
-    if rows.is_empty() {
+    let inlined = crate::harness::inlined_loops(p);
+    if rows.is_empty() && inlined.is_empty() {
         return;
     }
     let (name, beside, what) = what;
@@ -138,6 +146,15 @@ pub(super) fn iterations(out: &mut String, p: &Profile, units: Units, top: usize
         let _ = writeln!(
             out,
             "{per_iteration:>13} {iterations:>13}  {name}  ({beside})"
+        );
+    }
+    for harness in inlined {
+        let _ = writeln!(
+            out,
+            "{:>13} {:>13}  (its routine, inlined into the loop, is not counted: #[inline(never)] on it counts it)  ({})",
+            "-",
+            "-",
+            units.name(&harness.name)
         );
     }
 }
