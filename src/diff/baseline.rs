@@ -280,7 +280,7 @@ impl Comparison {
         let (before, now) = (figures(base, metric), figures(new, metric));
         // A harness that times its loops chooses their iterations, and the whole run with
         // them.
-        let timed_loops = !harness::measured_routines(new).is_empty();
+        let timed_loops = harness::harness_loops(new).next().is_some();
         for (&(kind, ref name), &now_figure) in &now {
             let Some(&old) = before.get(&(kind, name.clone())) else {
                 // A new benchmark's or test's bytes: its row of the metric says it is new.
@@ -557,27 +557,18 @@ fn per_iteration_changes(
         let (calls, cost) = figure.copied().unwrap_or_default();
         (calls.round() as u64, cost.round() as u64)
     };
-    let mut changes: Vec<FunctionChange> = names
-        .into_iter()
-        .map(|name| {
-            let ((base_calls, base_cost), (new_calls, new_cost)) =
-                (round(before.get(name)), round(now.get(name)));
-            FunctionChange {
-                name: name.clone(),
-                base_calls,
-                new_calls,
-                base_cost,
-                new_cost,
-            }
-        })
-        .filter(|c| c.base_calls != c.new_calls || c.base_cost != c.new_cost)
-        .collect();
-    changes.sort_by(|a, b| {
-        let calls = |c: &FunctionChange| c.new_calls.abs_diff(c.base_calls);
-        (b.delta().abs().cmp(&a.delta().abs()))
-            .then_with(|| calls(b).cmp(&calls(a)))
-            .then_with(|| a.name.cmp(&b.name))
+    let changes = names.into_iter().map(|name| {
+        let ((base_calls, base_cost), (new_calls, new_cost)) =
+            (round(before.get(name)), round(now.get(name)));
+        FunctionChange {
+            name: name.clone(),
+            base_calls,
+            new_calls,
+            base_cost,
+            new_cost,
+        }
     });
+    let mut changes = FunctionChange::most_first(changes);
     changes.truncate(TOP_FUNCTIONS);
     changes
 }

@@ -35,6 +35,22 @@ impl FunctionChange {
     pub fn delta(&self) -> i128 {
         i128::from(self.new_cost) - i128::from(self.base_cost)
     }
+
+    /// The functions of `changes` whose calls or self cost changed, the largest change of
+    /// self cost first (then of calls, then by name).
+    fn most_first(changes: impl IntoIterator<Item = FunctionChange>) -> Vec<FunctionChange> {
+        let mut changed: Vec<FunctionChange> = changes
+            .into_iter()
+            .filter(|c| c.base_calls != c.new_calls || c.base_cost != c.new_cost)
+            .collect();
+        let calls = |c: &FunctionChange| c.new_calls.abs_diff(c.base_calls);
+        changed.sort_by(|a, b| {
+            (b.delta().abs().cmp(&a.delta().abs()))
+                .then_with(|| calls(b).cmp(&calls(a)))
+                .then_with(|| a.name.cmp(&b.name))
+        });
+        changed
+    }
 }
 
 /// How a comparison is written.
@@ -163,20 +179,7 @@ impl Diff {
             e.new_calls += f.calls;
             e.new_cost += f.own_weight(metric);
         }
-        let mut functions: Vec<FunctionChange> = by_name
-            .into_values()
-            .filter(|c| c.base_calls != c.new_calls || c.base_cost != c.new_cost)
-            .collect();
-        functions.sort_by(|a, b| {
-            b.delta()
-                .abs()
-                .cmp(&a.delta().abs())
-                .then_with(|| {
-                    let calls = |c: &FunctionChange| c.new_calls.abs_diff(c.base_calls);
-                    calls(b).cmp(&calls(a))
-                })
-                .then_with(|| a.name.cmp(&b.name))
-        });
+        let functions = FunctionChange::most_first(by_name.into_values());
         let total = |p: &Profile| {
             p.functions
                 .iter()

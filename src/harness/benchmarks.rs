@@ -18,18 +18,20 @@ pub fn benchmarks(
     marks: impl IntoIterator<Item = anyhow::Result<(String, Profile)>>,
     end: &Profile,
 ) -> anyhow::Result<Vec<Benchmark>> {
-    let mut stretches = Vec::new();
+    let mut ids = Vec::new();
+    let mut tallies = Vec::new();
     for mark in marks {
         let (id, p) = mark?;
-        stretches.push((id, Tally::of(&p)));
+        ids.push(id);
+        tallies.push(Tally::of(&p));
     }
-    let mut tallies: Vec<Tally> = stretches.iter().skip(1).map(|(_, t)| t.clone()).collect();
     tallies.push(Tally::of(end));
     let metric = end.metric;
-    let found = stretches
+    let found = ids
         .into_iter()
-        .zip(tallies)
-        .map(|((id, before), after)| {
+        .zip(tallies.windows(2))
+        .map(|(id, pair)| {
+            let (before, after) = (&pair[0], &pair[1]);
             let grown = after.0.iter().map(|(key, a)| {
                 let b = before.0.get(key).cloned().unwrap_or_default();
                 (key, a.since(&b, metric))
@@ -59,7 +61,7 @@ pub fn benchmarks(
 }
 
 /// Where each harness loop's routine stood at one moment of a run, by (loop, routine).
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Default)]
 struct Tally(HashMap<(String, String), RoutineTally>);
 
 /// What a routine had cost so far: its iterations, their cost, the bytes they allocated,

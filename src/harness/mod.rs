@@ -50,12 +50,14 @@ impl Routine<'_> {
             let Some(f) = c.function.and_then(|id| p.functions.get(id as usize)) else {
                 continue;
             };
-            let function = found.entry(f.name.clone()).or_default();
+            let function = found
+                .entry(f.name.clone())
+                .or_insert_with(|| RoutineFunction {
+                    name: f.name.clone(),
+                    ..RoutineFunction::default()
+                });
             function.calls += c.calls;
             function.self_cost += c.cost.get(p.metric).0;
-        }
-        for (name, function) in &mut found {
-            function.name = name.clone();
         }
         found
     }
@@ -165,8 +167,8 @@ pub fn inlined_loops(p: &Profile) -> Vec<&Function> {
         .collect()
 }
 
-/// The harness loops that ran in `p`.
-fn harness_loops(p: &Profile) -> impl Iterator<Item = &Function> {
+/// The harness loops that ran in `p` (with a routine counted or not).
+pub fn harness_loops(p: &Profile) -> impl Iterator<Item = &Function> {
     p.functions
         .iter()
         .filter(|f| f.calls > 0 && is_harness_loop(&f.name))

@@ -176,12 +176,10 @@ impl Forward {
     ) -> anyhow::Result<Option<Forward>> {
         let plain = matches!(module.get_export("memory"),
             Some(wasmtime::ExternType::Memory(ty)) if !ty.is_shared() && !ty.is_64());
-        let Ok(wasmtime::Extern::Func(write)) = linker.get(&mut *store, WASI, "fd_write") else {
+        let write = linker.get(&mut *store, WASI, "fd_write");
+        let (true, Ok(wasmtime::Extern::Func(write))) = (plain, write) else {
             return Ok(None);
         };
-        if !plain {
-            return Ok(None);
-        }
         let forward = Module::new(module.engine(), wat::parse_str(FORWARD)?)?;
         Ok(Some(Forward {
             module: forward,

@@ -81,7 +81,8 @@ pub struct Benchmark {
     pub id: String,
     /// The harness loop that ran it.
     pub harness: String,
-    /// The routine the loop measured.
+    /// The routine the loop measured; empty where the loop called none (the routine was
+    /// inlined into it), and so for `harness`.
     pub routine: String,
     /// The routine's calls from the loop during this benchmark.
     pub iterations: u64,
