@@ -260,31 +260,19 @@ fn a_baseline_compares_each_benchmarks_bytes_per_iteration() {
             ),
         )
     };
-    let bench = |args: &[&str]| {
-        output(
-            wasmprof()
-                .args([
-                    "wasmprof",
-                    "bench",
-                    "--bench",
-                    "fib",
-                    "--bench",
-                    "groups",
-                    "--metric",
-                    "instructions",
-                ])
-                .args(["--no-report"])
-                .args(args)
-                .args(["--", "--warm-up-time", "0.05", "--measurement-time", "0.1"])
-                .args(["--sample-size", "10", "--nresamples", "100", "--noplot"])
-                .current_dir(root),
-        )
+    // Both criterion benches, briefly: criterion's statistics would dominate otherwise.
+    let criterion = |baseline: &[&str]| {
+        let mut args = vec!["--bench", "fib", "--bench", "groups"];
+        args.extend(baseline);
+        args.extend(["--", "--warm-up-time", "0.05", "--measurement-time", "0.1"]);
+        args.extend(["--sample-size", "10", "--nresamples", "100", "--noplot"]);
+        bench(root, &args)
     };
     std::fs::write(&lib, allocating(8)).unwrap();
-    let saved = bench(&["--save-baseline", "before"]);
+    let saved = criterion(&["--save-baseline", "before"]);
     assert!(saved.status.success(), "{}", stderr(&saved));
     std::fs::write(&lib, allocating(16)).unwrap();
-    let out = bench(&["--baseline", "before"]);
+    let out = criterion(&["--baseline", "before"]);
     assert!(out.status.success(), "{}", stderr(&out));
     let text = stdout(&out);
     let row = text
