@@ -45,10 +45,10 @@ pub(super) fn profile_run(
     }
     if !outcome.marks.is_empty() {
         let meta = outcome.ran.as_ref().unwrap_or(meta);
-        let at_marks = outcome.marks.iter().map(|mark| {
-            let mut p = Profile::decode(meta, &mark.dump(), outcome.run_info(relative(path)))?;
+        let at_marks = outcome.marks.dumps().map(|(mark, dump)| {
+            let mut p = Profile::decode(meta, &dump, outcome.run_info(relative(path)))?;
             p.apply(compensation);
-            Ok((mark.id.clone(), p))
+            Ok((mark.id.clone(), mark.moment, p))
         });
         profile.benchmarks = harness::benchmarks(at_marks, &profile)
             .map_err(|e| Error::input(path, format!("{e:#}")))?;

@@ -1,6 +1,8 @@
 //! The benchmarks a harness named as it ran them (criterion's ids), from the profiles of
-//! one run at each moment a benchmark started (the marks a host took) and at its end: each
-//! benchmark's figures are what its routine added between its mark and the next.
+//! one run at the moments the harness said a benchmark starts, or that its measured
+//! iterations start or end (the marks a host took), and at its end: each benchmark's figures
+//! are what its routine added in its measured iterations, or, where the harness did not say
+//! when it measured, between the benchmark's start and the next benchmark's.
 
 use std::collections::HashMap;
 
@@ -8,56 +10,94 @@ use super::measured_routines;
 use crate::meta::Metric;
 use crate::profile::{Benchmark, Costs, Profile, RoutineFunction};
 
-/// The benchmarks a harness named as it ran them, from the profiles of one run at each
-/// moment a benchmark started (`marks`, in order, with the harness's names) and at its
-/// `end`: each benchmark's figures are what the routine measured in its stretch of the run
-/// (to the next mark) added (the routine whose iterations cost the most then; a stretch
-/// where no routine ran, as one inlined into its loop, is a benchmark of no iterations and
-/// no routine).
+/// What a harness said of a benchmark when a host took a mark.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Moment {
+    /// The benchmark starts (criterion's `Benchmarking ID`, before its warm-up).
+    Starts,
+    /// Its measured iterations start (criterion's `Collecting ...`).
+    Measures,
+    /// Its measured iterations are over (criterion's `Analyzing`).
+    Measured,
+}
+
+/// The benchmarks a harness named as it ran them, from the profiles of one run at the
+/// moments it said something of one (`marks`, in order, with the harness's names) and at
+/// its `end`. Each benchmark's figures are what the routine measured in its stretch of the
+/// run added (the routine whose iterations cost the most then; a stretch where no routine
+/// ran, as one inlined into its loop, is a benchmark of no iterations and no routine): its
+/// measured iterations, from [`Moment::Measures`] to [`Moment::Measured`] (or the next
+/// benchmark, or the end, where the run stopped before); else from its first mark to the
+/// next benchmark's.
 pub fn benchmarks(
-    marks: impl IntoIterator<Item = anyhow::Result<(String, Profile)>>,
+    marks: impl IntoIterator<Item = anyhow::Result<(String, Moment, Profile)>>,
     end: &Profile,
 ) -> anyhow::Result<Vec<Benchmark>> {
-    let mut ids = Vec::new();
+    let mut said: Vec<(String, Moment)> = Vec::new();
     let mut tallies = Vec::new();
     for mark in marks {
-        let (id, p) = mark?;
-        ids.push(id);
+        let (id, moment, p) = mark?;
+        said.push((id, moment));
         tallies.push(Tally::of(&p));
     }
     tallies.push(Tally::of(end));
     let metric = end.metric;
-    let found = ids
-        .into_iter()
-        .zip(tallies.windows(2))
-        .map(|(id, pair)| {
-            let (before, after) = (&pair[0], &pair[1]);
-            let grown = after.0.iter().map(|(key, a)| {
-                let b = before.0.get(key).cloned().unwrap_or_default();
-                (key, a.since(&b, metric))
-            });
-            let ((harness, routine), stretch) = grown
-                .filter(|(_, t)| t.iterations > 0)
-                .max_by_key(|(key, t)| {
-                    (t.cost.get(metric).1, t.iterations, std::cmp::Reverse(*key))
-                })
-                .map(|(key, t)| (key.clone(), t))
-                .unwrap_or_default();
-            let mut functions: Vec<RoutineFunction> = stretch.functions.into_values().collect();
-            functions.retain(|f| f.calls > 0 || f.self_cost > 0);
-            functions.sort_by(|a, b| b.self_cost.cmp(&a.self_cost).then(a.name.cmp(&b.name)));
-            Benchmark {
-                id,
-                harness,
-                routine,
-                iterations: stretch.iterations,
-                cost: stretch.cost,
-                alloc_bytes: stretch.alloc_bytes,
-                functions,
-            }
-        })
-        .collect();
+    let mut found = Vec::new();
+    let mut first = 0;
+    while first < said.len() {
+        let id = &said[first].0;
+        let next = (first..said.len())
+            .find(|&i| said[i].0 != *id)
+            .unwrap_or(said.len());
+        let at = |moment| (first..next).find(|&i| said[i].1 == moment);
+        let measures = at(Moment::Measures);
+        let from = measures.unwrap_or(first);
+        let to = at(Moment::Measured).filter(|&i| i > from).unwrap_or(next);
+        let stretch = Stretch {
+            id: id.clone(),
+            measured: measures.is_some(),
+        };
+        found.push(stretch.of(&tallies[from], &tallies[to], metric));
+        first = next;
+    }
     Ok(found)
+}
+
+/// A benchmark's stretch of the run.
+struct Stretch {
+    /// The harness's name for the benchmark.
+    id: String,
+    /// Whether it is the benchmark's measured iterations alone.
+    measured: bool,
+}
+
+impl Stretch {
+    /// The benchmark, from where its routines stood at its stretch's start (`before`) and
+    /// end (`after`).
+    fn of(self, before: &Tally, after: &Tally, metric: Metric) -> Benchmark {
+        let grown = after.0.iter().map(|(key, a)| {
+            let b = before.0.get(key).cloned().unwrap_or_default();
+            (key, a.since(&b, metric))
+        });
+        let ((harness, routine), stretch) = grown
+            .filter(|(_, t)| t.iterations > 0)
+            .max_by_key(|(key, t)| (t.cost.get(metric).1, t.iterations, std::cmp::Reverse(*key)))
+            .map(|(key, t)| (key.clone(), t))
+            .unwrap_or_default();
+        let mut functions: Vec<RoutineFunction> = stretch.functions.into_values().collect();
+        functions.retain(|f| f.calls > 0 || f.self_cost > 0);
+        functions.sort_by(|a, b| b.self_cost.cmp(&a.self_cost).then(a.name.cmp(&b.name)));
+        Benchmark {
+            id: self.id,
+            harness,
+            routine,
+            iterations: stretch.iterations,
+            measured: self.measured,
+            cost: stretch.cost,
+            alloc_bytes: stretch.alloc_bytes,
+            functions,
+        }
+    }
 }
 
 /// Where each harness loop's routine stood at one moment of a run, by (loop, routine).

@@ -10,7 +10,7 @@ mod benchmarks;
 use std::collections::HashMap;
 
 use crate::meta::Metric;
-pub use benchmarks::benchmarks;
+pub use benchmarks::{benchmarks, Moment};
 
 use crate::profile::{Arc, Function, Profile, RoutineFunction};
 

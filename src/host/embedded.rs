@@ -16,7 +16,7 @@ use super::instance::{
     collect, compile, frames_of, link_host, provide_memories, snapshot, wasi_context, Compiled,
     Ending, HostLinks, RunEnd,
 };
-use super::marks::{self, Mark};
+use super::marks::{self, Marks};
 use super::sampler::{SampleTarget, Sampler, Targets};
 use super::stacks::{CodeMap, Sampling as StackSampling, StackSampler};
 use super::{Host, Outcome, Prepared, RunConfig};
@@ -124,7 +124,7 @@ fn run_single(compiled: Compiled, config: &RunConfig) -> anyhow::Result<Outcome>
     link_host(&mut linker, &links, clock, &target)?;
     let mut store = Store::new(&engine, wasi_context(config)?);
     provide_memories(&mut linker, &mut store, &module)?;
-    let marks: Arc<Mutex<Vec<Mark>>> = Arc::default();
+    let marks: Arc<Mutex<Marks>> = Arc::default();
     if names_benchmarks(&links, meta.as_ref(), state_module.is_some()) {
         let take = move |caller: &mut Caller<'_, WasiP1Ctx>| snapshot(caller, &links, clock);
         marks::watch(&mut linker, &mut store, &module, take, Arc::clone(&marks))?;
@@ -157,7 +157,7 @@ fn run_single(compiled: Compiled, config: &RunConfig) -> anyhow::Result<Outcome>
         stacks,
     };
     let dump = collect(&mut store, &state_instance, &links, clock, end)?;
-    let marks = std::mem::take(&mut *marks.lock().expect("not poisoned"));
+    let marks = std::mem::take(&mut *marks.lock().expect("not poisoned")).finished();
     Ok(Outcome {
         exit_code,
         trap,

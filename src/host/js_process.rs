@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-use super::{Outcome, RunConfig};
+use super::{Marks, Outcome, RunConfig};
 use crate::error::HostError;
 use crate::js_runtime::{OUT_VAR, SAMPLE_INTERVAL_VAR};
 use crate::profile::DumpFile;
@@ -92,6 +92,6 @@ pub(super) fn outcome(
         threads: run.threads,
         lost_threads: run.lost_threads,
         ran: Some(run.meta),
-        marks: Vec::new(),
+        marks: Marks::default(),
     })
 }

@@ -36,7 +36,7 @@ use anyhow::Context as _;
 pub use self::bindgen::Bindgen;
 pub use self::embedded::Embedded;
 pub use self::instance::{profiler_memory, TRAP_EXIT_CODE};
-pub use self::marks::Mark;
+pub use self::marks::{Mark, Marks};
 pub use self::node::{Node, NODE_VAR};
 pub use self::sampler::{HOOK as SAMPLE_HOOK, HOOK_SAMPLE_NS};
 use crate::clock::ClockChoice;
@@ -154,7 +154,7 @@ pub struct Outcome {
     pub ran: Option<Meta>,
     /// The profiler's state each time the harness named the benchmark it starts (the
     /// embedded host, a program of one thread; empty elsewhere).
-    pub marks: Vec<Mark>,
+    pub marks: Marks,
 }
 
 impl Outcome {

@@ -39,7 +39,7 @@ use super::instance::{
 };
 use super::sampler::{SampleTarget, Sampler, Targets};
 use super::stacks::StackSampler;
-use super::{Outcome, RunConfig};
+use super::{Marks, Outcome, RunConfig};
 use crate::clock::Clock;
 use crate::layout::{self, Layout};
 use crate::meta::{self, Meta};
@@ -139,7 +139,7 @@ pub(super) fn run(compiled: Compiled, config: &RunConfig) -> anyhow::Result<Outc
         threads: states,
         lost_threads: lost,
         ran: None,
-        marks: Vec::new(),
+        marks: Marks::default(),
     })
 }
 

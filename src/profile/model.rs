@@ -84,8 +84,13 @@ pub struct Benchmark {
     /// The routine the loop measured; empty where the loop called none (the routine was
     /// inlined into it), and so for `harness`.
     pub routine: String,
-    /// The routine's calls from the loop during this benchmark.
+    /// The routine's calls from the loop during this benchmark: those the harness measured,
+    /// where it said when it measured (`measured`), else all of them, its warm-up's too.
     pub iterations: u64,
+    /// Whether `iterations` are those the harness measured alone (criterion's, from
+    /// `Collecting` to `Analyzing`), its warm-up left out.
+    #[serde(default)]
+    pub measured: bool,
     /// The routine's self and inclusive cost in those calls.
     #[serde(flatten)]
     pub cost: Costs,

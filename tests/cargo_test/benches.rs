@@ -90,15 +90,43 @@ fn criterion_benches_report_costs_per_iteration() {
     );
     assert_eq!(benchmark.id, "fib 15");
     assert_eq!(benchmark.routine, routine.arc.callee);
-    assert_eq!(benchmark.iterations, iterations);
+    // The iterations criterion measured, its warm-up's left out.
+    assert!(benchmark.iterations < iterations, "{benchmark:?}");
+    measured_as_criterion_said(benchmark, &stderr(&out));
     assert_eq!(benchmark.per_iteration(p.metric), Some(per_iteration));
     let row = text
         .lines()
         .skip_while(|l| !l.contains("Benchmarks per iteration"))
         .find(|l| l.contains("fib 15  (criterion_fixture::fib)"))
         .expect("the per-iteration section names the benchmark and its routine");
-    assert!(row.contains(&iterations.to_string()), "{row}");
-    inputs_of_one_routine_are_benchmarks_of_their_own(&dir.path().join("target/wasmprof"));
+    assert!(row.contains(&benchmark.iterations.to_string()), "{row}");
+    assert!(text.contains("the iterations criterion measured"), "{text}");
+    inputs_of_one_routine_are_benchmarks_of_their_own(
+        &dir.path().join("target/wasmprof"),
+        &stderr(&out),
+    );
+}
+
+/// Checks that `b`'s iterations are those criterion measured, as its `stderr` announced
+/// them (`Benchmarking ID: Collecting 10 samples in estimated ... (N iterations)`, N
+/// rounded from 10,000 on, as criterion's `format::iter_count` rounds it), and as its
+/// linear sampling makes them with 10 samples: d + 2d + ... + 10d = 55d.
+fn measured_as_criterion_said(b: &Benchmark, stderr: &str) {
+    assert!(b.measured, "{b:?}");
+    assert_eq!(b.iterations % 55, 0, "{b:?}");
+    let n = b.iterations as f64;
+    let count = match b.iterations {
+        0..10_000 => format!("{} iterations", b.iterations),
+        10_000..1_000_000 => format!("{:.0}k iterations", n / 1e3),
+        1_000_000..10_000_000 => format!("{:.1}M iterations", n / 1e6),
+        _ => format!("{:.0}M iterations", n / 1e6),
+    };
+    let said = format!("Benchmarking {}: Collecting 10 samples in estimated ", b.id);
+    let line = stderr
+        .lines()
+        .find(|l| l.starts_with(&said))
+        .unwrap_or_else(|| panic!("criterion announced {}: {stderr}", b.id));
+    assert!(line.ends_with(&format!("({count})")), "{line}, {b:?}");
 }
 
 /// `fixtures/criterion`'s `groups`: one routine, `fib(n)`, measured with n = 5, 10 and 15
@@ -107,7 +135,7 @@ fn criterion_benches_report_costs_per_iteration() {
 /// benchmark. Every iteration of one input executes the same instructions, and naive fib's
 /// instructions are affine in its calls (a constant per call, the leaves' and the inner
 /// calls' costs differing by a constant too): in F(n + 1), whose values are 8, 89 and 987.
-fn inputs_of_one_routine_are_benchmarks_of_their_own(profiles: &Path) {
+fn inputs_of_one_routine_are_benchmarks_of_their_own(profiles: &Path, stderr: &str) {
     let p = Profile::read(&profiles.join("criterion-fixture-groups-bench.json")).unwrap();
     check_invariants(&p);
     let ids: Vec<&str> = p.benchmarks.iter().map(|b| b.id.as_str()).collect();
@@ -116,19 +144,22 @@ fn inputs_of_one_routine_are_benchmarks_of_their_own(profiles: &Path) {
     let [routine] = routines.as_slice() else {
         panic!("one measured routine, found {routines:?}");
     };
-    // Nothing of the routine's is lost or counted twice.
+    // The measured iterations are part of the routine's, which its warm-ups make up.
     let sum = |f: fn(&Benchmark) -> u64| p.benchmarks.iter().map(f).sum::<u64>();
-    assert_eq!(sum(|b| b.iterations), routine.iterations());
-    assert_eq!(
-        sum(|b| b.cost.total_instructions.unwrap()),
-        routine.arc.cost.total_instructions.unwrap()
+    assert!(sum(|b| b.iterations) < routine.iterations());
+    assert!(
+        sum(|b| b.cost.total_instructions.unwrap()) < routine.arc.cost.total_instructions.unwrap()
     );
     let per_iteration: Vec<u64> = p
         .benchmarks
         .iter()
-        .map(|b| {
+        .zip([5, 10, 15])
+        .map(|(b, n)| {
             assert_eq!(b.routine, "criterion_fixture::fib");
-            assert!(b.iterations > 0, "{b:?}");
+            measured_as_criterion_said(b, stderr);
+            // Each iteration is one fib(n): its calls, and the same instructions.
+            let fib = b.functions.iter().find(|f| f.name == b.routine).unwrap();
+            assert_eq!(fib.calls, b.iterations * fib_calls(n), "{b:?}");
             let total = b.cost.total_instructions.unwrap();
             assert_eq!(total % b.iterations, 0, "{b:?}");
             total / b.iterations

@@ -113,18 +113,28 @@ pub(super) fn iterations(out: &mut String, p: &Profile, units: Units, top: usize
         let what = "the routine a harness loop measured: its cost in those calls / its calls";
         (("routine", "harness loop", what), rows.collect())
     } else {
+        let measured = p.benchmarks.iter().filter(|b| b.measured).count();
         let rows = p.benchmarks.iter().map(|b| {
             let routine = match b.routine.as_str() {
                 "" => "no routine called: inlined into its loop".to_string(),
                 routine => units.name(routine),
             };
+            let warm_up = if b.measured || measured == 0 {
+                ""
+            } else {
+                ", its warm-up included"
+            };
             (
                 b.per_iteration(metric),
                 b.iterations,
-                (b.id.clone(), routine),
+                (b.id.clone(), format!("{routine}{warm_up}")),
             )
         });
-        let what = "each benchmark as its harness named it, in the order they ran: its routine's cost in its iterations / its iterations";
+        let what = if measured > 0 {
+            "each benchmark as its harness named it, in the order they ran: its routine's cost in the iterations criterion measured, its warm-up left out / those iterations"
+        } else {
+            "each benchmark as its harness named it, in the order they ran: its routine's cost in its iterations / its iterations"
+        };
         (("benchmark", "routine", what), rows.collect())
     };
     let inlined = crate::harness::inlined_loops(p);
