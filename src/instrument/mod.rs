@@ -386,13 +386,17 @@ fn plan(
         .iter()
         .map(|(&import, &thunk)| (thunk, import.index() as u32))
         .collect();
+    // What is still called as an import has no thunk, and what is left alone no probes.
+    let unprobed = |id: FunctionId| {
+        left_alone.contains(&id) || matches!(module.funcs.get(id).kind, FunctionKind::Import(_))
+    };
     let mut sites = Sites::default();
     let mut plans = Vec::new();
     for &id in original_funcs.iter().filter(|id| !left_alone.contains(id)) {
         if let FunctionKind::Local(func) = &module.funcs.get(id).kind {
             let f = id.index() as u32;
             let seqs = sequences(func);
-            let site_ids = sites.number(func, &seqs, f, &thunk_for);
+            let site_ids = sites.number(func, &seqs, f, &thunk_for, &unprobed);
             let any = |pred: &dyn Fn(&walrus::ir::Instr) -> bool| {
                 seqs.iter()
                     .any(|&seq| func.block(seq).instrs.iter().any(|(instr, _)| pred(instr)))

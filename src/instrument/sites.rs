@@ -1,6 +1,7 @@
 //! Call-site numbering: every call of every defined function gets an id in one of two
 //! compact spaces (direct calls; indirect and reference calls), in the order the rewrite
-//! meets them, with its source position for the meta.
+//! meets them, with its source position for the meta; a call of a function without an
+//! entry probe gets none.
 
 use std::collections::HashMap;
 
@@ -45,13 +46,17 @@ impl Site {
 
 impl Sites {
     /// Numbers the call sites of `func` (function id `caller`), in the order
-    /// [`rewrite_function`] meets them.
+    /// [`rewrite_function`] meets them. A direct call of a function that has no entry probe
+    /// to take its site (`unprobed`: wasm-bindgen's intrinsics, which its bindgen step
+    /// replaces by table instructions) gets none, 0: a site left set would be taken by the
+    /// next entry, the host's, as a call from it.
     pub(super) fn number(
         &mut self,
         func: &LocalFunction,
         seqs: &[InstrSeqId],
         caller: u32,
         thunk_for: &HashMap<FunctionId, u32>,
+        unprobed: &dyn Fn(FunctionId) -> bool,
     ) -> Vec<u32> {
         // A thunk stands for its import.
         let callee_id = |id: FunctionId| thunk_for.get(&id).copied().unwrap_or(id.index() as u32);
@@ -59,6 +64,13 @@ impl Sites {
         for &seq in seqs {
             for (instr, loc) in &func.block(seq).instrs {
                 let (direct, callee) = match instr {
+                    Instr::Call(walrus::ir::Call { func })
+                    | Instr::ReturnCall(walrus::ir::ReturnCall { func })
+                        if unprobed(*func) =>
+                    {
+                        ids.push(0);
+                        continue;
+                    }
                     Instr::Call(c) => (true, Some(callee_id(c.func))),
                     Instr::ReturnCall(c) => (true, Some(callee_id(c.func))),
                     Instr::CallIndirect(_)

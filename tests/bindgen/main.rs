@@ -8,6 +8,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod benches;
 mod browser;
 
 use std::path::{Path, PathBuf};
