@@ -78,7 +78,11 @@ pub(super) fn test(request: TestRequest, status: Status) -> Result<(), Error> {
         }
     }
     let (names, profiles): (Vec<String>, Vec<Profile>) = profiles.into_iter().unzip();
-    finish(&profiles, &profile.report, &out_dir.join("report"), status)?;
+    if profiles.is_empty() {
+        crate::status::note("no profile and no report: the binaries ran no test");
+    } else {
+        finish(&profiles, &profile.report, &out_dir.join("report"), status)?;
+    }
     let named: Vec<(String, &Profile)> = names.into_iter().zip(&profiles).collect();
     let regression = baselines(
         &request,

@@ -34,6 +34,8 @@ use crate::status::Status;
 
 /// The runner's name on PATH.
 const RUNNER: &str = "wasm-bindgen-test-runner";
+/// The target whose binaries cargo hands to the runner.
+const TARGET: &str = "wasm32-unknown-unknown";
 /// The module wasm-bindgen's macros import from; a module that has it was built for bindgen.
 const PLACEHOLDER: &str = "__wbindgen_placeholder__";
 /// The runner's timeout for a browser suite (seconds), and its default.
@@ -47,11 +49,15 @@ const UNSTABLE_SECTION: &str = "__wasm_bindgen_unstable";
 pub struct Bindgen;
 
 impl Bindgen {
-    /// Whether `path` is a module built for wasm-bindgen (it imports from its placeholder
-    /// module).
+    /// Whether `path` is a module for wasm-bindgen's runner: one built for wasm-bindgen (it
+    /// imports from its placeholder module), or any that cargo built for
+    /// `wasm32-unknown-unknown`, whose runner is wasm-bindgen's by convention: a test binary
+    /// whose tests are all configured out imports nothing of wasm-bindgen, and the runner
+    /// runs nothing of it.
     pub fn runs(path: &Path) -> bool {
+        let for_unknown = path.components().any(|c| c.as_os_str() == TARGET);
         path.extension().is_some_and(|ext| ext == "wasm")
-            && std::fs::read(path).is_ok_and(|wasm| imports_placeholder(&wasm))
+            && (for_unknown || std::fs::read(path).is_ok_and(|wasm| imports_placeholder(&wasm)))
     }
 }
 

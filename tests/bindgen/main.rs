@@ -439,3 +439,24 @@ fn the_one_error(out: &Output) -> String {
     assert_eq!(errors.len(), 1, "{stderr}");
     errors[0].to_string()
 }
+
+/// A test binary whose tests are all configured out (`fails` without its feature) imports
+/// nothing of wasm-bindgen; the runner runs nothing of it, and so does cargo-wasmprof.
+#[test]
+fn a_binary_without_tests_runs_nothing_as_with_the_plain_runner() {
+    if !ready() {
+        return;
+    }
+    let args = ["--test", "fails"];
+    let want = plain(&args);
+    let got = profiled_with(&args, &[]);
+    assert!(want.status.success(), "{want:?}");
+    assert!(got.status.success(), "{got:?}");
+    for out in [&want, &got] {
+        assert!(String::from_utf8_lossy(&out.stdout).contains("no tests to run!"));
+    }
+    // No empty report either: one note says why there is none.
+    let said = String::from_utf8_lossy(&got.stderr);
+    assert!(said.contains("note: no profile and no report"), "{said}");
+    assert!(!String::from_utf8_lossy(&got.stdout).contains("Flat profile"));
+}
