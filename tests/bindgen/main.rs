@@ -369,17 +369,7 @@ fn the_instrumented_module_validates_and_is_the_same_on_every_run() {
     }
     run(Metric::Calls);
     let deps = fixture().join("target").join(TARGET).join("debug/deps");
-    let node = std::fs::read_dir(&deps)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .find(|p| {
-            p.extension().is_some_and(|e| e == "wasm")
-                && p.file_name()
-                    .unwrap()
-                    .to_string_lossy()
-                    .starts_with("node-")
-        })
-        .expect("the node test binary");
+    let node = common::binary_in(&deps, "node-");
     let wasm = std::fs::read(node).unwrap();
     for metric in [
         Metric::Calls,

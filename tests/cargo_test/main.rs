@@ -20,8 +20,8 @@ use std::sync::OnceLock;
 use cargo_wasmprof::harness::{inlined_loops, measured_routines, test_functions};
 use cargo_wasmprof::profile::{Benchmark, Profile, HOST};
 use common::{
-    arc, calls, check_invariants, copy_fixture, each_function_once, fib_calls, have, line_of,
-    output, running, wasmprof,
+    arc, binary_in, calls, check_invariants, copy_fixture, each_function_once, fib_calls, have,
+    line_of, output, running, wasmprof,
 };
 
 /// One `cargo wasmprof test` of the `calls` fixture, shared by the tests that read it.

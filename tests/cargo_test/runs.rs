@@ -19,17 +19,7 @@ fn without_timing(text: &str) -> String {
 fn instrumented_binaries_behave_like_the_originals() {
     let run = calls_run();
     let deps = run.dir.path().join("target/wasm32-wasip1/debug/deps");
-    let wasm = std::fs::read_dir(&deps)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .find(|p| {
-            p.extension().is_some_and(|e| e == "wasm")
-                && p.file_name()
-                    .unwrap()
-                    .to_string_lossy()
-                    .starts_with("calls-")
-        })
-        .expect("the lib's test binary");
+    let wasm = binary_in(&deps, "calls-");
     let plain = output(
         wasmprof()
             .args(["run", "--no-instrument"])

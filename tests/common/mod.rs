@@ -281,6 +281,19 @@ pub fn copy_fixture(name: &str) -> tempfile::TempDir {
     tmp
 }
 
+/// The module cargo built in `deps` (a target's `deps` directory) whose file name starts
+/// with `prefix` (a crate or test target's name and its hash's `-`).
+pub fn binary_in(deps: &Path, prefix: &str) -> PathBuf {
+    std::fs::read_dir(deps)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| {
+            p.extension().is_some_and(|e| e == "wasm")
+                && p.file_name().unwrap().to_string_lossy().starts_with(prefix)
+        })
+        .unwrap_or_else(|| panic!("no {prefix}*.wasm in {}", deps.display()))
+}
+
 /// Copies the directory tree `from` to `to`, leaving out `target` directories.
 pub fn copy_dir(from: &Path, to: &Path) {
     std::fs::create_dir_all(to).unwrap();
