@@ -152,8 +152,9 @@ pub struct Outcome {
     /// module's one-memory variant where the host allows a module one memory): it decodes
     /// the dump in place of the prepared module's.
     pub ran: Option<Meta>,
-    /// The profiler's state each time the harness named the benchmark it starts (the
-    /// embedded host, a program of one thread; empty elsewhere).
+    /// The profiler's state each time the harness said that a benchmark starts, or that its
+    /// measured iterations start or end (the embedded host, a program of one thread; empty
+    /// elsewhere).
     pub marks: Marks,
 }
 
