@@ -316,7 +316,7 @@ impl Comparison {
                 functions: Vec::new(),
                 gated: !(kind.is_bytes() || (kind == Kind::Run && timed_loops)),
             };
-            if kind == Kind::Run && timed_loops && old != value {
+            if kind == Kind::Run && !row.gated && old != value {
                 self.notes.push(format!(
                     "{file}: the whole run is not gated on: its harness ran as many iterations as its timings asked for (its benchmarks per iteration are)"
                 ));

@@ -84,10 +84,7 @@ pub(super) fn figures(p: &Profile, metric: Metric) -> BTreeMap<(Kind, String), F
         (Kind::Run, WHOLE_RUN.to_string()),
         alone(program_cost(p, metric) as f64),
     );
-    if p.allocations
-        .as_ref()
-        .is_some_and(|a| a.not_recorded.is_none())
-    {
+    if p.records_allocations() {
         let bytes = p.total_allocs().alloc_bytes as f64;
         found.insert((Kind::Allocated, ALLOCATED.to_string()), alone(bytes));
         byte_figures(p, &mut found);

@@ -373,10 +373,7 @@ fn sample_types(b: &mut Builder<'_>, profile: &Profile) -> Types {
         Unit::Calls => {}
     }
     let default = *types.last().expect("calls");
-    let allocs = profile
-        .allocations
-        .as_ref()
-        .is_some_and(|a| a.not_recorded.is_none());
+    let allocs = profile.records_allocations();
     if allocs {
         types.extend(HEAP_TYPES);
     }

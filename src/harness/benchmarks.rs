@@ -6,7 +6,7 @@
 
 use std::collections::HashMap;
 
-use super::measured_routines;
+use super::{measured_routines, Routine};
 use crate::meta::Metric;
 use crate::profile::{Benchmark, Costs, Profile, RoutineFunction};
 
@@ -117,16 +117,14 @@ struct RoutineTally {
 impl Tally {
     /// Where the routines of `p` stand.
     fn of(p: &Profile) -> Tally {
-        let recorded = p
-            .allocations
-            .as_ref()
-            .is_some_and(|a| a.not_recorded.is_none());
+        let recorded = p.records_allocations();
         let routines = measured_routines(p).into_iter().map(|routine| {
+            let under = routine.under(p);
             let tally = RoutineTally {
                 iterations: routine.iterations(),
                 cost: routine.arc.cost,
-                alloc_bytes: recorded.then(|| routine.alloc_bytes(p)),
-                functions: routine.functions(p),
+                alloc_bytes: recorded.then(|| Routine::alloc_bytes_in(p, &under)),
+                functions: Routine::functions_in(p, &under),
             };
             let key = (routine.harness.name.clone(), routine.arc.callee.clone());
             (key, tally)

@@ -28,8 +28,12 @@ impl Routine<'_> {
     /// The bytes the routine allocated, with everything it calls, in its calls from the
     /// loop (its contexts under the loop's, inclusive), in `p`.
     pub fn alloc_bytes(&self, p: &Profile) -> u64 {
+        Self::alloc_bytes_in(p, &self.under(p))
+    }
+
+    /// [`Routine::alloc_bytes`], where each context is as `under` says.
+    fn alloc_bytes_in(p: &Profile, under: &[Under]) -> u64 {
         let inclusive = p.inclusive_allocs();
-        let under = self.under(p);
         (0..p.contexts.len())
             .filter(|&j| under[j] == Under::Root)
             .map(|j| inclusive[j].alloc_bytes)
@@ -39,13 +43,17 @@ impl Routine<'_> {
     /// Each function that ran in the routine's calls from the loop (the routine and all it
     /// calls), with its calls and self cost there, by name, in `p`.
     pub fn functions(&self, p: &Profile) -> HashMap<String, RoutineFunction> {
-        let under = self.under(p);
+        Self::functions_in(p, &self.under(p))
+    }
+
+    /// [`Routine::functions`], where each context is as `under` says.
+    fn functions_in(p: &Profile, under: &[Under]) -> HashMap<String, RoutineFunction> {
         let mut found: HashMap<String, RoutineFunction> = HashMap::new();
         for (c, _) in p
             .contexts
             .iter()
             .zip(under)
-            .filter(|(_, u)| *u != Under::Not)
+            .filter(|(_, u)| **u != Under::Not)
         {
             let Some(f) = c.function.and_then(|id| p.functions.get(id as usize)) else {
                 continue;

@@ -134,6 +134,14 @@ impl Allocations {
 }
 
 impl Profile {
+    /// Whether the run recorded the program's allocations (its summary has no reason why
+    /// not).
+    pub fn records_allocations(&self) -> bool {
+        self.allocations
+            .as_ref()
+            .is_some_and(|a| a.not_recorded.is_none())
+    }
+
     /// Every context's allocations summed: the program's.
     pub fn total_allocs(&self) -> Allocs {
         let mut total = Allocs::default();
