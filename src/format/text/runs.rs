@@ -111,7 +111,10 @@ pub(super) fn iterations(out: &mut String, p: &Profile, units: Units, top: usize
             (r.per_iteration(metric), r.iterations(), names)
         });
         let what = "the routine a harness loop measured: its cost in those calls / its calls";
-        (("routine", "harness loop", what), rows.collect())
+        (
+            ("routine", "harness loop", what.to_string()),
+            rows.collect(),
+        )
     } else {
         let measured = p.benchmarks.iter().filter(|b| b.measured).count();
         let rows = p.benchmarks.iter().map(|b| {
@@ -130,11 +133,14 @@ pub(super) fn iterations(out: &mut String, p: &Profile, units: Units, top: usize
                 (b.id.clone(), format!("{routine}{warm_up}")),
             )
         });
-        let what = if measured > 0 {
-            "each benchmark as its harness named it, in the order they ran: its routine's cost in the iterations criterion measured, its warm-up left out / those iterations"
-        } else {
-            "each benchmark as its harness named it, in the order they ran: its routine's cost in its iterations / its iterations"
+        let (counted, per) = match measured {
+            0 => ("its iterations", "its iterations"),
+            _ => (
+                "the iterations criterion measured, its warm-up left out",
+                "those iterations",
+            ),
         };
+        let what = format!("each benchmark as its harness named it, in the order they ran: its routine's cost in {counted} / {per}");
         (("benchmark", "routine", what), rows.collect())
     };
     let inlined = crate::harness::inlined_loops(p);
