@@ -254,6 +254,7 @@ var wasmprof = (function () {
   // has it.
   var SOURCE = '(' + SAMPLER + ')';
   var early = null;
+  var noSampler = null; // why none runs, when the metric is sampled (the dump says)
   var ready = Promise.resolve(); // the sampler has the memory
   var isolated = isNode || (typeof Worker === 'function' && !!self.crossOriginIsolated);
   if (METRIC.sampled && isolated) {
@@ -269,8 +270,11 @@ var wasmprof = (function () {
           { type: 'text/javascript' })));
       }
     } catch (e) {
+      noSampler = 'worker_failed';
       console.error('wasmprof: cannot start the sampler, so the profile has no times: ' + e.message);
     }
+  } else if (METRIC.sampled) {
+    noSampler = typeof Worker === 'function' ? 'not_isolated' : 'no_worker';
   }
 
   // When `worker` says it samples, or a second from now: the program waits for that. A
@@ -303,8 +307,10 @@ var wasmprof = (function () {
     if (early) {
       if (!isPthread) ready = sampling(early);
       early.postMessage(data);
-    } else if (!isolated) {
-      console.warn('wasmprof: the page is not cross-origin isolated, so no worker can sample it and the profile has no times; use the exact-time metric for such pages (' + ENV.metric + '=exact-time at link time, or --metric exact-time)');
+    } else if (noSampler !== null && noSampler !== 'worker_failed') {
+      var why = noSampler === 'not_isolated' ? 'the page is not cross-origin isolated, so no worker can sample it'
+        : 'this context cannot start a worker (a shared or service worker) to sample it';
+      console.warn('wasmprof: ' + why + ', and the profile has no times; use the exact-time metric here (' + ENV.metric + '=exact-time at link time, or --metric exact-time)');
     }
   }
 
@@ -395,6 +401,7 @@ var wasmprof = (function () {
       holes: used.holes,
       threads: workers.threads,
       lost_threads: workers.lost,
+      no_sampler: noSampler,
       meta: run.meta
     });
   }

@@ -208,6 +208,7 @@ fn run_with_callbacks(wasm: &[u8], options: &Options) -> Profile {
         end: Some(end as u64),
         frames: Vec::new(),
         stacks: None,
+        no_sampler: None,
     };
     let run = RunInfo {
         module: "host-calls.wasm".into(),

@@ -262,6 +262,7 @@ fn observe(engine: &Engine, wasm: &[u8], exports: &[String]) -> (Observed, Optio
                 end: Some(end as u64),
                 frames: Vec::new(),
                 stacks: None,
+                no_sampler: None,
             })
         });
     (observed, dump)

@@ -97,8 +97,9 @@ enum TestMode {
     /// Under node, the runner's default.
     Node,
     /// In a headless browser's page (`run_in_browser`, `WASM_BINDGEN_USE_BROWSER`), or in a
-    /// dedicated worker of it (`run_in_dedicated_worker`,
-    /// `WASM_BINDGEN_USE_DEDICATED_WORKER`): the runtime knows which it is in.
+    /// dedicated, shared or service worker of it (`run_in_dedicated_worker`,
+    /// `WASM_BINDGEN_USE_DEDICATED_WORKER`, and the others'): the runtime knows which it is
+    /// in.
     Browser,
     /// Somewhere cargo-wasmprof does not run them yet, in words.
     Elsewhere(&'static str),
@@ -111,16 +112,8 @@ fn test_mode(wasm: &[u8]) -> TestMode {
     const MODES: [(u8, TestMode, &str); 6] = [
         (1, TestMode::Browser, "WASM_BINDGEN_USE_BROWSER"),
         (2, TestMode::Browser, "WASM_BINDGEN_USE_DEDICATED_WORKER"),
-        (
-            3,
-            TestMode::Elsewhere("in a shared worker"),
-            "WASM_BINDGEN_USE_SHARED_WORKER",
-        ),
-        (
-            4,
-            TestMode::Elsewhere("in a service worker"),
-            "WASM_BINDGEN_USE_SERVICE_WORKER",
-        ),
+        (3, TestMode::Browser, "WASM_BINDGEN_USE_SHARED_WORKER"),
+        (4, TestMode::Browser, "WASM_BINDGEN_USE_SERVICE_WORKER"),
         (5, TestMode::Node, "WASM_BINDGEN_USE_NODE"),
         (
             6,
@@ -317,8 +310,7 @@ impl Host for Bindgen {
         if let TestMode::Elsewhere(elsewhere) = mode {
             return Err(HostError::Refused(format!(
                 "its tests run {elsewhere}; cargo-wasmprof runs wasm-bindgen tests under \
-                 node, in a browser's page and in its dedicated workers so far (`cargo test` runs \
-                 them)"
+                 node, in a browser's page and in its workers so far (`cargo test` runs them)"
             )));
         }
         if mode == TestMode::Browser {

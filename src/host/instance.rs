@@ -304,6 +304,7 @@ fn dump_of(
         end: reading,
         frames: end.frames,
         stacks: end.stacks,
+        no_sampler: None,
     })
 }
 

@@ -487,6 +487,7 @@ impl Program {
                 frames: Vec::new(),
                 // The thread's own samples join its state when it stops.
                 stacks: None,
+                no_sampler: None,
             }),
         })
     }

@@ -6,7 +6,7 @@ use std::path::Path;
 use anyhow::Context as _;
 use serde::{Deserialize, Serialize};
 
-use super::{Dump, Profile, RunInfo, ThreadDump, FORMAT};
+use super::{Dump, NoSampler, Profile, RunInfo, ThreadDump, FORMAT};
 use crate::fsutil::write_atomic;
 use crate::meta::Meta;
 
@@ -32,6 +32,7 @@ pub const DUMP_FIELDS: &[&str] = &[
     "frames",
     "threads",
     "lost_threads",
+    "no_sampler",
 ];
 
 /// The fields of a [`DumpThread`], as the JS runtime writes them.
@@ -74,6 +75,9 @@ pub struct DumpFile {
     /// The workers whose state could not be read when the program ended (they ran).
     #[serde(default)]
     pub lost_threads: Vec<u32>,
+    /// [`Dump::no_sampler`].
+    #[serde(default)]
+    pub no_sampler: Option<NoSampler>,
 }
 
 /// What a worker's thread left, in a [`DumpFile`].
@@ -152,6 +156,7 @@ impl DumpFile {
                 end,
                 frames,
                 stacks: None,
+                no_sampler: self.no_sampler,
             })
         };
         let main = dump(
@@ -298,6 +303,7 @@ mod tests {
                     "ticks_per_ns" => json!(1.5),
                     "frames" | "lost_threads" => json!([1]),
                     "holes" => json!([[1, 2]]),
+                    "no_sampler" => json!("no_worker"),
                     "threads" => json!([sample(DUMP_THREAD_FIELDS)]),
                     _ => json!(1),
                 };

@@ -147,6 +147,36 @@ pub struct Sampling {
     /// See [`Sampling::unplaced`].
     #[serde(default)]
     pub unplaced_ns: u64,
+    /// Why no sampler ran, when none could (a JS host that cannot start the sampler's
+    /// worker): the times are then empty for that reason, not for a short run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub no_sampler: Option<NoSampler>,
+}
+
+/// Why a JS host ran the sampled time metric without its sampler, as the runtime found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum NoSampler {
+    /// A page (or a worker of it) that is not cross-origin isolated: no other thread can
+    /// share the profiler's memory.
+    NotIsolated,
+    /// A context that cannot start a worker (a shared or a service worker in Chromium).
+    NoWorker,
+    /// Starting the worker failed (the runtime printed why).
+    WorkerFailed,
+}
+
+impl NoSampler {
+    /// Why, in words.
+    pub fn why(self) -> &'static str {
+        match self {
+            NoSampler::NotIsolated => {
+                "the page is not cross-origin isolated, so no worker could share its memory"
+            }
+            NoSampler::NoWorker => "it ran where no worker can start (a shared or service worker)",
+            NoSampler::WorkerFailed => "the sampler's worker did not start",
+        }
+    }
 }
 
 impl Sampling {
@@ -170,6 +200,7 @@ impl Sampling {
         self.late += other.late;
         self.unplaced += other.unplaced;
         self.unplaced_ns += other.unplaced_ns;
+        self.no_sampler = self.no_sampler.or(other.no_sampler);
     }
 }
 

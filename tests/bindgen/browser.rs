@@ -1,6 +1,6 @@
 //! wasm-bindgen tests in headless Chromium (through ChromeDriver), as the runner drives it:
 //! exact counts, the plain runner's results, the environment's choice of a browser, a page
-//! past the runner's timeout, and the workers a test may run in.
+//! past the runner's timeout, the workers a test may run in, and deno, refused.
 
 use super::*;
 
@@ -124,33 +124,24 @@ fn a_browser_without_a_webdriver_is_one_error_line() {
 }
 
 #[test]
-fn a_shared_worker_test_binary_is_refused_in_one_line() {
+fn a_deno_test_binary_is_refused_in_one_line() {
     if !ready() {
         return;
     }
-    let out = profiled_with(
-        &["--test", "node"],
-        &[("WASM_BINDGEN_USE_SHARED_WORKER", "1")],
-    );
+    let out = profiled_with(&["--test", "node"], &[("WASM_BINDGEN_USE_DENO", "1")]);
     let error = the_one_error(&out);
     assert!(error.contains("node-"), "{error}");
-    assert!(
-        error.contains("its tests run in a shared worker"),
-        "{error}"
-    );
+    assert!(error.contains("its tests run under deno"), "{error}");
 }
 
-/// Tests in a dedicated worker of the page (`WASM_BINDGEN_USE_DEDICATED_WORKER`, as
-/// `run_in_dedicated_worker` asks): the glue, the runtime and the tests run in the worker,
-/// which posts the dump before its summary reaches the page. The node tests' counts, a
-/// finished run (no activation left open), and the plain runner's results.
-#[test]
-fn dedicated_worker_tests_have_exact_counts() {
-    if !browser_ready() {
-        return;
-    }
-    let env = [("WASM_BINDGEN_USE_DEDICATED_WORKER", "1")];
-    let (out, p) = profiled_profile(&["--test", "node", "--metric", "instructions"], &env);
+/// Tests in a worker of the page (`WASM_BINDGEN_USE_DEDICATED_WORKER` and the others, as
+/// `run_in_dedicated_worker` and the others ask), profiled with `metric`: the glue, the
+/// runtime and the tests run in the worker, which posts the dump before its summary
+/// reaches the page. The node tests' counts, a finished run (no activation left open), and
+/// the plain runner's results. Returns the profiled run's report.
+fn in_a_worker(worker: &str, metric: &str) -> String {
+    let env = [(worker, "1")];
+    let (out, p) = profiled_profile(&["--test", "node", "--metric", metric], &env);
     assert!(out.status.success(), "{out:?}");
     known_counts(&p, NODE_TESTS);
     assert!(
@@ -163,4 +154,35 @@ fn dedicated_worker_tests_have_exact_counts() {
     let want = plain_with(&["--test", "node"], &env);
     assert!(want.status.success(), "{want:?}");
     assert_eq!(results(&out.stdout), results(&want.stdout));
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[test]
+fn dedicated_worker_tests_have_exact_counts() {
+    if browser_ready() {
+        in_a_worker("WASM_BINDGEN_USE_DEDICATED_WORKER", "instructions");
+    }
+}
+
+/// A shared worker cannot start the sampler's worker (Chromium has no `Worker` there): the
+/// default metric's profile has exact counts, and its report says why it has no times.
+#[test]
+fn shared_worker_tests_have_exact_counts_and_say_why_they_have_no_times() {
+    if !browser_ready() {
+        return;
+    }
+    let report = in_a_worker("WASM_BINDGEN_USE_SHARED_WORKER", "time");
+    assert!(
+        report.contains("not sampled: it ran where no worker can start"),
+        "{report}"
+    );
+}
+
+/// A service worker (its module script imports the runtime from our server, and it has no
+/// XMLHttpRequest: the last dump goes with `fetch`).
+#[test]
+fn service_worker_tests_have_exact_counts() {
+    if browser_ready() {
+        in_a_worker("WASM_BINDGEN_USE_SERVICE_WORKER", "instructions");
+    }
 }

@@ -12,14 +12,15 @@ use serde_json::{json, Value};
 
 use super::*;
 use cargo_wasmprof::meta::StateLocation;
+use cargo_wasmprof::profile::NoSampler;
 
 /// How long a page may take to run its program.
 const PAGE_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// Serves the files under `root` on a free local port, until the process ends, with the
 /// headers of a cross-origin isolated page (what `-pthread` and the sampled metric's
-/// worker need: SharedArrayBuffer).
-fn serve(root: PathBuf) -> u16 {
+/// worker need: SharedArrayBuffer) when `isolated`.
+fn serve(root: PathBuf, isolated: bool) -> u16 {
     let server = tiny_http::Server::http("127.0.0.1:0").unwrap();
     let port = server.server_addr().to_ip().unwrap().port();
     std::thread::spawn(move || {
@@ -35,12 +36,16 @@ fn serve(root: PathBuf) -> u16 {
                 tiny_http::Header::from_bytes(name.as_bytes(), value.as_bytes()).unwrap()
             };
             let _ = match std::fs::read(&file) {
-                Ok(body) => request.respond(
-                    tiny_http::Response::from_data(body)
-                        .with_header(header("Content-Type", kind))
-                        .with_header(header("Cross-Origin-Opener-Policy", "same-origin"))
-                        .with_header(header("Cross-Origin-Embedder-Policy", "require-corp")),
-                ),
+                Ok(body) => {
+                    let mut response = tiny_http::Response::from_data(body)
+                        .with_header(header("Content-Type", kind));
+                    if isolated {
+                        response = response
+                            .with_header(header("Cross-Origin-Opener-Policy", "same-origin"))
+                            .with_header(header("Cross-Origin-Embedder-Policy", "require-corp"));
+                    }
+                    request.respond(response)
+                }
                 Err(_) => request.respond(tiny_http::Response::empty(404)),
             };
         }
@@ -163,10 +168,15 @@ struct PageRun {
     profile: Profile,
 }
 
-/// Runs `build/PROGRAM.js` with `args` in a page served from `dir`, written as a user would
-/// write it (it asks for the profile with the runtime's API once the program has run), and
-/// decodes the profile the page got.
+/// Runs `build/PROGRAM.js` with `args` in a cross-origin isolated page served from `dir`,
+/// written as a user would write it (it asks for the profile with the runtime's API once
+/// the program has run), and decodes the profile the page got.
 fn page_run(dir: &Path, program: &str, args: &[&str]) -> PageRun {
+    page_run_served(dir, program, args, true)
+}
+
+/// [`page_run`], the page cross-origin isolated or not.
+fn page_run_served(dir: &Path, program: &str, args: &[&str], isolated: bool) -> PageRun {
     let page = format!(
         r#"<!doctype html>
 <html><body>
@@ -191,7 +201,7 @@ window.onerror = function (message) {{ printed.push('uncaught: ' + message); }};
     );
     let html = format!("page-{program}.html");
     std::fs::write(dir.join(&html), page).unwrap();
-    let port = serve(dir.to_path_buf());
+    let port = serve(dir.to_path_buf(), isolated);
     let chromium = Chromium::start();
     chromium.command(
         "url",
@@ -327,4 +337,29 @@ fn the_sampled_metric_samples_in_a_page() {
     assert!(sampling.samples >= 20, "{sampling:?}");
     let hottest = p.functions.iter().max_by_key(|f| f.cost.self_ns).unwrap();
     assert_eq!(hottest.name, "fib", "{sampling:?}");
+}
+
+/// The sampled metric in a page that is not cross-origin isolated: no worker can share the
+/// memory, so the counts are exact, there are no times, and the console and the profile say
+/// why.
+#[test]
+fn a_page_not_isolated_has_counts_and_says_why_it_has_no_times() {
+    if !browser_ready() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    link_calls(dir.path(), "time");
+    let run = page_run_served(dir.path(), "calls", &["20"], false);
+    let p = &run.profile;
+    check_invariants(p);
+    assert_eq!(calls(p, "fib"), fib_calls(20));
+    let sampling = p.sampling.expect("a sampled profile");
+    assert_eq!(sampling.samples, 0, "{sampling:?}");
+    assert_eq!(sampling.no_sampler, Some(NoSampler::NotIsolated));
+    assert!(
+        run.printed
+            .contains("warn: wasmprof: the page is not cross-origin isolated"),
+        "{}",
+        run.printed
+    );
 }

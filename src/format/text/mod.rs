@@ -300,6 +300,11 @@ fn sampled(out: &mut String, s: &Sampling) {
         Sampler::Word => "the word sampler: which context the probes said ran",
     };
     let _ = match s.samples {
+        0 if s.no_sampler.is_some() => writeln!(
+            out,
+            "not sampled: {}, so the profile has no times; profile with --metric exact-time for times here, or --metric instructions for exact costs; calls and arcs are exact",
+            s.no_sampler.map_or("", |n| n.why())
+        ),
         n if n < FEW_SAMPLES => writeln!(
             out,
             "sampled by {by}: {n} samples only: the run was too short to sample, its times say nothing; for exact costs, profile with --metric instructions; calls and arcs are exact"

@@ -15,8 +15,8 @@ use nodes::{direct_sites, end_or_samples, read_nodes, Raw, RawNode};
 use super::outermost::{arc_keys, outermost_sums, TreeNode};
 use super::stacks::StackSamples;
 use super::{
-    Arc, ArcSite, Context, Costs, Function, Profile, RunInfo, Sampling, FORMAT, FORMAT_VERSION,
-    HOST,
+    Arc, ArcSite, Context, Costs, Function, NoSampler, Profile, RunInfo, Sampling, FORMAT,
+    FORMAT_VERSION, HOST,
 };
 use crate::layout::{self, Layout};
 use crate::meta::Meta;
@@ -46,6 +46,8 @@ pub struct Dump {
     /// With the stack sampler, the samples it took of the thread (the word sampler leaves
     /// its samples in the memory).
     pub stacks: Option<StackSamples>,
+    /// Why no sampler ran, when the metric is sampled and the host could not start one.
+    pub no_sampler: Option<NoSampler>,
 }
 
 impl Profile {
@@ -71,6 +73,7 @@ impl Profile {
                 nodes
             },
             stacks: dump.stacks.as_ref(),
+            no_sampler: dump.no_sampler,
             direct: direct_sites(&raw, meta)?,
             raw,
         };
@@ -133,6 +136,8 @@ struct Decoder<'a> {
     direct: Vec<(u32, u64)>,
     /// With the stack sampler, its samples (placed in `nodes` already).
     stacks: Option<&'a StackSamples>,
+    /// [`Dump::no_sampler`].
+    no_sampler: Option<NoSampler>,
 }
 
 impl Decoder<'_> {
@@ -174,6 +179,7 @@ impl Decoder<'_> {
                 unplaced_ns: stacked_ns.saturating_sub(sampled_ns)
                     + stacks.truncated_ns
                     + stacks.dropped_ns,
+                no_sampler: None,
             };
         }
         let header = |at| self.raw.u64(at).unwrap_or(0);
@@ -186,6 +192,7 @@ impl Decoder<'_> {
             late: header(layout::HDR_LATE_SAMPLES),
             unplaced: 0,
             unplaced_ns: 0,
+            no_sampler: self.no_sampler,
         }
     }
 
