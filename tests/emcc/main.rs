@@ -144,12 +144,17 @@ fn the_sampled_metric_samples_under_node() {
         assert!(sampling.samples > 0, "{sampling:?}");
         let hottest = p.functions.iter().max_by_key(|f| f.cost.self_ns).unwrap();
         assert_eq!(hottest.name, "fib", "node {}: {sampling:?}", n.major);
-        // The report says which way a JS host's sampled shares lean.
+        // The report says which way a JS host's sampled shares lean, and where V8's compiling
+        // goes.
         let file = dir.path().join(format!("calls-{}.json", n.major));
         let report = output(wasmprof().arg("report").arg(&file));
         let text = String::from_utf8_lossy(&report.stdout);
         assert!(
             text.contains("under a JS host the probes' calls") && text.contains("lean high"),
+            "{text}"
+        );
+        assert!(
+            text.contains("V8 compiles each wasm function when it is first called"),
             "{text}"
         );
     }

@@ -1,6 +1,7 @@
 //! The report's notes: what the figures leave out (runs that ended inside functions, a
 //! full tree or arc table) and how far to trust them (the probes' cost in exact times, a
-//! browser's coarse clock, samples that found the probes or came late).
+//! browser's coarse clock, V8's compiling at first calls, samples that found the probes
+//! or came late).
 
 use std::fmt::Write as _;
 
@@ -14,6 +15,7 @@ pub(super) fn notes(out: &mut String, p: &Profile, units: Units) {
     let mut notes = Vec::new();
     open_stacks(&mut notes, p, units);
     exact_times(&mut notes, p);
+    lazy_compilation(&mut notes, p);
     sampling(&mut notes, p);
     full_tables(&mut notes, p);
     allocations(&mut notes, p);
@@ -84,16 +86,30 @@ fn exact_times(notes: &mut Vec<String>, p: &Profile) {
     }
 }
 
+/// Whether a run of `p` was under a JS host (node or a browser), by the clock it read.
+fn js_host(p: &Profile) -> bool {
+    p.runs.iter().any(|r| {
+        r.clock == crate::js_runtime::NODE_CLOCK || r.clock == crate::js_runtime::BROWSER_CLOCK
+    })
+}
+
+/// Times under a JS host: V8 compiles a function when it is first called (node and
+/// Chromium compile wasm lazily), and that time falls to the caller, which has no probe
+/// around the compiling. (wasmtime compiles the whole module before it runs.)
+fn lazy_compilation(notes: &mut Vec<String>, p: &Profile) {
+    let timed = p.metric.facts().probes.clock || p.sampling.is_some_and(|s| s.samples > 0);
+    if timed && js_host(p) {
+        notes.push("V8 compiles each wasm function when it is first called, and that time counts as its caller's own, so a function that calls many others for the first time can read milliseconds for little work, most in short runs (under node 20, node --no-wasm-lazy-compilation compiles them all before main)".to_string());
+    }
+}
+
 /// Sampled times: the samples that found the probes running, and those that came late;
 /// under a JS host, which way the word sampler's shares lean.
 fn sampling(notes: &mut Vec<String>, p: &Profile) {
-    let js_host = p.runs.iter().any(|r| {
-        r.clock == crate::js_runtime::NODE_CLOCK || r.clock == crate::js_runtime::BROWSER_CLOCK
-    });
     let word_sampled = p
         .sampling
         .is_some_and(|s| s.sampler == Sampler::Word && s.samples > 0);
-    if word_sampled && js_host {
+    if word_sampled && js_host(p) {
         // Measured (BENCHMARKS.md, accuracy of time under node): fixtures/emcc/parts.c.
         notes.push("under a JS host the probes' calls, and what they slow around them, count as the functions' own time, so the shares of call-dense functions lean high (measured on a program of a loop, small calls and a recursion: the recursion +16 points under node 20, +8 under node 26, the loop 10-24 points low); --metric instructions gives exact costs".to_string());
     }
