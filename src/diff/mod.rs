@@ -92,10 +92,11 @@ pub struct AllocationChange {
     pub base: Allocs,
     /// The new run's.
     pub new: Allocs,
-    /// The base run's peak of live bytes.
-    pub base_peak_bytes: u64,
+    /// The base run's peak of live bytes (`None` where it is not known: a threaded
+    /// program's, see [`crate::profile::Allocations::per_thread`]).
+    pub base_peak_bytes: Option<u64>,
     /// The new run's.
-    pub new_peak_bytes: u64,
+    pub new_peak_bytes: Option<u64>,
 }
 
 impl AllocationChange {
@@ -105,7 +106,7 @@ impl AllocationChange {
             p.allocations
                 .as_ref()
                 .filter(|a| a.not_recorded.is_none())
-                .map(|a| a.peak_bytes)
+                .map(|a| a.peak())
         };
         Some(AllocationChange {
             base_peak_bytes: recorded(base)?,
@@ -130,13 +131,16 @@ impl AllocationChange {
                 }
             )
         };
+        let peak = match (self.base_peak_bytes, self.new_peak_bytes) {
+            (Some(base), Some(new)) => bytes(base, new),
+            _ => "not known (a threaded program's)".to_string(),
+        };
         format!(
-            "allocated: {} in {} {arrow} {} allocations; held at the end: {}; peak live: {}",
+            "allocated: {} in {} {arrow} {} allocations; held at the end: {}; peak live: {peak}",
             bytes(b.alloc_bytes, n.alloc_bytes),
             b.allocs,
             n.allocs,
             bytes(b.held_bytes, n.held_bytes),
-            bytes(self.base_peak_bytes, self.new_peak_bytes)
         )
     }
 }

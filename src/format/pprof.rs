@@ -424,6 +424,15 @@ fn describe(b: &mut Builder<'_>, profile: &Profile) {
     });
     let comment = b.string(concat!("cargo-wasmprof ", env!("CARGO_PKG_VERSION")));
     b.out.comment.push(comment);
+    // `go tool pprof -comments` shows what the report's notes say of held bytes.
+    if profile
+        .allocations
+        .as_ref()
+        .is_some_and(|a| a.per_thread && a.unmatched_frees > 0)
+    {
+        let comment = b.string("inuse_objects, inuse_space: an upper bound (a threaded program: a block freed on another thread than its allocation's counts as in use)");
+        b.out.comment.push(comment);
+    }
     b.out.duration_nanos = profile.runs.iter().map(|r| r.wall_ns as i64).sum();
 }
 

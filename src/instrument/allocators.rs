@@ -38,12 +38,12 @@ pub(super) struct AllocPlan {
 
 /// Finds the allocator entry points and `memory.grow` instructions among `module`'s
 /// functions (but those `left_alone`) and decides whether `options` let the probes record
-/// them: they need the calling-context tree (a metric with a cost) and one thread (each
-/// thread's profiler sees only its own frees).
+/// them: they need the calling-context tree (a metric with a cost). In a threaded program
+/// each thread's probes record in its own profiler's memory, with a live table of its own
+/// (see [`crate::profile::Allocations::per_thread`]).
 pub(super) fn plan(
     module: &Module,
     options: &Options,
-    threaded: bool,
     left_alone: &HashSet<FunctionId>,
 ) -> AllocPlan {
     let mut kinds = HashMap::new();
@@ -81,8 +81,6 @@ pub(super) fn plan(
         Some(NOT_ASKED)
     } else if !options.metric.has_cost() {
         Some("the calls metric keeps no calling contexts (--metric time or instructions do)")
-    } else if threaded {
-        Some("a threaded program: each thread's profiler would see only its own frees")
     } else if kinds.is_empty() && grow_sites == 0 {
         Some("no allocator by a known name (malloc, free, __rust_alloc, ...) and no memory.grow")
     } else {

@@ -321,7 +321,7 @@ fn rewrite(mut module: Module, options: &Options) -> Result<Rewritten, Instrumen
     let (imported, host) = host_functions(&module, &original_funcs, &bindgen.shims);
     let threaded = threads != check::Threads::None;
     let left_alone = &bindgen.left_alone;
-    let allocs = allocators::plan(&module, options, threaded, left_alone);
+    let allocs = allocators::plan(&module, options, left_alone);
     let thunks = add_import_thunks(&mut module, &original_funcs, &bindgen);
     redirect_to_thunks(&mut module, &thunks, left_alone);
     let (sites, plans) = plan(&module, &original_funcs, left_alone, &thunks, &allocs);

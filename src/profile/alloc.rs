@@ -99,10 +99,19 @@ pub struct Allocations {
     /// Their bytes.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub untracked_bytes: u64,
-    /// Frees of an address the live table did not hold (an untracked allocation's, or a
-    /// block the allocator gave out before the probes saw it).
+    /// Frees of an address the live table did not hold (an untracked allocation's, a
+    /// block the allocator gave out before the probes saw it, or, in a threaded program,
+    /// one that another thread allocated).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub unmatched_frees: u64,
+    /// Recorded thread by thread (a threaded program): each thread's probes match the frees
+    /// they see with the blocks their thread allocated, so a block freed on another thread
+    /// is an unmatched free there and still held in its allocating context (the held
+    /// figures are then an upper bound), and the program's peak of live bytes is not known
+    /// (`peak_bytes` and every at-peak figure are 0). The allocations, the frees and the
+    /// pages grown are exact.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub per_thread: bool,
 }
 
 impl Allocations {
@@ -128,8 +137,15 @@ impl Allocations {
             m.untracked += run.untracked;
             m.untracked_bytes += run.untracked_bytes;
             m.unmatched_frees += run.unmatched_frees;
+            m.per_thread |= run.per_thread;
         }
         merged
+    }
+
+    /// The peak of live bytes, where it is known (not where they were recorded
+    /// [`Allocations::per_thread`]).
+    pub fn peak(&self) -> Option<u64> {
+        (!self.per_thread).then_some(self.peak_bytes)
     }
 }
 
@@ -140,6 +156,27 @@ impl Profile {
         self.allocations
             .as_ref()
             .is_some_and(|a| a.not_recorded.is_none())
+    }
+
+    /// Marks a thread's allocations as recorded [`Allocations::per_thread`]: its peak and
+    /// at-peak figures are its own thread's, not the program's, so they go.
+    pub(super) fn allocations_per_thread(&mut self) {
+        let Some(a) = self
+            .allocations
+            .as_mut()
+            .filter(|a| a.not_recorded.is_none())
+        else {
+            return;
+        };
+        a.per_thread = true;
+        a.peak_bytes = 0;
+        a.at_peak_bytes = 0;
+        for c in &mut self.contexts {
+            if let Some(alloc) = c.alloc.as_mut() {
+                alloc.at_peak = 0;
+                alloc.at_peak_bytes = 0;
+            }
+        }
     }
 
     /// Every context's allocations summed: the program's.

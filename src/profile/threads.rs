@@ -98,9 +98,22 @@ impl Profile {
     /// main thread's (id 0) run and module its own, every thread kept in `threads`.
     /// `lost` are the threads whose state could not be collected: the profile is then
     /// incomplete, and its run says which.
-    pub fn of_threads(threads: Vec<Thread>, lost: Vec<u32>) -> Profile {
+    pub fn of_threads(mut threads: Vec<Thread>, lost: Vec<u32>) -> Profile {
+        for t in &mut threads {
+            t.profile.allocations_per_thread();
+        }
         let parts: Vec<Profile> = threads.iter().map(|t| t.profile.clone()).collect();
         let mut merged = Profile::merge(&parts);
+        // The threads share one memory: it is the pages it started with and every thread's
+        // growth (merging runs takes the largest run's, each a process of its own).
+        let initial = parts.iter().find_map(|p| {
+            let a = p.allocations.as_ref()?;
+            Some(a.memory_pages.saturating_sub(p.total_allocs().grown_pages))
+        });
+        let grown = merged.total_allocs().grown_pages;
+        if let (Some(a), Some(initial)) = (merged.allocations.as_mut(), initial) {
+            a.memory_pages = initial + grown;
+        }
         if let Some(main) = threads.iter().find(|t| t.id == 0) {
             merged.modules = main.profile.modules.clone();
             merged.runs = main.profile.runs.clone();

@@ -3,8 +3,9 @@
 use super::*;
 
 /// fixtures/threads on wasm32-wasip1-threads: four std threads call `step` 100, 200, 300
-/// and 400 times, rayon's pool calls `square` 1000 times; the binary's `main` runs three
-/// workers (100 + 200 + 300 `step`s), a rayon sum of 500 `square`s and a thread of 7.
+/// and 400 times, rayon's pool calls `square` 1000 times, four threads allocate a `buffer`
+/// each; the binary's `main` runs three workers (100 + 200 + 300 `step`s), a rayon sum of
+/// 500 `square`s and a thread of 7.
 #[test]
 fn threads_have_exact_counts_each_and_together() {
     let target = ["--target", "wasm32-wasip1-threads"];
@@ -23,7 +24,7 @@ fn threads_have_exact_counts_each_and_together() {
         .concat(),
     );
     assert!(run.out.status.success());
-    assert!(stdout(&run.out).contains("test result: ok. 2 passed"));
+    assert!(stdout(&run.out).contains("test result: ok. 3 passed"));
     let lib = run.profile("wasm32-wasip1-threads/threads-threads-lib.json");
     let per_thread = |name: &str| -> Vec<u64> {
         lib.threads
@@ -72,7 +73,37 @@ fn threads_have_exact_counts_each_and_together() {
             f.name
         );
     }
+    // Allocations, thread by thread: `buffer` allocates 1000, 2000 and 3000 bytes on three
+    // threads that drop them, and 4096 on one that hands them to the test's thread. Each
+    // thread's probes match the frees they see with their own thread's blocks: the 4096
+    // bytes stay held where they were allocated, and their free is an unmatched one.
+    let mut buffers: Vec<u64> = lib
+        .threads
+        .iter()
+        .map(|t| under(&t.profile, "threads::buffer").alloc_bytes)
+        .filter(|&b| b > 0)
+        .collect();
+    buffers.sort();
+    assert_eq!(buffers, [1000, 2000, 3000, 4096]);
+    let buffer = under(&lib, "threads::buffer");
+    assert_eq!((buffer.allocs, buffer.alloc_bytes), (4, 10096));
+    assert_eq!((buffer.held, buffer.held_bytes), (1, 4096));
+    let summary = lib.allocations.as_ref().expect("allocations recorded");
+    assert!(
+        summary.not_recorded.is_none() && summary.per_thread,
+        "{summary:?}"
+    );
+    assert!(summary.unmatched_frees >= 1, "{summary:?}");
+    assert_eq!(summary.peak(), None);
     let report = stdout(&run.out);
+    assert!(
+        report.contains("the peak of live bytes is not known (a threaded program"),
+        "{report}"
+    );
+    assert!(
+        report.contains("at most: a thread's frees of another's blocks are not matched"),
+        "{report}"
+    );
     assert!(
         report.contains(&format!("threads: {}", lib.threads.len())),
         "{report}"
@@ -151,4 +182,19 @@ fn threads_have_exact_counts_each_and_together() {
 /// The calls of `name` in `p`, 0 when it was never called there.
 fn calls_in(p: &Profile, name: &str) -> u64 {
     p.function_named(name).map_or(0, |f| f.calls)
+}
+
+/// The allocations under `name`'s contexts, each with its subtree (`name` does not recurse).
+fn under(p: &Profile, name: &str) -> cargo_wasmprof::profile::Allocs {
+    let Some(f) = p.function_named(name) else {
+        return Default::default();
+    };
+    let inclusive = p.inclusive_allocs();
+    let mut sum = cargo_wasmprof::profile::Allocs::default();
+    for (c, a) in p.contexts.iter().zip(&inclusive) {
+        if c.function == Some(f.id) {
+            sum.add(a);
+        }
+    }
+    sum
 }

@@ -85,7 +85,9 @@ fn steps_per_thread(p: &Profile) -> (u64, Vec<u64>) {
 /// fixtures/emcc/threads.c, three pthreads of 100, 200 and 300 steps, then one of 50 in a
 /// worker that ran one of them, then 7 steps on the main thread: under every metric each
 /// thread's profile has its exact counts (the reused worker's two pthreads apart), the
-/// merged profile their sum, and the output and exit code are the plain build's.
+/// merged profile their sum, and the output and exit code are the plain build's. A thread
+/// of n steps allocates 16 * n bytes in `work` and frees them: each thread's allocations,
+/// recorded thread by thread where the metric keeps contexts.
 #[test]
 fn pthreads_have_exact_counts_per_thread_under_node() {
     if !have(&["emcc", "node", "make"]) {
@@ -112,6 +114,32 @@ fn pthreads_have_exact_counts_per_thread_under_node() {
             assert_eq!(calls(&p, "work"), 5, "{metric}");
             for t in &p.threads {
                 assert_eq!(t.how, "returned", "{metric}: thread {}", t.id);
+            }
+            if !metric.ends_with("calls") {
+                let in_work = |q: &Profile| -> (u64, u64) {
+                    let work = q.function_named("work").map(|f| f.id);
+                    let total = q.inclusive_allocs();
+                    q.contexts
+                        .iter()
+                        .zip(&total)
+                        .filter(|(c, _)| c.function.is_some() && c.function == work)
+                        .fold((0, 0), |(b, h), (_, a)| {
+                            (b + a.alloc_bytes, h + a.held_bytes)
+                        })
+                };
+                let main = p.threads.iter().find(|t| t.id == 0).unwrap();
+                assert_eq!(in_work(&main.profile), (16 * 7, 0), "{metric}");
+                let mut workers: Vec<(u64, u64)> = p
+                    .threads
+                    .iter()
+                    .filter(|t| t.id != 0)
+                    .map(|t| in_work(&t.profile))
+                    .collect();
+                workers.sort_unstable();
+                let sizes = [50, 100, 200, 300].map(|n| (16 * n, 0));
+                assert_eq!(workers, sizes, "{metric}");
+                let summary = p.allocations.as_ref().unwrap();
+                assert!(summary.per_thread && summary.peak().is_none(), "{metric}");
             }
             if metric.ends_with("instructions") {
                 // step's body is straight-line code: the same instructions every call.

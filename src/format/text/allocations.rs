@@ -82,23 +82,30 @@ pub(super) fn allocations(out: &mut String, p: &Profile, units: Units, (top, by)
 
 /// The whole run's figures, in one line.
 fn summary_line(out: &mut String, summary: &crate::profile::Allocations, total: &Allocs) {
-    let at_peak = summary.at_peak_bytes > 0;
+    let peak = match (summary.peak(), summary.at_peak_bytes > 0) {
+        (None, _) => "the peak of live bytes is not known (a threaded program: each thread's probes see the blocks their thread allocated)".to_string(),
+        (Some(peak), true) => format!(
+            "peak {} live (at peak: the blocks live at a moment of {}, within 1% or 64 KiB of it)",
+            bytes(peak),
+            bytes(summary.at_peak_bytes)
+        ),
+        (Some(peak), false) => format!(
+            "peak {} live (the blocks live at a peak are kept from 64 KiB on: none here)",
+            bytes(peak)
+        ),
+    };
     let _ = writeln!(
         out,
-        "{} allocations of {}, {} frees of {}; {} still held at the end ({}); peak {} live {}; memory grown by {} page{}, to {}",
+        "{} allocations of {}, {} frees of {}; {} still held at the end ({}{}); {peak}; memory grown by {} page{}, to {}",
         count(total.allocs),
         bytes(total.alloc_bytes),
         count(total.frees),
         bytes(total.freed_bytes),
         count(total.held),
         bytes(total.held_bytes),
-        bytes(summary.peak_bytes),
-        match at_peak {
-            true => format!(
-                "(at peak: the blocks live at a moment of {}, within 1% or 64 KiB of it)",
-                bytes(summary.at_peak_bytes)
-            ),
-            false => "(the blocks live at a peak are kept from 64 KiB on: none here)".into(),
+        match summary.per_thread && summary.unmatched_frees > 0 {
+            true => ", at most: a thread's frees of another's blocks are not matched",
+            false => "",
         },
         total.grown_pages,
         if total.grown_pages == 1 { "" } else { "s" },

@@ -94,5 +94,7 @@ pub(super) fn allocations(
         untracked: raw.u64(layout::HDR_UNTRACKED)?,
         untracked_bytes: raw.u64(layout::HDR_UNTRACKED_BYTES)?,
         unmatched_frees: raw.u64(layout::HDR_UNMATCHED_FREES)?,
+        // A thread's profile is marked so when its program's are merged.
+        per_thread: false,
     })
 }
