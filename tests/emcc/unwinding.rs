@@ -180,3 +180,42 @@ fn a_stack_overflow_in_the_glue_still_leaves_the_profile() {
         assert_eq!(calls(&p, "fib"), fib_calls(20));
     }
 }
+
+/// fixtures/emcc/aborts.cpp: abort() three frames down, inside a try whose call goes
+/// through a JS trampoline (-fexceptions). The abort's JS error leaves through the
+/// trampoline, whose thunk closes the frames it unwinds, and out of main; the run still
+/// ends where the abort was: the tree's open activations, extended by the trap's stack.
+#[test]
+fn an_abort_through_a_trampoline_ends_where_it_was() {
+    if !have(&["emcc", "node", "make"]) {
+        return;
+    }
+    for n in nodes() {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("aborts.json");
+        let run = output(
+            wasmprof()
+                .current_dir(built())
+                .env(cargo_wasmprof::host::NODE_VAR, &n.path)
+                .args(["run", "--metric", "instructions", "--no-report", "-o"])
+                .arg(&out)
+                .arg("build/aborts.js"),
+        );
+        assert!(!run.status.success(), "{run:?}");
+        let p = n.profile(&out);
+        check_invariants(&p);
+        assert!(!p.complete);
+        assert_eq!(calls(&p, "dive(int)"), 3);
+        let stack = &p.runs[0].open_stack;
+        let want = [
+            "catcher(int)",
+            "env.invoke_ii",
+            "dive(int)",
+            "dive(int)",
+            "dive(int)",
+            "env.abort",
+        ]
+        .map(String::from);
+        assert!(stack.ends_with(&want), "node {}: {stack:?}", n.major);
+    }
+}

@@ -81,19 +81,22 @@ impl Profile {
         let lines = decoder.lines()?;
         let contexts = decoder.contexts(&fid);
         let arcs = decoder.arcs()?;
+        // The host's backtrace, where it has one (a trap's, an exit's from inside).
+        let backtrace: Vec<String> = dump
+            .frames
+            .iter()
+            .filter_map(|&f| match f {
+                crate::meta::NO_FUNCTION => Some(TRUNCATED.to_string()),
+                f => meta
+                    .functions
+                    .get(f as usize)
+                    .map(|f| f.symbol.name.clone()),
+            })
+            .collect();
         let open_stack = match meta.metric.facts().probes.tree {
             // No context tree: the host's backtrace says where the run ended.
-            false => dump
-                .frames
-                .iter()
-                .filter_map(|&f| match f {
-                    crate::meta::NO_FUNCTION => Some("…".to_string()),
-                    f => meta
-                        .functions
-                        .get(f as usize)
-                        .map(|f| f.symbol.name.clone()),
-                })
-                .collect(),
+            false => backtrace,
+            true if run.trap.is_some() => deepest(decoder.open_stack(dump.cur), backtrace),
             true => decoder.open_stack(dump.cur),
         };
         Ok(Profile {
@@ -413,6 +416,43 @@ impl Decoder<'_> {
     }
 }
 
+/// How a backtrace that lost its outermost frames begins.
+const TRUNCATED: &str = "…";
+
+/// Where a trapped run ended: the context tree's open activations (`tree`, outermost
+/// first), unless the trap's `backtrace` (led by [`TRUNCATED`] where the host kept only its
+/// innermost frames) goes deeper. It does where the exception that ended the run passed
+/// through the thunks of imports that catch (Emscripten's `invoke_*`, which rethrow what is
+/// not theirs): each thunk closed the activations it unwound, so the tree's stack ends at
+/// the outermost of them. The backtrace then extends the tree's stack where the two
+/// overlap, or follows it after a [`TRUNCATED`] where they do not.
+fn deepest(tree: Vec<String>, backtrace: Vec<String>) -> Vec<String> {
+    let (truncated, frames) = match backtrace.split_first() {
+        Some((first, rest)) if first == TRUNCATED => (true, rest),
+        _ => (false, &backtrace[..]),
+    };
+    if !truncated {
+        return match frames.len() > tree.len() && frames.starts_with(&tree) {
+            true => frames.to_vec(),
+            false => tree,
+        };
+    }
+    // The longest end of the tree's stack that the kept frames begin with.
+    let overlap = (0..=tree.len().min(frames.len()))
+        .rev()
+        .find(|&n| tree[tree.len() - n..] == frames[..n])
+        .unwrap_or(0);
+    if overlap == frames.len() {
+        return tree;
+    }
+    let mut stack = tree;
+    if overlap == 0 {
+        stack.push(TRUNCATED.to_string());
+    }
+    stack.extend_from_slice(&frames[overlap..]);
+    stack
+}
+
 /// Arcs as the arc tables count them, by caller and callee name.
 #[derive(Default)]
 struct ArcCounts(BTreeMap<(String, String), Arc>);
@@ -440,5 +480,45 @@ impl ArcCounts {
                 }),
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{deepest, TRUNCATED};
+
+    fn names(list: &[&str]) -> Vec<String> {
+        list.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn a_trap_ends_where_the_deeper_of_the_tree_and_the_backtrace_says() {
+        let tree = names(&["main", "outer"]);
+        // A whole backtrace that goes deeper replaces the tree's stack.
+        let whole = names(&["main", "outer", "invoke", "inner", "abort"]);
+        assert_eq!(deepest(tree.clone(), whole.clone()), whole);
+        // One that lost its outer frames extends it where they overlap...
+        let kept = names(&[TRUNCATED, "outer", "invoke", "inner", "abort"]);
+        assert_eq!(deepest(tree.clone(), kept), whole);
+        // ...or follows it after a mark where they do not.
+        let inner = names(&[TRUNCATED, "invoke", "inner", "abort"]);
+        assert_eq!(
+            deepest(tree.clone(), inner),
+            names(&["main", "outer", TRUNCATED, "invoke", "inner", "abort"])
+        );
+        assert_eq!(
+            deepest(Vec::new(), names(&[TRUNCATED, "inner", "abort"])),
+            names(&[TRUNCATED, "inner", "abort"])
+        );
+        let short = names(&[TRUNCATED, "inner", "abort"]);
+        assert_eq!(
+            deepest(tree.clone(), short),
+            names(&["main", "outer", TRUNCATED, "inner", "abort"])
+        );
+        // The tree's stack stays where the backtrace is no deeper, or disagrees.
+        assert_eq!(deepest(tree.clone(), names(&["main", "outer"])), tree);
+        assert_eq!(deepest(tree.clone(), names(&[TRUNCATED, "outer"])), tree);
+        assert_eq!(deepest(tree.clone(), Vec::new()), tree);
+        assert_eq!(deepest(tree.clone(), names(&["start", "x", "y"])), tree);
     }
 }
