@@ -69,10 +69,16 @@ pub(super) fn test(request: TestRequest, status: Status) -> Result<(), Error> {
                 failed.push("--doc".to_string());
             }
         } else {
+            // As `cargo test` runs them there: rustdoc builds each, and the runner runs
+            // only `#[wasm_bindgen_test]` functions, which a doc test has none of.
+            let runner = [host::BINDGEN_RUNNER.to_string()];
+            if !build::run_doctests(build, &runner, &request.harness)? {
+                failed.push("--doc".to_string());
+            }
             crate::status::note(format!(
-                "doc tests are not run for {}: wasm-bindgen-test-runner runs only \
-                 #[wasm_bindgen_test] functions, which a doc test has none of (plain `cargo \
-                 test --doc` reports each passed without running it)",
+                "doc tests for {} ran as `cargo test` runs them, not profiled: \
+                 wasm-bindgen-test-runner runs only #[wasm_bindgen_test] functions, which a \
+                 doc test has none of (each is built, and passes if it builds)",
                 build.target.triple()
             ));
         }

@@ -33,7 +33,7 @@ use crate::meta::{self, Meta, StateLocation};
 use crate::status::Status;
 
 /// The runner's name on PATH.
-const RUNNER: &str = "wasm-bindgen-test-runner";
+pub const RUNNER: &str = "wasm-bindgen-test-runner";
 /// The target whose binaries cargo hands to the runner.
 const TARGET: &str = "wasm32-unknown-unknown";
 /// The module wasm-bindgen's macros import from; a module that has it was built for bindgen.

@@ -33,7 +33,7 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 
-pub use self::bindgen::Bindgen;
+pub use self::bindgen::{Bindgen, RUNNER as BINDGEN_RUNNER};
 pub use self::embedded::Embedded;
 pub use self::instance::{profiler_memory, TRAP_EXIT_CODE};
 pub use self::marks::{Mark, Marks};

@@ -362,6 +362,32 @@ fn results_and_exit_codes_are_the_plain_runners() {
     );
 }
 
+/// Doc tests on wasm32-unknown-unknown run as `cargo test` runs them: rustdoc builds each,
+/// and the runner runs only `#[wasm_bindgen_test]` functions, which they have none of. The
+/// plain run's results and success, a doc test that does not build (`--features failing`)
+/// failing both, and a note that says they were not profiled.
+#[test]
+fn doc_tests_run_as_with_cargo_test() {
+    if !ready() {
+        return;
+    }
+    for (args, builds) in [
+        (&["--doc"][..], true),
+        (&["--features", "failing", "--doc"], false),
+    ] {
+        let want = plain(args);
+        let got = profiled_with(args, &[]);
+        assert_eq!(results(&got.stdout), results(&want.stdout), "{args:?}");
+        assert_eq!(got.status.success(), builds, "{args:?}: {got:?}");
+        assert_eq!(want.status.success(), builds, "{args:?}: {want:?}");
+        let stderr = String::from_utf8_lossy(&got.stderr);
+        assert!(
+            stderr.contains("ran as `cargo test` runs them, not profiled"),
+            "{stderr}"
+        );
+    }
+}
+
 #[test]
 fn the_instrumented_module_validates_and_is_the_same_on_every_run() {
     if !ready() {
