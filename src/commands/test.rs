@@ -61,26 +61,14 @@ pub(super) fn test(request: TestRequest, status: Status) -> Result<(), Error> {
     };
     let (mut profiles, mut failed) = run.binaries(&built.binaries, wants_doc)?;
     if wants_doc && (failed.is_empty() || !request.fail_fast) {
-        // A doc test is a program with a `main`: WASI and Emscripten's hosts run it.
-        if build.target != Target::Unknown {
-            let (doc, passed) = run.doc_tests(&libraries)?;
-            profiles.extend(doc);
-            if !passed {
-                failed.push("--doc".to_string());
-            }
-        } else {
-            // As `cargo test` runs them there: rustdoc builds each, and the runner runs
-            // only `#[wasm_bindgen_test]` functions, which a doc test has none of.
-            let runner = [host::BINDGEN_RUNNER.to_string()];
-            if !build::run_doctests(build, &runner, &request.harness)? {
-                failed.push("--doc".to_string());
-            }
-            crate::status::note(format!(
-                "doc tests for {} ran as `cargo test` runs them, not profiled: \
-                 wasm-bindgen-test-runner runs only #[wasm_bindgen_test] functions, which a \
-                 doc test has none of (each is built, and passes if it builds)",
-                build.target.triple()
-            ));
+        let (doc, passed) = match build.target {
+            Target::Unknown => (Vec::new(), run.unprofiled_doc_tests()?),
+            // A doc test is a program with a `main`: WASI and Emscripten's hosts run it.
+            _ => run.doc_tests(&libraries)?,
+        };
+        profiles.extend(doc);
+        if !passed {
+            failed.push("--doc".to_string());
         }
     }
     let (names, profiles): (Vec<String>, Vec<Profile>) = profiles.into_iter().unzip();
@@ -255,6 +243,22 @@ impl BinariesRun<'_> {
             }
         }
         Ok((profiles, failed))
+    }
+
+    /// Runs the doc tests of a wasm32-unknown-unknown build as `cargo test` runs them there,
+    /// not profiled: rustdoc builds each, and wasm-bindgen-test-runner runs only
+    /// `#[wasm_bindgen_test]` functions, which a doc test has none of. Whether they passed.
+    fn unprofiled_doc_tests(&self) -> Result<bool, Error> {
+        let build = &self.request.build;
+        let runner = [host::BINDGEN_RUNNER.to_string()];
+        let passed = build::run_doctests(build, &runner, &self.request.harness)?;
+        crate::status::note(format!(
+            "doc tests for {} ran as `cargo test` runs them, not profiled: \
+             wasm-bindgen-test-runner runs only #[wasm_bindgen_test] functions, which a doc \
+             test has none of (each is built, and passes if it builds)",
+            build.target.triple()
+        ));
+        Ok(passed)
     }
 
     /// Runs the doc tests with cargo, each through `cargo wasmprof run --doctest-dir` as
