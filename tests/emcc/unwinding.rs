@@ -38,8 +38,8 @@ fn cpp_exceptions_unwind_through_the_profiler() {
 
 /// `cargo wasmprof run --metric instructions build/PROGRAM.js ARGS` under node `n` in the
 /// fixture directory (which instruments the program's module again, for that metric): the
-/// profile, and the program's stdout.
-fn instructions_profile(n: &NodeBin, program: &str, args: &[&str]) -> (Profile, String) {
+/// profile, checked, and how the run went.
+fn instructions_run(n: &NodeBin, program: &str, args: &[&str]) -> (Profile, Output) {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join(format!("{program}.json"));
     let run = output(
@@ -51,9 +51,15 @@ fn instructions_profile(n: &NodeBin, program: &str, args: &[&str]) -> (Profile, 
             .arg(format!("build/{program}.js"))
             .args(args),
     );
-    assert!(run.status.success(), "{program} runs");
     let profile = n.profile(&out);
     check_invariants(&profile);
+    (profile, run)
+}
+
+/// [`instructions_run`] of a program that succeeds: the profile, and its stdout.
+fn instructions_profile(n: &NodeBin, program: &str, args: &[&str]) -> (Profile, String) {
+    let (profile, run) = instructions_run(n, program, args);
+    assert!(run.status.success(), "{program} runs");
     (profile, String::from_utf8_lossy(&run.stdout).into_owned())
 }
 
@@ -191,19 +197,8 @@ fn an_abort_through_a_trampoline_ends_where_it_was() {
         return;
     }
     for n in nodes() {
-        let dir = tempfile::tempdir().unwrap();
-        let out = dir.path().join("aborts.json");
-        let run = output(
-            wasmprof()
-                .current_dir(built())
-                .env(cargo_wasmprof::host::NODE_VAR, &n.path)
-                .args(["run", "--metric", "instructions", "--no-report", "-o"])
-                .arg(&out)
-                .arg("build/aborts.js"),
-        );
+        let (p, run) = instructions_run(&n, "aborts", &[]);
         assert!(!run.status.success(), "{run:?}");
-        let p = n.profile(&out);
-        check_invariants(&p);
         assert!(!p.complete);
         assert_eq!(calls(&p, "dive(int)"), 3);
         let stack = &p.runs[0].open_stack;
