@@ -321,7 +321,8 @@ fn cpp_exceptions_in_a_page_close_the_frames_they_unwind() {
 
 /// The sampled metric in a page: its worker samples in real time, the counts stay exact,
 /// and fib(32) (7 M calls) holds most of the program's samples, as under node
-/// (`the_sampled_metric_samples_under_node`).
+/// (`the_sampled_metric_samples_under_node`). The report says that V8's compiling at first
+/// calls counts as the callers' time.
 #[test]
 fn the_sampled_metric_samples_in_a_page() {
     if !browser_ready() {
@@ -337,6 +338,14 @@ fn the_sampled_metric_samples_in_a_page() {
     assert!(sampling.samples >= 20, "{sampling:?}");
     let hottest = p.functions.iter().max_by_key(|f| f.cost.self_ns).unwrap();
     assert_eq!(hottest.name, "fib", "{sampling:?}");
+    let file = dir.path().join("page.json");
+    p.write(&file).unwrap();
+    let report = output(wasmprof().arg("report").arg(&file));
+    let text = String::from_utf8_lossy(&report.stdout);
+    assert!(
+        text.contains("V8 compiles each wasm function when it is first called"),
+        "{text}"
+    );
 }
 
 /// The sampled metric in a page that is not cross-origin isolated: no worker can share the
