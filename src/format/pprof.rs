@@ -428,7 +428,7 @@ fn describe(b: &mut Builder<'_>, profile: &Profile) {
     if profile
         .allocations
         .as_ref()
-        .is_some_and(|a| a.per_thread && a.unmatched_frees > 0)
+        .is_some_and(|a| a.held_is_upper_bound())
     {
         let comment = b.string("inuse_objects, inuse_space: an upper bound (a threaded program: a block freed on another thread than its allocation's counts as in use)");
         b.out.comment.push(comment);

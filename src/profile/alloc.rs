@@ -147,6 +147,12 @@ impl Allocations {
     pub fn peak(&self) -> Option<u64> {
         (!self.per_thread).then_some(self.peak_bytes)
     }
+
+    /// Whether the bytes held at the end may count blocks freed since: recorded
+    /// [`Allocations::per_thread`], with frees no thread's own table matched.
+    pub fn held_is_upper_bound(&self) -> bool {
+        self.per_thread && self.unmatched_frees > 0
+    }
 }
 
 impl Profile {

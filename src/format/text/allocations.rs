@@ -103,7 +103,7 @@ fn summary_line(out: &mut String, summary: &crate::profile::Allocations, total: 
         bytes(total.freed_bytes),
         count(total.held),
         bytes(total.held_bytes),
-        match summary.per_thread && summary.unmatched_frees > 0 {
+        match summary.held_is_upper_bound() {
             true => ", at most: a thread's frees of another's blocks are not matched",
             false => "",
         },

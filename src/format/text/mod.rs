@@ -299,12 +299,15 @@ fn sampled(out: &mut String, s: &Sampling) {
         Sampler::Stacks => "the stack sampler: where the code was, the probes' own code left out",
         Sampler::Word => "the word sampler: which context the probes said ran",
     };
-    let _ = match s.samples {
-        0 if s.no_sampler.is_some() => writeln!(
+    if let Some(none) = s.no_sampler.filter(|_| s.samples == 0) {
+        let _ = writeln!(
             out,
             "not sampled: {}, so the profile has no times; profile with --metric exact-time for times here, or --metric instructions for exact costs; calls and arcs are exact",
-            s.no_sampler.map_or("", |n| n.why())
-        ),
+            none.why()
+        );
+        return;
+    }
+    let _ = match s.samples {
         n if n < FEW_SAMPLES => writeln!(
             out,
             "sampled by {by}: {n} samples only: the run was too short to sample, its times say nothing; for exact costs, profile with --metric instructions; calls and arcs are exact"

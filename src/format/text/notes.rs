@@ -184,7 +184,7 @@ fn allocations(notes: &mut Vec<String>, p: &Profile) {
             crate::format::units::bytes(a.untracked_bytes)
         ));
     }
-    if a.unmatched_frees > 0 && a.per_thread {
+    if a.held_is_upper_bound() {
         notes.push(format!(
             "{} frees were of addresses no allocation of their own thread had (each thread's probes match the frees they see with the blocks their thread allocated: a block freed on another thread counts as held where it was allocated, so the bytes held at the end are an upper bound; or an untracked allocation's, or memory the allocator gave out unseen); only those that say their size (__rust_dealloc) count their bytes",
             a.unmatched_frees
