@@ -80,12 +80,13 @@ fn threads_have_exact_counts_each_and_together() {
     let mut buffers: Vec<u64> = lib
         .threads
         .iter()
-        .map(|t| under(&t.profile, "threads::buffer").alloc_bytes)
+        .filter(|t| t.profile.function_named("threads::buffer").is_some())
+        .map(|t| common::allocs_under(&t.profile, "threads::buffer").alloc_bytes)
         .filter(|&b| b > 0)
         .collect();
     buffers.sort();
     assert_eq!(buffers, [1000, 2000, 3000, 4096]);
-    let buffer = under(&lib, "threads::buffer");
+    let buffer = common::allocs_under(&lib, "threads::buffer");
     assert_eq!((buffer.allocs, buffer.alloc_bytes), (4, 10096));
     assert_eq!((buffer.held, buffer.held_bytes), (1, 4096));
     let summary = lib.allocations.as_ref().expect("allocations recorded");
@@ -182,19 +183,4 @@ fn threads_have_exact_counts_each_and_together() {
 /// The calls of `name` in `p`, 0 when it was never called there.
 fn calls_in(p: &Profile, name: &str) -> u64 {
     p.function_named(name).map_or(0, |f| f.calls)
-}
-
-/// The allocations under `name`'s contexts, each with its subtree (`name` does not recurse).
-fn under(p: &Profile, name: &str) -> cargo_wasmprof::profile::Allocs {
-    let Some(f) = p.function_named(name) else {
-        return Default::default();
-    };
-    let inclusive = p.inclusive_allocs();
-    let mut sum = cargo_wasmprof::profile::Allocs::default();
-    for (c, a) in p.contexts.iter().zip(&inclusive) {
-        if c.function == Some(f.id) {
-            sum.add(a);
-        }
-    }
-    sum
 }

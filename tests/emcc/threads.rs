@@ -116,16 +116,9 @@ fn pthreads_have_exact_counts_per_thread_under_node() {
                 assert_eq!(t.how, "returned", "{metric}: thread {}", t.id);
             }
             if !metric.ends_with("calls") {
-                let in_work = |q: &Profile| -> (u64, u64) {
-                    let work = q.function_named("work").map(|f| f.id);
-                    let total = q.inclusive_allocs();
-                    q.contexts
-                        .iter()
-                        .zip(&total)
-                        .filter(|(c, _)| c.function.is_some() && c.function == work)
-                        .fold((0, 0), |(b, h), (_, a)| {
-                            (b + a.alloc_bytes, h + a.held_bytes)
-                        })
+                let in_work = |q: &Profile| {
+                    let a = common::allocs_under(q, "work");
+                    (a.alloc_bytes, a.held_bytes)
                 };
                 let main = p.threads.iter().find(|t| t.id == 0).unwrap();
                 assert_eq!(in_work(&main.profile), (16 * 7, 0), "{metric}");
