@@ -19,9 +19,11 @@
 //!               metric: how many times it ran (its instructions' lines are in the meta)
 //! live          LiveEntry per slot, when allocations are recorded: the program's live
 //!               allocations (address, allocating node, size), an open-addressing table
-//!               that the allocator probes keep (a free finds its allocation here)
+//!               that the allocator probes keep (a free finds its allocation here); its
+//!               first slots (the header says where the table is and how many slots it has)
 //! peak          the live table as it was at a peak of live bytes (its copy, taken by the
-//!               first free after live bytes grew past the last copy's by 1% and 64 KiB)
+//!               first free after live bytes grew past the last copy's by 1% and 64 KiB),
+//!               right after the table it copies
 //! nodes         Node per context-tree node: the root (node 0), one fold node per function
 //!               (function f's at node f + 1: it collects f's entries once the tree is
 //!               full), then the contexts,
@@ -29,7 +31,11 @@
 //!               densely, which matters: a page touched for the first time costs a fault);
 //!               the memory starts with room for a few and grows as the tree does; when
 //!               allocations are recorded a node is ALLOC_NODE_SIZE bytes, its allocation
-//!               figures after the others
+//!               figures after the others. When the live table fills up, the probes take
+//!               the next nodes for a chunk twice its size (a CHUNK_HEAD, then the larger
+//!               table and room for its copy at a peak) and move the live blocks there;
+//!               the chunks are listed from the header (HDR_CHUNKS), so that the decoder
+//!               knows those nodes for what they are
 //! ```
 
 use serde::{Deserialize, Serialize};
@@ -103,6 +109,26 @@ pub const HDR_UNMATCHED_FREES: u32 = 144;
 pub const HDR_PEAK_PENDING: u32 = 152;
 /// Header: the live bytes of the peak table's copy, a u64 (0: none taken).
 pub const HDR_SNAPSHOT_BYTES: u32 = 160;
+/// Header: the live table's address in the profiler's memory, a u32 ([`Layout::live_off`]
+/// until the table first grows).
+pub const HDR_LIVE_TABLE: u32 = 168;
+/// Header: the live table's slots, a u32 (a power of two; [`Layout::live_slots`] until it
+/// first grows, at most [`Layout::live_slots_max`]).
+pub const HDR_LIVE_SLOTS: u32 = 172;
+/// Header: the address of the live table's copy at the peak, a u32 (the region right after
+/// the table it copied).
+pub const HDR_PEAK_TABLE: u32 = 176;
+/// Header: that copy's slots, a u32.
+pub const HDR_PEAK_SLOTS: u32 = 180;
+/// Header: the first node of the last chunk the live table grew into, plus one, a u32 (0:
+/// none); each chunk's head names the chunk before it.
+pub const HDR_CHUNKS: u32 = 184;
+/// Header: the nodes that the chunks take, a u32: the context tree's room is
+/// [`Layout::nodes_cap`] nodes besides them.
+pub const HDR_CLAIMED: u32 = 188;
+/// The head of a chunk of nodes that the live table grew into: the chunk before it (its
+/// first node plus one, 0: none), a u32, and the nodes it takes, a u32; then the table, 8-aligned.
+pub const CHUNK_HEAD: u32 = 16;
 /// The least growth of live bytes past the peak table's copy that has the next free copy
 /// the table again (as well as 1%): a copy is the whole table's, whatever the live bytes.
 pub const SNAPSHOT_STEP: u64 = 64 * 1024;
@@ -160,19 +186,21 @@ pub const NODE_GROWN_PAGES: u32 = NODE_SIZE + 32;
 /// Size of one live-table slot: `address: u32, node: u32, size: u64`; address 0 is an
 /// empty slot (an allocator returns 0 only when it fails).
 pub const LIVE_ENTRY_SIZE: u32 = 16;
-/// The live table's slots when allocations are recorded, unless told otherwise; at most
-/// three quarters of them are used, so that a lookup stays short.
+/// The live table's slots at the start when allocations are recorded (fewer where it may
+/// not grow to that many); at most three quarters of them are used, so that a lookup stays
+/// short, and a table that fills up doubles.
 pub const LIVE_SLOTS: u32 = 1 << 16;
-/// The live allocations the table follows at once unless told otherwise (`--max-live-allocations`).
-pub const DEFAULT_MAX_LIVE: u32 = LIVE_SLOTS / 4 * 3;
-/// The most slots the live table takes: with the peak's copy, 128 MiB of the profiler's
+/// The most slots the live table grows to: with the peak's copy, 512 MiB of the profiler's
 /// memory.
-const MAX_LIVE_SLOTS: u32 = 1 << 22;
-/// The most live allocations the table can follow (`--max-live-allocations`).
+const MAX_LIVE_SLOTS: u32 = 1 << 24;
+/// The most live allocations the table can follow, and the default of
+/// `--max-live-allocations`.
 pub const MAX_LIVE: u32 = MAX_LIVE_SLOTS / 4 * 3;
+/// The live allocations the table follows at once unless told otherwise.
+pub const DEFAULT_MAX_LIVE: u32 = MAX_LIVE;
 
-/// The live table's slots of a module that `records` allocations, with room for `max_live`
-/// (0 where it does not).
+/// The most slots the live table of a module that `records` allocations grows to, with room
+/// for `max_live` (0 where it does not record them).
 pub fn live_slots(records: bool, max_live: u32) -> u32 {
     if records {
         live_slots_for(max_live)
@@ -235,9 +263,12 @@ pub struct Layout {
     /// Offset of `live`, the live allocations' table.
     #[serde(default)]
     pub live_off: u32,
-    /// Slots in `live` (a power of two; 0 unless allocations are recorded).
+    /// Slots in `live` at the start (a power of two; 0 unless allocations are recorded).
     #[serde(default)]
     pub live_slots: u32,
+    /// The most slots the live table grows to (a power of two, at least `live_slots`).
+    #[serde(default)]
+    pub live_slots_max: u32,
     /// Offset of `peak`, the live table's copy at a peak (as many slots).
     #[serde(default)]
     pub peak_off: u32,
@@ -259,23 +290,42 @@ fn node_size() -> u32 {
     NODE_SIZE
 }
 
+/// The nodes a chunk takes for a live table of `slots` slots and its copy at a peak.
+pub fn nodes_of_chunk(slots: u32, node_size: u32) -> u32 {
+    (CHUNK_HEAD + 2 * LIVE_ENTRY_SIZE * slots).div_ceil(node_size)
+}
+
+/// The nodes the live table's chunks take, all told, as it doubles from `from` slots to
+/// `to`.
+fn chunk_nodes(from: u32, to: u32, node_size: u32) -> u64 {
+    let mut slots = u64::from(from);
+    let mut nodes = 0;
+    while slots < u64::from(to) {
+        slots *= 2;
+        nodes += u64::from(nodes_of_chunk(slots as u32, node_size));
+    }
+    nodes
+}
+
 /// The contexts the profiler's memory has room for at the start.
 pub const INITIAL_CONTEXTS: u32 = 1 << 14;
 
 impl Layout {
     /// Lays out the regions for `functions` function ids, `direct_sites` direct call sites,
     /// `indirect_sites` indirect call sites, `segments` counted segments and room for
-    /// `max_contexts` context-tree nodes; where allocations are recorded, a live table of
-    /// `live_slots` slots (a power of two; 0: none) and the nodes' allocation figures.
+    /// `max_contexts` context-tree nodes; where allocations are recorded, a live table that
+    /// grows to `live_slots_max` slots (a power of two; 0: none) and the nodes' allocation
+    /// figures.
     pub fn new(
         functions: u32,
         direct_sites: u32,
         indirect_sites: u32,
         segments: u32,
         max_contexts: u32,
-        live_slots: u32,
+        live_slots_max: u32,
     ) -> Layout {
-        let allocations = live_slots > 0;
+        let allocations = live_slots_max > 0;
+        let live_slots = live_slots_max.min(LIVE_SLOTS);
         let align8 = |x: u64| (x + 7) & !7;
         // Room for every indirect site to reach a handful of callees, and for host entries.
         let dyn_wanted = 2 * (u64::from(indirect_sites) * 8 + u64::from(functions) / 4 + 64);
@@ -296,9 +346,11 @@ impl Layout {
         } else {
             NODE_SIZE
         };
-        // Larger nodes: as many as a 32-bit memory holds.
-        let nodes_cap = nodes_cap.min((u64::from(u32::MAX) - nodes_off) / u64::from(node_size));
-        let end = nodes_off + u64::from(node_size) * nodes_cap;
+        let chunks = chunk_nodes(live_slots, live_slots_max, node_size);
+        // Larger nodes: as many as a 32-bit memory holds, with the live table's chunks.
+        let nodes_cap =
+            nodes_cap.min((u64::from(u32::MAX) - nodes_off) / u64::from(node_size) - chunks);
+        let end = nodes_off + u64::from(node_size) * (nodes_cap + chunks);
         let pages = end.div_ceil(PAGE);
         let first = (u64::from(functions) + 1 + u64::from(INITIAL_CONTEXTS)).min(nodes_cap);
         let initial_pages = (nodes_off + u64::from(node_size) * first).div_ceil(PAGE);
@@ -315,6 +367,7 @@ impl Layout {
             segments,
             live_off: to32(live_off),
             live_slots,
+            live_slots_max,
             peak_off: to32(peak_off),
             nodes_off: to32(nodes_off),
             node_size,
@@ -322,6 +375,13 @@ impl Layout {
             pages: to32(pages),
             initial_pages: to32(initial_pages),
         }
+    }
+
+    /// The most nodes the memory holds: the contexts, the root and the fold nodes, and the
+    /// chunks the live table may grow into.
+    pub fn max_nodes(&self) -> u32 {
+        ((u64::from(self.pages) * PAGE - u64::from(self.nodes_off)) / u64::from(self.node_size))
+            as u32
     }
 
     /// The first node available for calling contexts (after the root and the fold nodes).
@@ -336,7 +396,7 @@ mod tests {
 
     #[test]
     fn the_live_table_has_room_for_what_is_asked() {
-        assert_eq!(live_slots_for(DEFAULT_MAX_LIVE), LIVE_SLOTS);
+        assert_eq!(live_slots_for(DEFAULT_MAX_LIVE), MAX_LIVE_SLOTS);
         assert_eq!(live_slots_for(1), 4);
         for n in [1, 3, 4, 100, 49_153, 1_000_000, MAX_LIVE] {
             let slots = live_slots_for(n);
@@ -359,9 +419,16 @@ mod tests {
         assert!(l.nodes_off >= l.peak_off + LIVE_ENTRY_SIZE * l.live_slots);
         assert!(l.live_slots.is_power_of_two());
         assert_eq!(l.node_size, ALLOC_NODE_SIZE);
+        // Room for the contexts and for every chunk the live table may grow into.
+        let chunks = (1..=2)
+            .map(|k| nodes_of_chunk(LIVE_SLOTS << k, ALLOC_NODE_SIZE))
+            .sum::<u32>();
+        let l = Layout::new(1000, 5000, 300, 70_000, 100_000, LIVE_SLOTS * 4);
+        assert_eq!(l.live_slots, LIVE_SLOTS);
         assert!(
             u64::from(l.pages) * PAGE
-                >= u64::from(l.nodes_off) + u64::from(l.node_size) * u64::from(l.nodes_cap)
+                >= u64::from(l.nodes_off)
+                    + u64::from(l.node_size) * u64::from(l.nodes_cap + chunks)
         );
         assert!(l.dyn_arcs_cap.is_power_of_two());
         assert_eq!(l.first_context_node(), 1001);

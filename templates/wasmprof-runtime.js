@@ -300,7 +300,8 @@ var wasmprof = (function () {
       layout: LAYOUT,
       sampling: SAMPLING,
       nodes_off: run.meta.layout.nodes_off,
-      nodes_cap: run.meta.layout.nodes_cap,
+      // The most nodes the memory holds: the contexts, and the live table's chunks.
+      max_nodes: Math.floor((run.meta.layout.pages * 65536 - run.meta.layout.nodes_off) / run.meta.layout.node_size),
       node_size: run.meta.layout.node_size,
       interval_us: Number(isNode && process.env[ENV.sample_interval]) || SAMPLING.default_interval_us
     };
@@ -338,11 +339,12 @@ var wasmprof = (function () {
     return probes().clock ? now().toString() : null;
   }
 
-  // How many bytes of a profiler's memory hold its state: up to its last context node.
+  // How many bytes of a profiler's memory hold its state: up to its last node (a context,
+  // or a chunk the live table grew into).
   function usedBytes(memory) {
     var layout = run.meta.layout;
     var nodes = new DataView(memory.buffer, memory.byteOffset).getUint32(8, true);
-    return Math.min(memory.length, layout.nodes_off + layout.node_size * Math.min(nodes, layout.nodes_cap));
+    return Math.min(memory.length, layout.nodes_off + layout.node_size * nodes);
   }
 
   // `bytes` without its runs of zeros of 16 KiB or more (whole 4 KiB blocks: the live

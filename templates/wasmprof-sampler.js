@@ -33,7 +33,7 @@ function sampler(d) {
     if (ns > factor * wait + slack) Atomics.add(u64, L.late_samples / 8, 1n); // it waited for a CPU
     if (node === L.in_probes) {
       Atomics.add(u64, L.probe_samples / 8, 1n);
-    } else if (node === 0 || node >= d.nodes_cap) {
+    } else if (node === 0 || node >= d.max_nodes) {
       Atomics.add(u64, L.idle_samples / 8, 1n);
     } else {
       var at = d.nodes_off + node * d.node_size;

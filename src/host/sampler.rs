@@ -86,7 +86,7 @@ impl SampleTarget {
         let l = &self.layout;
         if node == layout::IN_PROBES {
             self.bump(layout::HDR_PROBE_SAMPLES, 1);
-        } else if node == 0 || node >= l.nodes_cap {
+        } else if node == 0 || node >= l.max_nodes() {
             self.bump(layout::HDR_IDLE_SAMPLES, 1);
         } else {
             let at = l.nodes_off + node * l.node_size;

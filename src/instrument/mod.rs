@@ -147,9 +147,9 @@ impl Options {
             && (!self.metric.facts().sampled || meta.sampler == self.sampler)
             && (meta.allocations.not_recorded.as_deref() == Some(allocators::NOT_ASKED))
                 != self.allocations
-            && l.live_slots == live_slots(meta.records_allocations(), self.max_live_allocations)
+            && l.live_slots_max == live_slots(meta.records_allocations(), self.max_live_allocations)
             && l.nodes_cap
-                == Layout::new(l.functions, 0, 0, 0, self.max_contexts, l.live_slots).nodes_cap
+                == Layout::new(l.functions, 0, 0, 0, self.max_contexts, l.live_slots_max).nodes_cap
     }
 }
 

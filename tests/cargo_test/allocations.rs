@@ -105,7 +105,14 @@ fn the_report_and_go_tool_pprof_show_them() {
     let file = run.dir.path().join("target/wasmprof/report.pb.gz");
     let top = output(
         Command::new("go")
-            .args(["tool", "pprof", "-top", "-cum", "-unit=B"])
+            .args([
+                "tool",
+                "pprof",
+                "-top",
+                "-cum",
+                "-unit=B",
+                "-nodefraction=0",
+            ])
             .arg("-sample_index=inuse_space")
             .arg(&file),
     );
@@ -211,6 +218,25 @@ fn no_alloc_records_none_and_the_calls_metric_says_why() {
             "note: allocations are not recorded: the calls metric keeps no calling contexts"
         ),
         "{out}"
+    );
+}
+
+/// `many_blocks(100_000)` keeps 100,001 blocks live at once, more than the live table has
+/// room for at the start (49,152): it grows (twice), and every block is followed, held at
+/// the end and live at the peak.
+#[test]
+fn the_live_table_grows_to_follow_every_block() {
+    let p = allocs_run().profile("allocs-many_blocks-test.json");
+    check_invariants(&p);
+    assert_eq!(
+        ignoring_growth(allocs_under(&p, "allocs::many_blocks")),
+        kept_allocs(100_001, 100_000 * 4 + 100_000 * 4)
+    );
+    let summary = p.allocations.as_ref().expect("allocations recorded");
+    assert_eq!(
+        (summary.untracked, summary.unmatched_frees),
+        (0, 0),
+        "{summary:?}"
     );
 }
 

@@ -325,7 +325,8 @@ fn an_emcc_error_passes_through_unchanged() {
 
 /// fixtures/emcc/allocs.c: exact allocations and bytes per function under both nodes,
 /// whether the profiler's state is in the module's own memory (node 26) or in the state
-/// module (node 20), and the memory grown from JS.
+/// module (node 20), more blocks live at once than the live table starts with, and the
+/// memory grown from JS.
 #[test]
 fn allocations_have_exact_bytes_under_both_nodes() {
     if !have(&["emcc", "node", "make"]) {
@@ -350,6 +351,12 @@ fn allocations_have_exact_bytes_under_both_nodes() {
             under("calloc_realloc"),
             common::freed_allocs(2, 1000 + 2000)
         );
+        // 100,000 blocks kept: every one followed, the live table grown for them.
+        assert_eq!(
+            under("many_kept"),
+            common::kept_allocs(100_000, 100_000 * 16)
+        );
+        assert_eq!((summary.untracked, summary.unmatched_frees), (0, 0));
         // 32 MiB: the memory (16 MiB at the start) grown from JS by 256 pages at least.
         let grown = common::allocs_under(&p, "grow_the_heap");
         assert_eq!(

@@ -3,6 +3,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod allocs;
 mod ends;
 mod metrics;
 mod tables;

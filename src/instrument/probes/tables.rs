@@ -284,7 +284,8 @@ fn walk_children(
 }
 
 /// Adds `node`, a new child of `parent` for function `f` (its address left in `at`), as
-/// the next node of the tree; when the tree is full (or its memory cannot grow), leaves
+/// the next node of the tree (the tree's room is `nodes_cap` nodes besides those the live
+/// table's chunks took); when the tree is full (or its memory cannot grow), leaves
 /// f's fold node in `node`, counts the entry as folded and leaves (`done`).
 fn add_child(
     done: &mut InstrSeqBuilder,
@@ -298,9 +299,14 @@ fn add_child(
     // node = header.node_count
     done.i32_const(0);
     mem.load32(done, layout::HDR_NODE_COUNT);
-    done.local_tee(node)
-        .i32_const(layout.nodes_cap as i32)
-        .binop(BinaryOp::I32GeU);
+    done.local_tee(node).i32_const(layout.nodes_cap as i32);
+    if layout.live_slots_max > layout.live_slots {
+        // Besides the nodes the live table's chunks took.
+        done.i32_const(0);
+        mem.load32(done, layout::HDR_CLAIMED);
+        done.binop(BinaryOp::I32Add);
+    }
+    done.binop(BinaryOp::I32GeU);
     done.if_else(
         ValType::I32,
         |full| {

@@ -14,6 +14,9 @@ pub(super) fn read_node_allocs(raw: &Raw, l: &Layout, nodes: &mut [RawNode]) -> 
         return Ok(());
     }
     for (n, node) in nodes.iter_mut().enumerate() {
+        if node.chunk {
+            continue;
+        }
         let at = l.nodes_off + n as u32 * l.node_size;
         node.alloc = Allocs {
             allocs: raw.u64(at + layout::NODE_ALLOCS)?,
@@ -24,21 +27,24 @@ pub(super) fn read_node_allocs(raw: &Raw, l: &Layout, nodes: &mut [RawNode]) -> 
             ..Allocs::default()
         };
     }
-    for (node, size) in table(raw, l, l.live_off)? {
-        let Some(node) = nodes.get_mut(node) else {
-            anyhow::bail!("a live allocation names node {node}, past the context tree");
-        };
-        node.alloc.held += 1;
-        node.alloc.held_bytes += size;
+    let live = (layout::HDR_LIVE_TABLE, layout::HDR_LIVE_SLOTS);
+    for (node, size) in table(raw, live)? {
+        match nodes.get_mut(node) {
+            Some(node) if !node.chunk => {
+                node.alloc.held += 1;
+                node.alloc.held_bytes += size;
+            }
+            _ => anyhow::bail!("a live allocation names node {node}, not a context"),
+        }
     }
     // At the peak: the live table itself when no free came after its last peak (it is as
     // it was then), else its copy.
     let at_peak = match raw.u32(layout::HDR_PEAK_PENDING)? {
-        0 => l.peak_off,
-        _ => l.live_off,
+        0 => (layout::HDR_PEAK_TABLE, layout::HDR_PEAK_SLOTS),
+        _ => live,
     };
-    for (node, size) in table(raw, l, at_peak)? {
-        if let Some(node) = nodes.get_mut(node) {
+    for (node, size) in table(raw, at_peak)? {
+        if let Some(node) = nodes.get_mut(node).filter(|n| !n.chunk) {
             node.alloc.at_peak += 1;
             node.alloc.at_peak_bytes += size;
         }
@@ -46,10 +52,12 @@ pub(super) fn read_node_allocs(raw: &Raw, l: &Layout, nodes: &mut [RawNode]) -> 
     Ok(())
 }
 
-/// The entries of the live table (or its copy) at `off`: each block's node and size.
-fn table(raw: &Raw, l: &Layout, off: u32) -> anyhow::Result<Vec<(usize, u64)>> {
+/// The entries of the live table (or its copy) whose address and slots the header keeps
+/// at `(table, slots)`: each block's node and size.
+fn table(raw: &Raw, (table, slots): (u32, u32)) -> anyhow::Result<Vec<(usize, u64)>> {
+    let (off, slots) = (raw.u32(table)?, raw.u32(slots)?);
     let mut entries = Vec::new();
-    for slot in 0..l.live_slots {
+    for slot in 0..slots {
         let at = off + slot * layout::LIVE_ENTRY_SIZE;
         if raw.u32(at)? != 0 {
             entries.push((raw.u32(at + 4)? as usize, raw.u64(at + 8)?));

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use super::Decoder;
 use crate::layout;
-use crate::profile::stacks::{Children, StackSamples};
+use crate::profile::stacks::StackSamples;
 use crate::profile::LineCost;
 
 impl Decoder<'_> {
@@ -39,10 +39,7 @@ impl Decoder<'_> {
 
     /// The stack sampler's time per (innermost function, line).
     fn sampled_lines(&self, stacks: &StackSamples) -> Vec<LineCost> {
-        let children = Children::of(
-            self.nodes.iter().map(|n| (n.parent, n.func)),
-            self.layout.first_context_node(),
-        );
+        let children = super::nodes::children(&self.nodes, self.layout);
         let full = self.raw.u64(layout::HDR_FOLDED).unwrap_or(0) > 0;
         let mut sums: BTreeMap<(u32, u32), (u64, u64)> = BTreeMap::new();
         for s in &stacks.stacks {

@@ -70,6 +70,21 @@ pub(super) struct RawNode {
     pub(super) samples: u64,
     /// When allocations are recorded, the node's own.
     pub(super) alloc: crate::profile::Allocs,
+    /// Whether the node is not a context but part of a chunk the live table grew into: a
+    /// child of the root, of function 0, with nothing counted.
+    pub(super) chunk: bool,
+}
+
+/// The children of each context node, by function id, for placing stacks (chunks' nodes
+/// are no one's).
+pub(super) fn children(nodes: &[RawNode], l: &Layout) -> Children {
+    Children::of(
+        nodes.iter().map(|n| match n.chunk {
+            true => (layout::NO_PARENT, layout::NO_PARENT),
+            false => (n.parent, n.func),
+        }),
+        l.first_context_node(),
+    )
 }
 
 /// The nodes of the context tree: the root, the fold nodes (function f at node f + 1), the
@@ -119,10 +134,7 @@ pub(super) fn read_nodes(
 /// [`Children::place`]; `full`: the tree was full, so a path missing from it went to a
 /// fold node). A stack that leads nowhere stays out, counted by [`unplaced`].
 pub(super) fn place_stacks(nodes: &mut [RawNode], stacks: &StackSamples, l: &Layout, full: bool) {
-    let children = Children::of(
-        nodes.iter().map(|n| (n.parent, n.func)),
-        l.first_context_node(),
-    );
+    let children = children(nodes, l);
     for s in &stacks.stacks {
         if let Some(node) = children.place(s.base, &s.frames, full) {
             if let Some(node) = nodes.get_mut(node as usize) {
@@ -140,9 +152,27 @@ pub(super) fn read_raw_nodes(
     l: &Layout,
     ending: Ending,
 ) -> anyhow::Result<Vec<RawNode>> {
-    let node_count = raw.u32(layout::HDR_NODE_COUNT)?.min(l.nodes_cap);
+    let claimed = raw.u32(layout::HDR_CLAIMED)?;
+    let node_count = raw
+        .u32(layout::HDR_NODE_COUNT)?
+        .min(l.nodes_cap.saturating_add(claimed));
+    let chunks = chunks(raw, l, node_count)?;
     let mut nodes = Vec::with_capacity(node_count as usize);
     for n in 0..node_count {
+        if chunks.iter().any(|c| c.contains(&n)) {
+            nodes.push(RawNode {
+                parent: 0,
+                func: 0,
+                count: 0,
+                incl: 0,
+                child: 0,
+                t0: 0,
+                samples: 0,
+                alloc: Default::default(),
+                chunk: true,
+            });
+            continue;
+        }
         let at = l.nodes_off + n * l.node_size;
         let mut node = RawNode {
             parent: raw.u32(at + layout::NODE_PARENT)?,
@@ -153,6 +183,7 @@ pub(super) fn read_raw_nodes(
             t0: raw.u64(at + layout::NODE_T0)?,
             samples: 0,
             alloc: Default::default(),
+            chunk: false,
         };
         match ending {
             Ending::Samples => {
@@ -183,6 +214,27 @@ pub(super) fn read_raw_nodes(
         nodes.push(node);
     }
     Ok(nodes)
+}
+
+/// The nodes that the live table's chunks took, as the header and each chunk's head list
+/// them (within the `node_count` nodes used).
+fn chunks(raw: &Raw, l: &Layout, node_count: u32) -> anyhow::Result<Vec<std::ops::Range<u32>>> {
+    let mut chunks = Vec::new();
+    let mut next = raw.u32(layout::HDR_CHUNKS)?;
+    while next > 0 {
+        let first = next - 1;
+        let at = l.nodes_off + first * l.node_size;
+        let nodes = raw.u32(at + 4)?;
+        anyhow::ensure!(
+            first >= l.first_context_node()
+                && first.saturating_add(nodes) <= node_count
+                && chunks.len() < 64,
+            "the live table's chunks are not within the context tree's nodes"
+        );
+        chunks.push(first..first + nodes);
+        next = raw.u32(at)?;
+    }
+    Ok(chunks)
 }
 
 /// Each direct site's callee and count, read once: the arcs' counts, and with the calls
