@@ -21,9 +21,12 @@
 //!               allocations (address, allocating node, size), an open-addressing table
 //!               that the allocator probes keep (a free finds its allocation here); its
 //!               first slots (the header says where the table is and how many slots it has)
-//! peak          the live table as it was at a peak of live bytes (its copy, taken by the
-//!               first free after live bytes grew past the last copy's by 1% and 64 KiB),
-//!               right after the table it copies
+//! copy          as many slots: the live table as it was at a moment, taken by the first
+//!               free after a peak of live bytes when no log was kept
+//! log           as many LiveEntry: what the program allocated (address, node, size) and
+//!               freed (address, node FREED) since the copy, so that the copy and the
+//!               log's first HDR_LOG_PEAK entries are the blocks live at the peak; when the
+//!               log is full, the copy takes in those entries and the rest move to its start
 //! nodes         Node per context-tree node: the root (node 0), one fold node per function
 //!               (function f's at node f + 1: it collects f's entries once the tree is
 //!               full), then the contexts,
@@ -33,7 +36,7 @@
 //!               allocations are recorded a node is ALLOC_NODE_SIZE bytes, its allocation
 //!               figures after the others. When the live table fills up, the probes take
 //!               the next nodes for a chunk twice its size (a CHUNK_HEAD, then the larger
-//!               table and room for its copy at a peak) and move the live blocks there;
+//!               table, its copy and its log) and move the live blocks and the copy there;
 //!               the chunks are listed from the header (HDR_CHUNKS), so that the decoder
 //!               knows those nodes for what they are
 //! ```
@@ -103,23 +106,33 @@ pub const HDR_UNTRACKED_BYTES: u32 = 136;
 /// allocation's, or memory the allocator handed out before the probes saw it); their
 /// bytes are counted only where the free says its size (`__rust_dealloc`).
 pub const HDR_UNMATCHED_FREES: u32 = 144;
-/// Header: a u32, 1 once live bytes grew past [`HDR_SNAPSHOT_BYTES`] by 1% and by
-/// [`SNAPSHOT_STEP`]: the next free copies the live table (as it is at a peak, no free
-/// having come since) to the peak table first, and clears it.
+/// Header: a u32, 1 once an allocation took live bytes to a new peak: the live table is
+/// the peak's blocks until the next free, which first records them (in the log when one
+/// is kept, else as the copy) and clears it.
 pub const HDR_PEAK_PENDING: u32 = 152;
-/// Header: the live bytes of the peak table's copy, a u64 (0: none taken).
-pub const HDR_SNAPSHOT_BYTES: u32 = 160;
+/// Header: what the copy and the log hold, a u32: [`COPY_NONE`], [`COPY_LOGGED`] or
+/// [`COPY_AT_PEAK`].
+pub const HDR_COPY_STATE: u32 = 160;
+/// [`HDR_COPY_STATE`]: no copy was taken (no free came after a peak).
+pub const COPY_NONE: u32 = 0;
+/// [`HDR_COPY_STATE`]: the copy, with the log's first [`HDR_LOG_PEAK`] entries, is the
+/// blocks live at the peak; the log is kept.
+pub const COPY_LOGGED: u32 = 1;
+/// [`HDR_COPY_STATE`]: the copy is the blocks live at the peak, and no log is kept (it
+/// filled up with what came after the peak): the next free after a new peak takes a copy.
+pub const COPY_AT_PEAK: u32 = 2;
+/// A log entry's node for a free.
+pub const FREED: u32 = u32::MAX;
 /// Header: the live table's address in the profiler's memory, a u32 ([`Layout::live_off`]
 /// until the table first grows).
 pub const HDR_LIVE_TABLE: u32 = 168;
 /// Header: the live table's slots, a u32 (a power of two; [`Layout::live_slots`] until it
 /// first grows, at most [`Layout::live_slots_max`]).
 pub const HDR_LIVE_SLOTS: u32 = 172;
-/// Header: the address of the live table's copy at the peak, a u32 (the region right after
-/// the table it copied).
-pub const HDR_PEAK_TABLE: u32 = 176;
-/// Header: that copy's slots, a u32.
-pub const HDR_PEAK_SLOTS: u32 = 180;
+/// Header: the entries in the log, a u32 (at most the table's slots).
+pub const HDR_LOG_LEN: u32 = 176;
+/// Header: the log's entries that came before the peak, a u32.
+pub const HDR_LOG_PEAK: u32 = 180;
 /// Header: the first node of the last chunk the live table grew into, plus one, a u32 (0:
 /// none); each chunk's head names the chunk before it.
 pub const HDR_CHUNKS: u32 = 184;
@@ -127,11 +140,9 @@ pub const HDR_CHUNKS: u32 = 184;
 /// [`Layout::nodes_cap`] nodes besides them.
 pub const HDR_CLAIMED: u32 = 188;
 /// The head of a chunk of nodes that the live table grew into: the chunk before it (its
-/// first node plus one, 0: none), a u32, and the nodes it takes, a u32; then the table, 8-aligned.
+/// first node plus one, 0: none), a u32, and the nodes it takes, a u32; then the table, its
+/// copy and its log, 8-aligned.
 pub const CHUNK_HEAD: u32 = 16;
-/// The least growth of live bytes past the peak table's copy that has the next free copy
-/// the table again (as well as 1%): a copy is the whole table's, whatever the live bytes.
-pub const SNAPSHOT_STEP: u64 = 64 * 1024;
 /// The sample word's value while the probes' own work runs.
 pub const IN_PROBES: u32 = u32::MAX;
 /// The magic number at [`HDR_MAGIC`] (`WPRF` in little-endian bytes).
@@ -190,8 +201,8 @@ pub const LIVE_ENTRY_SIZE: u32 = 16;
 /// not grow to that many); at most three quarters of them are used, so that a lookup stays
 /// short, and a table that fills up doubles.
 pub const LIVE_SLOTS: u32 = 1 << 16;
-/// The most slots the live table grows to: with the peak's copy, 512 MiB of the profiler's
-/// memory.
+/// The most slots the live table grows to: with its copy and its log, 768 MiB of the
+/// profiler's memory.
 const MAX_LIVE_SLOTS: u32 = 1 << 24;
 /// The most live allocations the table can follow, and the default of
 /// `--max-live-allocations`.
@@ -269,9 +280,6 @@ pub struct Layout {
     /// The most slots the live table grows to (a power of two, at least `live_slots`).
     #[serde(default)]
     pub live_slots_max: u32,
-    /// Offset of `peak`, the live table's copy at a peak (as many slots).
-    #[serde(default)]
-    pub peak_off: u32,
     /// Offset of `nodes`.
     pub nodes_off: u32,
     /// Bytes per node: [`NODE_SIZE`], or [`ALLOC_NODE_SIZE`] when allocations are recorded.
@@ -290,9 +298,9 @@ fn node_size() -> u32 {
     NODE_SIZE
 }
 
-/// The nodes a chunk takes for a live table of `slots` slots and its copy at a peak.
+/// The nodes a chunk takes for a live table of `slots` slots, its copy and its log.
 pub fn nodes_of_chunk(slots: u32, node_size: u32) -> u32 {
-    (CHUNK_HEAD + 2 * LIVE_ENTRY_SIZE * slots).div_ceil(node_size)
+    (CHUNK_HEAD + 3 * LIVE_ENTRY_SIZE * slots).div_ceil(node_size)
 }
 
 /// The nodes the live table's chunks take, all told, as it doubles from `from` slots to
@@ -339,8 +347,7 @@ impl Layout {
         let dyn_arcs_off = site_children_off + 8 * (u64::from(direct_sites) + 1);
         let segments_off = align8(dyn_arcs_off + u64::from(DYN_ARC_SIZE) * u64::from(dyn_arcs_cap));
         let live_off = align8(segments_off + 8 * u64::from(segments));
-        let peak_off = live_off + u64::from(LIVE_ENTRY_SIZE) * u64::from(live_slots);
-        let nodes_off = peak_off + u64::from(LIVE_ENTRY_SIZE) * u64::from(live_slots);
+        let nodes_off = live_off + 3 * u64::from(LIVE_ENTRY_SIZE) * u64::from(live_slots);
         let node_size = if allocations {
             ALLOC_NODE_SIZE
         } else {
@@ -368,7 +375,6 @@ impl Layout {
             live_off: to32(live_off),
             live_slots,
             live_slots_max,
-            peak_off: to32(peak_off),
             nodes_off: to32(nodes_off),
             node_size,
             nodes_cap: to32(nodes_cap),
@@ -415,8 +421,7 @@ mod tests {
         assert!(l.dyn_arcs_off >= l.site_children_off + 8 * 5001);
         assert!(l.segments_off >= l.dyn_arcs_off + DYN_ARC_SIZE * l.dyn_arcs_cap);
         assert!(l.live_off >= l.segments_off + 8 * 70_000);
-        assert!(l.peak_off >= l.live_off + LIVE_ENTRY_SIZE * l.live_slots);
-        assert!(l.nodes_off >= l.peak_off + LIVE_ENTRY_SIZE * l.live_slots);
+        assert!(l.nodes_off >= l.live_off + 3 * LIVE_ENTRY_SIZE * l.live_slots);
         assert!(l.live_slots.is_power_of_two());
         assert_eq!(l.node_size, ALLOC_NODE_SIZE);
         // Room for the contexts and for every chunk the live table may grow into.

@@ -33,9 +33,8 @@ pub struct Allocs {
     /// The 64 KiB pages `memory.grow` added here.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub grown_pages: u64,
-    /// Of the allocations made here, those live at the peak (dhat's "at t-gmax": at a
-    /// moment within 1% or 64 KiB, whichever is more, of the peak of live bytes; none in a
-    /// run whose live bytes stayed under 64 KiB; of a merged profile, each run's summed).
+    /// Of the allocations made here, those live at the peak of live bytes (dhat's "at
+    /// t-gmax"; of a merged profile, each run's summed).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub at_peak: u64,
     /// Their bytes.
@@ -88,8 +87,8 @@ pub struct Allocations {
     /// those grown (of a merged profile's runs, the largest).
     #[serde(default)]
     pub memory_pages: u64,
-    /// The live bytes at the moment the contexts' `at_peak` figures are of: within 1% or
-    /// 64 KiB, whichever is more, of `peak_bytes` (of a merged profile's runs, the largest).
+    /// The live bytes at the moment the contexts' `at_peak` figures are of: `peak_bytes`
+    /// (of a merged profile's runs, the largest).
     #[serde(default)]
     pub at_peak_bytes: u64,
     /// Allocations the live table had no room for (counted in their contexts, but not in

@@ -58,13 +58,8 @@ fn each_function_allocates_what_its_code_says() {
     let summary = p.allocations.as_ref().expect("allocations recorded");
     assert_eq!(summary.not_recorded, None);
     assert!(summary.peak_bytes >= 1 << 20, "{summary:?}");
-    // The blocks live at the peak: at a moment within 1% or 64 KiB of it.
-    assert!(
-        summary.at_peak_bytes <= summary.peak_bytes
-            && (summary.at_peak_bytes * 101 >= summary.peak_bytes * 100
-                || summary.at_peak_bytes + 64 * 1024 >= summary.peak_bytes),
-        "{summary:?}"
-    );
+    // The blocks live at the peak: exactly its bytes.
+    assert_eq!(summary.at_peak_bytes, summary.peak_bytes, "{summary:?}");
     // The memory at the end: what the module starts with, and every page grown.
     let wasm = std::fs::read(allocs_run().dir.path().join(&p.runs[0].module)).unwrap();
     assert_eq!(

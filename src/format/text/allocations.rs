@@ -82,17 +82,9 @@ pub(super) fn allocations(out: &mut String, p: &Profile, units: Units, (top, by)
 
 /// The whole run's figures, in one line.
 fn summary_line(out: &mut String, summary: &crate::profile::Allocations, total: &Allocs) {
-    let peak = match (summary.peak(), summary.at_peak_bytes > 0) {
-        (None, _) => "the peak of live bytes is not known (a threaded program: each thread's probes see the blocks their thread allocated)".to_string(),
-        (Some(peak), true) => format!(
-            "peak {} live (at peak: the blocks live at a moment of {}, within 1% or 64 KiB of it)",
-            bytes(peak),
-            bytes(summary.at_peak_bytes)
-        ),
-        (Some(peak), false) => format!(
-            "peak {} live (the blocks live at a peak are kept from 64 KiB on: none here)",
-            bytes(peak)
-        ),
+    let peak = match summary.peak() {
+        None => "the peak of live bytes is not known (a threaded program: each thread's probes see the blocks their thread allocated)".to_string(),
+        Some(peak) => format!("peak {} live", bytes(peak)),
     };
     let _ = writeln!(
         out,

@@ -15,6 +15,7 @@ use walrus::{ValType, ValType::I32, ValType::I64};
 
 use super::alloc_functions::{
     add_header32, build_alloc_depth, build_record_alloc, build_record_free, build_record_grow,
+    LiveFunctions,
 };
 use super::mem::Mem;
 use crate::layout::{self as l, Layout};
@@ -65,12 +66,13 @@ impl AllocProbes {
             .filter(|m| m.id() != mem && !m.memory64)
             .map(|m| m.id())
             .collect();
+        let live = LiveFunctions::build(module, layout, &Mem(mem));
         AllocProbes {
             depth: Depth::Inline(mem),
             memories32,
             program_memory,
-            record_alloc: build_record_alloc(module, layout, Mem(mem), cur),
-            record_free: build_record_free(module, layout, Mem(mem), cur),
+            record_alloc: build_record_alloc(module, (layout, Mem(mem)), cur, &live),
+            record_free: build_record_free(module, (layout, Mem(mem)), cur, &live),
             record_grow: build_record_grow(module, layout, Mem(mem), cur),
         }
     }
@@ -85,10 +87,11 @@ impl AllocProbes {
         mem: MemoryId,
         cur: GlobalId,
     ) -> AllocProbes {
+        let live = LiveFunctions::build(state, layout, &Mem(mem));
         let built = [
             build_alloc_depth(state, Mem(mem)),
-            build_record_alloc(state, layout, Mem(mem), cur),
-            build_record_free(state, layout, Mem(mem), cur),
+            build_record_alloc(state, (layout, Mem(mem)), cur, &live),
+            build_record_free(state, (layout, Mem(mem)), cur, &live),
             build_record_grow(state, layout, Mem(mem), cur),
         ];
         for (name, f) in EXPORTS.iter().zip(built) {

@@ -1,13 +1,16 @@
 //! The allocation probes' out-of-line functions, in the module that holds the profiler's
-//! state: `record_alloc`, `record_free` (through the live table, `live_table`),
-//! `record_grow`, and the state module's `alloc_depth`.
+//! state: `record_alloc`, `record_free` (through the live table, `live_table`, and what
+//! keeps the peak's blocks, `peak_log`), `record_grow`, and the state module's
+//! `alloc_depth`.
 
 use walrus::ir::{BinaryOp, UnaryOp};
 use walrus::{FunctionBuilder, FunctionId, GlobalId, InstrSeqBuilder, LocalId, Module};
 use walrus::{ValType, ValType::I32, ValType::I64};
 
-use super::live_table::{build_grow_live, push_is_full, Table};
+use super::live_growth::build_grow_live;
+use super::live_table::{push_is_full, put, Table};
 use super::mem::Mem;
+use super::peak_log::{build_log, build_rebase, record_peak};
 use crate::layout::{self as l, Layout};
 
 /// Returns from the function when `ptr` is null (a failed allocation, a free of nothing).
@@ -56,17 +59,36 @@ pub(super) fn add_header32(b: &mut InstrSeqBuilder, mem: &Mem, offset: u32, by: 
     mem.store32(b, offset);
 }
 
+/// The functions that keep the live table's size and the peak's blocks, which
+/// `record_alloc` and `record_free` call.
+pub(super) struct LiveFunctions {
+    /// `grow_live() -> i32`.
+    grow: FunctionId,
+    /// `log(ptr: i32, node: i32, size: i64)`.
+    log: FunctionId,
+}
+
+impl LiveFunctions {
+    /// Adds them to `module`, whose profiler memory is `mem`.
+    pub(super) fn build(module: &mut Module, layout: &Layout, mem: &Mem) -> LiveFunctions {
+        let rebase = build_rebase(module, mem);
+        LiveFunctions {
+            grow: build_grow_live(module, layout, mem, rebase),
+            log: build_log(module, mem, rebase),
+        }
+    }
+}
+
 /// `record_alloc(ptr: i32, size: i32)`: an allocation in the running node, and the block in
-/// the live table (grown first when three quarters of its slots are taken), with the bytes
-/// live and their peak; where the table may grow no more, the header counts it untracked.
-/// A null pointer (a failed allocation) records nothing.
+/// the live table (grown first when three quarters of its slots are taken) and in the log,
+/// with the bytes live and their peak; where the table may grow no more, the header counts
+/// it untracked. A null pointer (a failed allocation) records nothing.
 pub(super) fn build_record_alloc(
     module: &mut Module,
-    layout: &Layout,
-    mem: Mem,
+    (layout, mem): (&Layout, Mem),
     cur: GlobalId,
+    live: &LiveFunctions,
 ) -> FunctionId {
-    let grow_live = build_grow_live(module, layout, Mem(mem.0));
     let table = Table::locals(module);
     let [ptr, size, at, i, e, key] = [I32; 6].map(|t| module.locals.add(t));
     let mut builder = FunctionBuilder::new(&mut module.types, &[I32, I32], &[]);
@@ -85,7 +107,7 @@ pub(super) fn build_record_alloc(
     b.if_else(
         None,
         |full| {
-            full.call(grow_live).unop(UnaryOp::I32Eqz).if_else(
+            full.call(live.grow).unop(UnaryOp::I32Eqz).if_else(
                 None,
                 |untracked| {
                     mem.bump64(untracked, l::HDR_UNTRACKED);
@@ -114,67 +136,60 @@ pub(super) fn build_record_alloc(
             });
         },
     );
-    store_live(&mut b, &mem, cur, [ptr, size, e]);
+    store_live(&mut b, &mem, cur, [ptr, size, e, at]);
+    b.local_get(ptr).global_get(cur);
+    b.local_get(size)
+        .unop(UnaryOp::I64ExtendUI32)
+        .call(live.log);
     builder.finish(vec![ptr, size], &mut module.funcs)
 }
 
 /// Stores the live block at `ptr` of `size` bytes, of the running node, at slot address
-/// `e`, and counts it live, with the peak.
-fn store_live(b: &mut InstrSeqBuilder, mem: &Mem, cur: GlobalId, [ptr, size, e]: [LocalId; 3]) {
-    b.local_get(e).local_get(ptr);
-    mem.store32(b, 0);
-    b.local_get(e).global_get(cur);
-    mem.store32(b, 4);
-    b.local_get(e).local_get(size).unop(UnaryOp::I64ExtendUI32);
-    mem.store64(b, 8);
+/// `e`, and counts it live, with the peak: a new peak has the next free record the blocks
+/// live then. Uses `node` as scratch.
+fn store_live(
+    b: &mut InstrSeqBuilder,
+    mem: &Mem,
+    cur: GlobalId,
+    [ptr, size, e, node]: [LocalId; 4],
+) {
+    b.global_get(cur).local_set(node);
+    put(b, mem, e, [ptr, node], |b| {
+        b.local_get(size).unop(UnaryOp::I64ExtendUI32);
+    });
     add_header32(b, mem, l::HDR_LIVE_COUNT, 1);
     add_header(b, mem, l::HDR_LIVE_BYTES, false, |b| {
         b.local_get(size).unop(UnaryOp::I64ExtendUI32);
     });
-    // peak = max(peak, live)
-    b.i32_const(0).i32_const(0);
-    mem.load64(b, l::HDR_LIVE_BYTES);
-    b.i32_const(0);
-    mem.load64(b, l::HDR_PEAK_BYTES);
+    // if live > peak { peak = live; pending = 1 }
     b.i32_const(0);
     mem.load64(b, l::HDR_LIVE_BYTES);
     b.i32_const(0);
     mem.load64(b, l::HDR_PEAK_BYTES);
-    b.binop(BinaryOp::I64GtU).select(None);
-    mem.store64(b, l::HDR_PEAK_BYTES);
-    // pending |= live * 100 > snapshot * 101 && live > snapshot + SNAPSHOT_STEP: grown
-    // past the peak table's copy by 1% and by a step (each copy is the whole table's).
-    b.i32_const(0).i32_const(0);
-    mem.load64(b, l::HDR_LIVE_BYTES);
-    b.i64_const(100).binop(BinaryOp::I64Mul).i32_const(0);
-    mem.load64(b, l::HDR_SNAPSHOT_BYTES);
-    b.i64_const(101)
-        .binop(BinaryOp::I64Mul)
-        .binop(BinaryOp::I64GtU)
-        .i32_const(0);
-    mem.load64(b, l::HDR_LIVE_BYTES);
-    b.i32_const(0);
-    mem.load64(b, l::HDR_SNAPSHOT_BYTES);
-    b.i64_const(l::SNAPSHOT_STEP as i64)
-        .binop(BinaryOp::I64Add)
-        .binop(BinaryOp::I64GtU)
-        .binop(BinaryOp::I32And)
-        .i32_const(0);
-    mem.load32(b, l::HDR_PEAK_PENDING);
-    b.binop(BinaryOp::I32Or);
-    mem.store32(b, l::HDR_PEAK_PENDING);
+    b.binop(BinaryOp::I64GtU).if_else(
+        None,
+        |higher| {
+            higher.i32_const(0).i32_const(0);
+            mem.load64(higher, l::HDR_LIVE_BYTES);
+            mem.store64(higher, l::HDR_PEAK_BYTES);
+            higher.i32_const(0).i32_const(1);
+            mem.store32(higher, l::HDR_PEAK_PENDING);
+        },
+        |_| {},
+    );
 }
 
 /// `record_free(ptr: i32, size: i64)`: a free in the running node, of the bytes its
 /// allocation asked for, found in the live table by address and taken out of it (the
-/// slots after it shifted back, so a lookup stops at the first empty slot); an address not
-/// there is counted unmatched, with `size` bytes when the free says it (≥ 0). A null
+/// slots after it shifted back, so a lookup stops at the first empty slot) and logged; an
+/// address not there is counted unmatched, with `size` bytes when the free says it (≥ 0).
+/// The blocks live at a peak that came since the last free are recorded first. A null
 /// pointer records nothing.
 pub(super) fn build_record_free(
     module: &mut Module,
-    layout: &Layout,
-    mem: Mem,
+    (layout, mem): (&Layout, Mem),
     cur: GlobalId,
+    live: &LiveFunctions,
 ) -> FunctionId {
     let ptr = module.locals.add(I32);
     let size = module.locals.add(I64);
@@ -185,7 +200,7 @@ pub(super) fn build_record_free(
     let mut b = builder.func_body();
     return_if_null(&mut b, ptr);
     table.load(&mut b, &mem);
-    table.snapshot_if_pending(&mut b, &mem);
+    record_peak(&mut b, &mem, &table);
     // size = max(size, 0): unknown until the table says.
     b.local_get(size)
         .i64_const(0)
@@ -208,6 +223,11 @@ pub(super) fn build_record_free(
                 b.local_get(size);
             });
             table.remove(found, &mem, [i, e, at]);
+            found
+                .local_get(ptr)
+                .i32_const(l::FREED as i32)
+                .i64_const(0)
+                .call(live.log);
         },
     );
     running_node(&mut b, layout, cur, at);

@@ -1,15 +1,13 @@
 //! The live table that the allocation probes keep: the program's live blocks (address,
 //! allocating node, size), open addressing with linear probing and Fibonacci hashing,
-//! deletion by shifting back. The header says where it is and how many slots it has; when
-//! it fills up, `__wasmprof_grow_live` moves it into a chunk of the node region twice its
-//! size (see [`crate::layout`]), so that every live block is followed up to
-//! [`Layout::live_slots_max`] slots.
+//! deletion by shifting back. The header says where it is and how many slots it has; its
+//! copy (the same kind of table) and its log follow it (see [`crate::layout`]).
 
 use walrus::ir::{BinaryOp, InstrSeqId, UnaryOp};
-use walrus::{FunctionBuilder, FunctionId, InstrSeqBuilder, LocalId, Module, ValType::I32};
+use walrus::{InstrSeqBuilder, LocalId, Module, ValType::I32};
 
 use super::mem::Mem;
-use crate::layout::{self as l, Layout};
+use crate::layout as l;
 
 /// The table as a probe function reads it from the header once: its address, its slots
 /// less one (a mask) and the shift that turns a hash into a home slot.
@@ -36,9 +34,43 @@ impl Table {
         self.set_size(b);
     }
 
+    /// Makes this the region `k` tables past `table` (the copy: 1, the log: 2), of as many
+    /// slots.
+    pub(super) fn region_of(&self, b: &mut InstrSeqBuilder, table: &Table, k: i32) {
+        b.local_get(table.base);
+        table.bytes(b);
+        b.i32_const(k)
+            .binop(BinaryOp::I32Mul)
+            .binop(BinaryOp::I32Add)
+            .local_set(self.base);
+        b.local_get(table.mask).local_set(self.mask);
+        b.local_get(table.shift).local_set(self.shift);
+    }
+
+    /// Pushes the table's slots.
+    pub(super) fn slots(&self, b: &mut InstrSeqBuilder) {
+        b.local_get(self.mask).i32_const(1).binop(BinaryOp::I32Add);
+    }
+
+    /// Pushes the table's size in bytes.
+    pub(super) fn bytes(&self, b: &mut InstrSeqBuilder) {
+        self.slots(b);
+        b.i32_const(4).binop(BinaryOp::I32Shl);
+    }
+
+    /// Pushes the table's address.
+    pub(super) fn base(&self, b: &mut InstrSeqBuilder) {
+        b.local_get(self.base);
+    }
+
+    /// Sets the table's address to the one on the stack.
+    pub(super) fn set_base(&self, b: &mut InstrSeqBuilder) {
+        b.local_set(self.base);
+    }
+
     /// Sets the mask and the shift for the slots on the stack (a power of two): a home
     /// slot is the top log2(slots) bits of the hash, a shift of clz(slots) + 1.
-    fn set_size(&self, b: &mut InstrSeqBuilder) {
+    pub(super) fn set_size(&self, b: &mut InstrSeqBuilder) {
         b.local_tee(self.mask)
             .unop(UnaryOp::I32Clz)
             .i32_const(1)
@@ -65,8 +97,8 @@ impl Table {
         mem.load32(b, 0);
     }
 
-    /// Pushes slot `i`'s address.
-    fn slot_address(&self, b: &mut InstrSeqBuilder, i: LocalId) {
+    /// Pushes slot `i`'s address (in a log, entry `i`'s).
+    pub(super) fn slot_address(&self, b: &mut InstrSeqBuilder, i: LocalId) {
         b.local_get(self.base)
             .local_get(i)
             .i32_const(4)
@@ -174,64 +206,6 @@ impl Table {
             mem.store64(b, half);
         }
     }
-
-    /// The first free after a peak: the table, as it is at that peak, copied to the region
-    /// right after it, which the header then names as the copy (a copy in an older chunk's
-    /// region emptied); the pending flag cleared.
-    pub(super) fn snapshot_if_pending(&self, b: &mut InstrSeqBuilder, mem: &Mem) {
-        b.i32_const(0);
-        mem.load32(b, l::HDR_PEAK_PENDING);
-        b.if_else(
-            None,
-            |pending| {
-                let bytes = |b: &mut InstrSeqBuilder| {
-                    b.local_get(self.mask)
-                        .i32_const(1)
-                        .binop(BinaryOp::I32Add)
-                        .i32_const(4)
-                        .binop(BinaryOp::I32Shl);
-                };
-                // A copy in an older chunk's region, emptied: this one replaces it.
-                pending.i32_const(0);
-                mem.load32(pending, l::HDR_PEAK_TABLE);
-                pending.local_get(self.base);
-                bytes(pending);
-                pending.binop(BinaryOp::I32Add).binop(BinaryOp::I32Ne);
-                pending.if_else(
-                    None,
-                    |moved| {
-                        moved.i32_const(0);
-                        mem.load32(moved, l::HDR_PEAK_TABLE);
-                        moved.i32_const(0).i32_const(0);
-                        mem.load32(moved, l::HDR_PEAK_SLOTS);
-                        moved
-                            .i32_const(4)
-                            .binop(BinaryOp::I32Shl)
-                            .memory_fill(mem.0);
-                    },
-                    |_| {},
-                );
-                pending.i32_const(0).local_get(self.base);
-                bytes(pending);
-                pending.binop(BinaryOp::I32Add);
-                mem.store32(pending, l::HDR_PEAK_TABLE);
-                pending.i32_const(0).local_get(self.mask).i32_const(1);
-                pending.binop(BinaryOp::I32Add);
-                mem.store32(pending, l::HDR_PEAK_SLOTS);
-                pending.i32_const(0);
-                mem.load32(pending, l::HDR_PEAK_TABLE);
-                pending.local_get(self.base);
-                bytes(pending);
-                pending.memory_copy(mem.0, mem.0);
-                pending.i32_const(0).i32_const(0);
-                mem.load64(pending, l::HDR_LIVE_BYTES);
-                mem.store64(pending, l::HDR_SNAPSHOT_BYTES);
-                pending.i32_const(0).i32_const(0);
-                mem.store32(pending, l::HDR_PEAK_PENDING);
-            },
-            |_| {},
-        );
-    }
 }
 
 /// Pushes whether the table is full: three quarters of its slots hold a block.
@@ -247,160 +221,26 @@ pub(super) fn push_is_full(b: &mut InstrSeqBuilder, mem: &Mem) {
         .binop(BinaryOp::I32GeU);
 }
 
-/// `grow_live() -> i32`: the table moved into a chunk of twice its slots (with room for
-/// its copy at a peak), taken as the next nodes of the node region, its blocks rehashed
-/// there and the old table emptied; 1 when it grew, 0 when it may not (at [`Layout::live_slots_max`] already, or
-/// the memory cannot grow to the chunk).
-pub(super) fn build_grow_live(module: &mut Module, layout: &Layout, mem: Mem) -> FunctionId {
-    let old = Table::locals(module);
-    let new = Table::locals(module);
-    let [first, nodes, i, e, j, f] = [I32; 6].map(|t| module.locals.add(t));
-    let mut builder = FunctionBuilder::new(&mut module.types, &[], &[I32]);
-    builder.name("__wasmprof_grow_live".into());
-    let mut b = builder.func_body();
-    old.load(&mut b, &mem);
-    let slots = |b: &mut InstrSeqBuilder, t: &Table| {
-        b.local_get(t.mask).i32_const(1).binop(BinaryOp::I32Add);
-    };
-    // At the most slots: no growth.
-    slots(&mut b, &old);
-    b.i32_const(layout.live_slots_max as i32)
-        .binop(BinaryOp::I32GeU);
-    b.if_else(
-        None,
-        |at_most| {
-            at_most.i32_const(0).return_();
-        },
-        |_| {},
-    );
-    // nodes = (CHUNK_HEAD + 2 * 16 * 2 * slots) / node_size, rounded up; first = node count.
-    slots(&mut b, &old);
-    b.i32_const(6)
-        .binop(BinaryOp::I32Shl)
-        .i32_const((l::CHUNK_HEAD + layout.node_size - 1) as i32)
-        .binop(BinaryOp::I32Add)
-        .i32_const(layout.node_size as i32)
-        .binop(BinaryOp::I32DivU)
-        .local_set(nodes);
-    b.i32_const(0);
-    mem.load32(&mut b, l::HDR_NODE_COUNT);
-    b.local_set(first);
-    take_chunk(&mut b, layout, &mem, [first, nodes, e]);
-    // The chunk's head: the chunk before, the nodes it takes; the header lists it.
-    node_address(&mut b, layout, first);
-    b.local_tee(e).i32_const(0);
-    mem.load32(&mut b, l::HDR_CHUNKS);
-    mem.store32(&mut b, 0);
-    b.local_get(e).local_get(nodes);
-    mem.store32(&mut b, 4);
-    b.i32_const(0)
-        .local_get(first)
-        .i32_const(1)
-        .binop(BinaryOp::I32Add);
-    mem.store32(&mut b, l::HDR_CHUNKS);
-    b.i32_const(0)
-        .local_get(first)
-        .local_get(nodes)
-        .binop(BinaryOp::I32Add);
-    mem.store32(&mut b, l::HDR_NODE_COUNT);
-    add_header32_local(&mut b, &mem, l::HDR_CLAIMED, nodes);
-    // The new table, empty (the memory grew for it), after the head.
-    b.local_get(e)
-        .i32_const(l::CHUNK_HEAD as i32)
-        .binop(BinaryOp::I32Add)
-        .local_set(new.base);
-    slots(&mut b, &old);
-    b.i32_const(1).binop(BinaryOp::I32Shl);
-    new.set_size(&mut b);
-    rehash(&mut b, &mem, (&old, &new), [i, e, j, f]);
-    // The old table emptied, so that a dump leaves it out as zeros.
-    b.local_get(old.base).i32_const(0);
-    slots(&mut b, &old);
-    b.i32_const(4).binop(BinaryOp::I32Shl).memory_fill(mem.0);
-    b.i32_const(0).local_get(new.base);
-    mem.store32(&mut b, l::HDR_LIVE_TABLE);
-    b.i32_const(0);
-    slots(&mut b, &new);
-    mem.store32(&mut b, l::HDR_LIVE_SLOTS);
-    b.i32_const(1);
-    builder.finish(vec![], &mut module.funcs)
-}
-
-/// Pushes the address of node `n`.
-fn node_address(b: &mut InstrSeqBuilder, layout: &Layout, n: LocalId) {
-    b.local_get(n)
-        .i32_const(layout.node_size as i32)
-        .binop(BinaryOp::I32Mul)
-        .i32_const(layout.nodes_off as i32)
-        .binop(BinaryOp::I32Add);
-}
-
-/// Returns 0 from the function unless `nodes` nodes from node `first` fit in the memory's
-/// most pages, growing the memory to hold them. Uses `pages` as scratch.
-fn take_chunk(
+/// Stores the block at `ptr` of `size` bytes (an i64) allocated by `node` at slot address `e`.
+pub(super) fn put(
     b: &mut InstrSeqBuilder,
-    layout: &Layout,
     mem: &Mem,
-    [first, nodes, pages]: [LocalId; 3],
+    e: LocalId,
+    [ptr, node]: [LocalId; 2],
+    size: impl FnOnce(&mut InstrSeqBuilder),
 ) {
-    // pages = ceil((nodes_off + (first + nodes) * node_size) / 64 KiB), in 64 bits.
-    b.local_get(first)
-        .unop(UnaryOp::I64ExtendUI32)
-        .local_get(nodes)
-        .unop(UnaryOp::I64ExtendUI32)
-        .binop(BinaryOp::I64Add)
-        .i64_const(i64::from(layout.node_size))
-        .binop(BinaryOp::I64Mul)
-        .i64_const(i64::from(layout.nodes_off) + 0xFFFF)
-        .binop(BinaryOp::I64Add)
-        .i64_const(16)
-        .binop(BinaryOp::I64ShrU);
-    b.i64_const(i64::from(layout.pages))
-        .binop(BinaryOp::I64GtU)
-        .if_else(
-            None,
-            |too_far| {
-                too_far.i32_const(0).return_();
-            },
-            |_| {},
-        );
-    b.local_get(first)
-        .local_get(nodes)
-        .binop(BinaryOp::I32Add)
-        .i32_const(layout.node_size as i32)
-        .binop(BinaryOp::I32Mul)
-        .i32_const((layout.nodes_off + 0xFFFF) as i32)
-        .binop(BinaryOp::I32Add)
-        .i32_const(16)
-        .binop(BinaryOp::I32ShrU)
-        .local_tee(pages)
-        .memory_size(mem.0)
-        .binop(BinaryOp::I32GtU);
-    b.if_else(
-        None,
-        |short| {
-            short
-                .local_get(pages)
-                .memory_size(mem.0)
-                .binop(BinaryOp::I32Sub)
-                .memory_grow(mem.0)
-                .i32_const(-1)
-                .binop(BinaryOp::I32Eq)
-                .if_else(
-                    None,
-                    |refused| {
-                        refused.i32_const(0).return_();
-                    },
-                    |_| {},
-                );
-        },
-        |_| {},
-    );
+    b.local_get(e).local_get(ptr);
+    mem.store32(b, 0);
+    b.local_get(e).local_get(node);
+    mem.store32(b, 4);
+    b.local_get(e);
+    size(b);
+    mem.store64(b, 8);
 }
 
 /// Every block of table `old` inserted into the empty table `new`. Uses `i`, `e`, `j`
 /// and `f` as scratch.
-fn rehash(
+pub(super) fn rehash(
     b: &mut InstrSeqBuilder,
     mem: &Mem,
     (old, new): (&Table, &Table),
@@ -451,12 +291,4 @@ fn rehash(
             lp.br(lp_id);
         });
     });
-}
-
-/// `header32[offset] += local`.
-fn add_header32_local(b: &mut InstrSeqBuilder, mem: &Mem, offset: u32, by: LocalId) {
-    b.i32_const(0).i32_const(0);
-    mem.load32(b, offset);
-    b.local_get(by).binop(BinaryOp::I32Add);
-    mem.store32(b, offset);
 }

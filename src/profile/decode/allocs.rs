@@ -1,6 +1,8 @@
 //! The program's allocations as the allocator probes left them: each node's figures, the
-//! live table (what each context still held at the end) and its copy at the peak (what
-//! each held then), and the header's totals.
+//! live table (what each context still held at the end), its copy and its log (what each
+//! held at the peak), and the header's totals.
+
+use std::collections::HashMap;
 
 use super::nodes::{Raw, RawNode};
 use crate::layout::{self, Layout};
@@ -27,8 +29,8 @@ pub(super) fn read_node_allocs(raw: &Raw, l: &Layout, nodes: &mut [RawNode]) -> 
             ..Allocs::default()
         };
     }
-    let live = (layout::HDR_LIVE_TABLE, layout::HDR_LIVE_SLOTS);
-    for (node, size) in table(raw, live)? {
+    let table = Table::of(raw)?;
+    for (node, size) in table.entries(raw, 0)?.into_values() {
         match nodes.get_mut(node) {
             Some(node) if !node.chunk => {
                 node.alloc.held += 1;
@@ -37,13 +39,7 @@ pub(super) fn read_node_allocs(raw: &Raw, l: &Layout, nodes: &mut [RawNode]) -> 
             _ => anyhow::bail!("a live allocation names node {node}, not a context"),
         }
     }
-    // At the peak: the live table itself when no free came after its last peak (it is as
-    // it was then), else its copy.
-    let at_peak = match raw.u32(layout::HDR_PEAK_PENDING)? {
-        0 => (layout::HDR_PEAK_TABLE, layout::HDR_PEAK_SLOTS),
-        _ => live,
-    };
-    for (node, size) in table(raw, at_peak)? {
+    for (node, size) in table.at_peak(raw)?.into_values() {
         if let Some(node) = nodes.get_mut(node).filter(|n| !n.chunk) {
             node.alloc.at_peak += 1;
             node.alloc.at_peak_bytes += size;
@@ -52,18 +48,69 @@ pub(super) fn read_node_allocs(raw: &Raw, l: &Layout, nodes: &mut [RawNode]) -> 
     Ok(())
 }
 
-/// The entries of the live table (or its copy) whose address and slots the header keeps
-/// at `(table, slots)`: each block's node and size.
-fn table(raw: &Raw, (table, slots): (u32, u32)) -> anyhow::Result<Vec<(usize, u64)>> {
-    let (off, slots) = (raw.u32(table)?, raw.u32(slots)?);
-    let mut entries = Vec::new();
-    for slot in 0..slots {
-        let at = off + slot * layout::LIVE_ENTRY_SIZE;
-        if raw.u32(at)? != 0 {
-            entries.push((raw.u32(at + 4)? as usize, raw.u64(at + 8)?));
-        }
+/// The live table as the header says it is: its address and slots, its copy and its log
+/// after it.
+struct Table {
+    base: u32,
+    slots: u32,
+}
+
+/// Blocks by address: their node and size.
+type Blocks = HashMap<u32, (usize, u64)>;
+
+impl Table {
+    fn of(raw: &Raw) -> anyhow::Result<Table> {
+        Ok(Table {
+            base: raw.u32(layout::HDR_LIVE_TABLE)?,
+            slots: raw.u32(layout::HDR_LIVE_SLOTS)?,
+        })
     }
-    Ok(entries)
+
+    /// The address of slot `slot` of region `k` (the table: 0, its copy: 1, its log: 2).
+    fn slot(&self, k: u32, slot: u32) -> u32 {
+        self.base + (k * self.slots + slot) * layout::LIVE_ENTRY_SIZE
+    }
+
+    /// The blocks in the table (`k` 0) or its copy (1).
+    fn entries(&self, raw: &Raw, k: u32) -> anyhow::Result<Blocks> {
+        let mut blocks = HashMap::new();
+        for slot in 0..self.slots {
+            let at = self.slot(k, slot);
+            let address = raw.u32(at)?;
+            if address != 0 {
+                blocks.insert(address, (raw.u32(at + 4)? as usize, raw.u64(at + 8)?));
+            }
+        }
+        Ok(blocks)
+    }
+
+    /// The blocks live at the peak: the table itself when no free came after the peak, else
+    /// the copy with the log's entries before the peak applied.
+    fn at_peak(&self, raw: &Raw) -> anyhow::Result<Blocks> {
+        if raw.u32(layout::HDR_PEAK_PENDING)? != 0 {
+            return self.entries(raw, 0);
+        }
+        let mut blocks = match raw.u32(layout::HDR_COPY_STATE)? {
+            layout::COPY_NONE => return Ok(HashMap::new()),
+            _ => self.entries(raw, 1)?,
+        };
+        if raw.u32(layout::HDR_COPY_STATE)? == layout::COPY_LOGGED {
+            let peak = raw.u32(layout::HDR_LOG_PEAK)?;
+            anyhow::ensure!(
+                peak <= self.slots,
+                "the allocations' log is longer than its room"
+            );
+            for entry in 0..peak {
+                let at = self.slot(2, entry);
+                let (address, node) = (raw.u32(at)?, raw.u32(at + 4)?);
+                match node {
+                    layout::FREED => blocks.remove(&address),
+                    _ => blocks.insert(address, (node as usize, raw.u64(at + 8)?)),
+                };
+            }
+        }
+        Ok(blocks)
+    }
 }
 
 /// What the run recorded of its allocations as a whole: the header's totals and the

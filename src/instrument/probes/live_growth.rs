@@ -1,0 +1,200 @@
+//! Growing the live table: when three quarters of its slots are taken, `grow_live` takes
+//! the next nodes of the node region for a chunk (see [`crate::layout`]) with a table twice
+//! its size, a copy and a log, and moves the live blocks and the copy there, so that every
+//! live block is followed up to [`Layout::live_slots_max`] slots.
+
+use walrus::ir::{BinaryOp, UnaryOp};
+use walrus::{FunctionBuilder, FunctionId, InstrSeqBuilder, LocalId, Module, ValType::I32};
+
+use super::live_table::{rehash, Table};
+use super::mem::Mem;
+use crate::layout::{self as l, Layout};
+
+/// `grow_live() -> i32`: the table moved into a chunk of twice its slots, its blocks
+/// rehashed there, and the copy too, as the blocks live at the peak (the log's entries
+/// before the peak taken into it first, the rest dropped); the old chunk emptied, so that
+/// a dump leaves it out. 1 when it grew, 0 when it may not (at [`Layout::live_slots_max`]
+/// already, or the memory cannot grow to the chunk).
+pub(super) fn build_grow_live(
+    module: &mut Module,
+    layout: &Layout,
+    mem: &Mem,
+    rebase: FunctionId,
+) -> FunctionId {
+    let [old, new, old_copy, new_copy] = [(); 4].map(|_| Table::locals(module));
+    let [first, nodes, i, e, j, f] = [I32; 6].map(|t| module.locals.add(t));
+    let mut builder = FunctionBuilder::new(&mut module.types, &[], &[I32]);
+    builder.name("__wasmprof_grow_live".into());
+    let mut b = builder.func_body();
+    old.load(&mut b, mem);
+    // At the most slots: no growth.
+    old.slots(&mut b);
+    b.i32_const(layout.live_slots_max as i32)
+        .binop(BinaryOp::I32GeU);
+    b.if_else(
+        None,
+        |at_most| {
+            at_most.i32_const(0).return_();
+        },
+        |_| {},
+    );
+    claim_chunk(&mut b, layout, mem, &old, [first, nodes, e]);
+    // The new table, empty (the memory grew for it), after the head.
+    b.local_get(e)
+        .i32_const(l::CHUNK_HEAD as i32)
+        .binop(BinaryOp::I32Add);
+    new.set_base(&mut b);
+    old.slots(&mut b);
+    b.i32_const(1).binop(BinaryOp::I32Shl);
+    new.set_size(&mut b);
+    rehash(&mut b, mem, (&old, &new), [i, e, j, f]);
+    // The copy: with a log, the peak's blocks first.
+    b.i32_const(0);
+    mem.load32(&mut b, l::HDR_COPY_STATE);
+    b.i32_const(l::COPY_LOGGED as i32).binop(BinaryOp::I32Eq);
+    b.if_else(
+        None,
+        |logged| {
+            logged.call(rebase);
+            logged.i32_const(0).i32_const(l::COPY_AT_PEAK as i32);
+            mem.store32(logged, l::HDR_COPY_STATE);
+            logged.i32_const(0).i32_const(0);
+            mem.store32(logged, l::HDR_LOG_LEN);
+        },
+        |_| {},
+    );
+    old_copy.region_of(&mut b, &old, 1);
+    new_copy.region_of(&mut b, &new, 1);
+    rehash(&mut b, mem, (&old_copy, &new_copy), [i, e, j, f]);
+    // The old table, copy and log emptied.
+    old.base(&mut b);
+    b.i32_const(0);
+    old.bytes(&mut b);
+    b.i32_const(3).binop(BinaryOp::I32Mul).memory_fill(mem.0);
+    b.i32_const(0);
+    new.base(&mut b);
+    mem.store32(&mut b, l::HDR_LIVE_TABLE);
+    b.i32_const(0);
+    new.slots(&mut b);
+    mem.store32(&mut b, l::HDR_LIVE_SLOTS);
+    b.i32_const(1);
+    builder.finish(vec![], &mut module.funcs)
+}
+
+/// Takes the chunk for a table twice `old`'s size as the next nodes (`first`, `nodes` of
+/// them), growing the memory, its address left in `e`, its head written and the header's
+/// list and counts updated; returns 0 from the function where there is no room.
+fn claim_chunk(
+    b: &mut InstrSeqBuilder,
+    layout: &Layout,
+    mem: &Mem,
+    old: &Table,
+    [first, nodes, e]: [LocalId; 3],
+) {
+    // nodes = (CHUNK_HEAD + 3 * 16 * 2 * slots) / node_size, rounded up.
+    old.slots(b);
+    b.i32_const(96)
+        .binop(BinaryOp::I32Mul)
+        .i32_const((l::CHUNK_HEAD + layout.node_size - 1) as i32)
+        .binop(BinaryOp::I32Add)
+        .i32_const(layout.node_size as i32)
+        .binop(BinaryOp::I32DivU)
+        .local_set(nodes);
+    b.i32_const(0);
+    mem.load32(b, l::HDR_NODE_COUNT);
+    b.local_set(first);
+    take_chunk(b, layout, mem, [first, nodes, e]);
+    // The chunk's head: the chunk before, the nodes it takes; the header lists it.
+    node_address(b, layout, first);
+    b.local_tee(e).i32_const(0);
+    mem.load32(b, l::HDR_CHUNKS);
+    mem.store32(b, 0);
+    b.local_get(e).local_get(nodes);
+    mem.store32(b, 4);
+    b.i32_const(0)
+        .local_get(first)
+        .i32_const(1)
+        .binop(BinaryOp::I32Add);
+    mem.store32(b, l::HDR_CHUNKS);
+    b.i32_const(0)
+        .local_get(first)
+        .local_get(nodes)
+        .binop(BinaryOp::I32Add);
+    mem.store32(b, l::HDR_NODE_COUNT);
+    b.i32_const(0).i32_const(0);
+    mem.load32(b, l::HDR_CLAIMED);
+    b.local_get(nodes).binop(BinaryOp::I32Add);
+    mem.store32(b, l::HDR_CLAIMED);
+}
+
+/// Pushes the address of node `n`.
+fn node_address(b: &mut InstrSeqBuilder, layout: &Layout, n: LocalId) {
+    b.local_get(n)
+        .i32_const(layout.node_size as i32)
+        .binop(BinaryOp::I32Mul)
+        .i32_const(layout.nodes_off as i32)
+        .binop(BinaryOp::I32Add);
+}
+
+/// Returns 0 from the function unless `nodes` nodes from node `first` fit in the memory's
+/// most pages, growing the memory to hold them. Uses `pages` as scratch.
+fn take_chunk(
+    b: &mut InstrSeqBuilder,
+    layout: &Layout,
+    mem: &Mem,
+    [first, nodes, pages]: [LocalId; 3],
+) {
+    // pages = ceil((nodes_off + (first + nodes) * node_size) / 64 KiB), in 64 bits.
+    b.local_get(first)
+        .unop(UnaryOp::I64ExtendUI32)
+        .local_get(nodes)
+        .unop(UnaryOp::I64ExtendUI32)
+        .binop(BinaryOp::I64Add)
+        .i64_const(i64::from(layout.node_size))
+        .binop(BinaryOp::I64Mul)
+        .i64_const(i64::from(layout.nodes_off) + 0xFFFF)
+        .binop(BinaryOp::I64Add)
+        .i64_const(16)
+        .binop(BinaryOp::I64ShrU);
+    b.i64_const(i64::from(layout.pages))
+        .binop(BinaryOp::I64GtU)
+        .if_else(
+            None,
+            |too_far| {
+                too_far.i32_const(0).return_();
+            },
+            |_| {},
+        );
+    b.local_get(first)
+        .local_get(nodes)
+        .binop(BinaryOp::I32Add)
+        .i32_const(layout.node_size as i32)
+        .binop(BinaryOp::I32Mul)
+        .i32_const((layout.nodes_off + 0xFFFF) as i32)
+        .binop(BinaryOp::I32Add)
+        .i32_const(16)
+        .binop(BinaryOp::I32ShrU)
+        .local_tee(pages)
+        .memory_size(mem.0)
+        .binop(BinaryOp::I32GtU);
+    b.if_else(
+        None,
+        |short| {
+            short
+                .local_get(pages)
+                .memory_size(mem.0)
+                .binop(BinaryOp::I32Sub)
+                .memory_grow(mem.0)
+                .i32_const(-1)
+                .binop(BinaryOp::I32Eq)
+                .if_else(
+                    None,
+                    |refused| {
+                        refused.i32_const(0).return_();
+                    },
+                    |_| {},
+                );
+        },
+        |_| {},
+    );
+}
