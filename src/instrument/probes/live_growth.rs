@@ -144,7 +144,8 @@ fn take_chunk(
     mem: &Mem,
     [first, nodes, pages]: [LocalId; 3],
 ) {
-    // pages = ceil((nodes_off + (first + nodes) * node_size) / 64 KiB), in 64 bits.
+    // pages = ceil((nodes_off + (first + nodes) * node_size) / 64 KiB), computed in 64 bits
+    // (it fits in 32).
     b.local_get(first)
         .unop(UnaryOp::I64ExtendUI32)
         .local_get(nodes)
@@ -155,9 +156,11 @@ fn take_chunk(
         .i64_const(i64::from(layout.nodes_off) + 0xFFFF)
         .binop(BinaryOp::I64Add)
         .i64_const(16)
-        .binop(BinaryOp::I64ShrU);
-    b.i64_const(i64::from(layout.pages))
-        .binop(BinaryOp::I64GtU)
+        .binop(BinaryOp::I64ShrU)
+        .unop(UnaryOp::I32WrapI64)
+        .local_tee(pages)
+        .i32_const(layout.pages as i32)
+        .binop(BinaryOp::I32GtU)
         .if_else(
             None,
             |too_far| {
@@ -165,16 +168,7 @@ fn take_chunk(
             },
             |_| {},
         );
-    b.local_get(first)
-        .local_get(nodes)
-        .binop(BinaryOp::I32Add)
-        .i32_const(layout.node_size as i32)
-        .binop(BinaryOp::I32Mul)
-        .i32_const((layout.nodes_off + 0xFFFF) as i32)
-        .binop(BinaryOp::I32Add)
-        .i32_const(16)
-        .binop(BinaryOp::I32ShrU)
-        .local_tee(pages)
+    b.local_get(pages)
         .memory_size(mem.0)
         .binop(BinaryOp::I32GtU);
     b.if_else(
