@@ -237,7 +237,8 @@ fn the_live_table_grows_to_follow_every_block() {
 
 /// `--max-live-allocations 2` leaves a live table of 4 slots, room for 3 blocks at once:
 /// `five_boxes` keeps 5, so at least 2 find it full. They are still counted where they
-/// were made, and the report says how many were not followed and which flag makes room.
+/// were made, and the report says how many were not followed and which flag makes room,
+/// and that the peak is of the blocks it followed.
 #[test]
 fn a_full_live_table_counts_what_it_cannot_follow_and_says_so() {
     let run = test_run("allocs", &["--max-live-allocations", "2"]);
@@ -250,6 +251,11 @@ fn a_full_live_table_counts_what_it_cannot_follow_and_says_so() {
     let out = stdout(&run.out);
     assert!(
         out.contains("found the live table full") && out.contains("--max-live-allocations"),
+        "{out}"
+    );
+    // The peak is of the blocks followed, and says so.
+    assert!(
+        out.contains("live of the blocks the live table followed"),
         "{out}"
     );
 }

@@ -84,6 +84,10 @@ pub(super) fn allocations(out: &mut String, p: &Profile, units: Units, (top, by)
 fn summary_line(out: &mut String, summary: &crate::profile::Allocations, total: &Allocs) {
     let peak = match summary.peak() {
         None => "the peak of live bytes is not known (a threaded program: each thread's probes see the blocks their thread allocated)".to_string(),
+        Some(peak) if summary.untracked > 0 => format!(
+            "peak {} live of the blocks the live table followed",
+            bytes(peak)
+        ),
         Some(peak) => format!("peak {} live", bytes(peak)),
     };
     let _ = writeln!(

@@ -16,9 +16,10 @@
 //!
 //! `alloc` the allocation probes (`alloc_functions` their out-of-line functions,
 //! `live_table` the table of live blocks they keep, `live_growth` how it grows, `peak_log`
-//! how the blocks live at the peak are kept), `entry_exit` emits the entry and exit probes, `tables` the code that keeps the arc
-//! table and the context tree, `functions` the probes' out-of-line functions, `mem` the
-//! memory accesses, `wait` the probe around a thread's waits.
+//! how the blocks live at the peak are kept), `entry_exit` emits the entry and exit probes,
+//! `tables` the code that keeps the arc table and the context tree, `functions` the probes'
+//! out-of-line functions, `mem` the memory accesses, `wait` the probe around a thread's
+//! waits.
 
 mod alloc;
 mod alloc_functions;
