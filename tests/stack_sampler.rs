@@ -287,7 +287,8 @@ fn a_trapping_or_exiting_program_keeps_its_samples() {
 }
 
 /// A wasi-threads program: the spawned thread spins, the main thread waits for it; each
-/// thread's samples are in its own profile.
+/// thread's samples are in its own profile, and the main thread's, blocked in its wait, are
+/// charged to the function that waits.
 #[test]
 fn each_thread_keeps_its_own_samples() {
     let wat = format!(
@@ -318,4 +319,11 @@ fn each_thread_keeps_its_own_samples() {
     assert!(s.samples > 20, "{s:?}");
     assert!(self_share(spawned, "spin") >= 90.0, "{s:?}");
     assert_eq!(spin_ns(&p), spin_ns(spawned));
+    // The main thread's samples found it waiting, not idle in wasmtime's code.
+    let waited = main.sampling.unwrap();
+    assert!(
+        waited.samples > 20 && waited.idle * 10 < waited.samples,
+        "{waited:?}"
+    );
+    assert!(self_share(main, "_start") >= 90.0, "{waited:?}");
 }

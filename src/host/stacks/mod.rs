@@ -12,8 +12,9 @@
 //! original module ([`meta::ADDRESSES_SECTION`]): a source line of the program's code, or
 //! the probes' code, whose samples are left out and counted. A sample that finds the
 //! thread in host code is the running import's (its thunk says which, in the profiler's
-//! memory, [`crate::layout::HDR_IN_IMPORT`]), or, outside any import, wasmtime's own
-//! (entering or leaving the module, growing a memory). Each thread's samples come out as
+//! memory, [`crate::layout::HDR_IN_IMPORT`]), or, blocked in a `memory.atomic.wait`, the
+//! waiting function's (its wait probe's [`crate::layout::HDR_WAIT_CUR`]), or, outside any
+//! import, wasmtime's own (entering or leaving the module, growing a memory). Each thread's samples come out as
 //! [`StackSamples`]: the stacks (function ids), their leaf lines, their counts and times;
 //! the decoder places them in the calling-context tree.
 
@@ -21,7 +22,7 @@ mod code_map;
 mod ring;
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -29,7 +30,6 @@ use std::time::{Duration, Instant};
 pub(super) use code_map::CodeMap;
 use ring::{Record, Ring, Timer};
 
-use crate::layout;
 use crate::meta::{self, Sampler};
 use crate::profile::{StackSample, StackSamples};
 use crate::sampling::{dense_wait, DENSE_PHASE};
@@ -112,17 +112,14 @@ impl StackSampler {
     }
 
     /// Samples the calling thread from now on, until the returned sampling finishes; the
-    /// profiler's memory starts at `profiler_memory` (its [`layout::HDR_IN_IMPORT`] word is
-    /// read in every sample) and outlives the sampling.
+    /// profiler's memory starts at `profiler_memory` (its header's [`crate::layout::HDR_IN_IMPORT`]
+    /// and wait words are read in every sample) and outlives the sampling.
     pub(super) fn sample_this_thread(
         &self,
         profiler_memory: *const u8,
     ) -> anyhow::Result<Sampling> {
-        let in_import = profiler_memory
-            .wrapping_add(layout::HDR_IN_IMPORT as usize)
-            .cast::<AtomicU32>();
         let thread = Arc::new(Thread {
-            ring: Ring::new(self.shared.map.text(), in_import)?,
+            ring: Ring::new(self.shared.map.text(), profiler_memory)?,
             timer: Mutex::new(None),
             dense_until: Mutex::new(Some(Instant::now() + DENSE_PHASE)),
             tally: Mutex::default(),

@@ -11,6 +11,8 @@ use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Once;
 use std::time::Duration;
 
+use crate::layout;
+
 /// The most frames a sample keeps; a deeper stack counts as truncated (the decoder could
 /// not place it from the root).
 const MAX_DEPTH: usize = 1024;
@@ -36,7 +38,10 @@ thread_local! {
 pub(super) struct Record<'a> {
     /// The time it stands for: since the thread's previous sample.
     pub(super) ns: u64,
-    /// The profiler's [`crate::layout::HDR_IN_IMPORT`] word then (0: no import ran).
+    /// The node the sample hangs from: the running import's
+    /// ([`crate::layout::HDR_IN_IMPORT`]; 0: none), or, when the PC was outside the module's
+    /// code while the thread was blocked in a wait, the waiting function's
+    /// ([`crate::layout::HDR_WAIT_CUR`], which the wait probe notes).
     pub(super) in_import: u32,
     /// The PC was outside the module's code.
     pub(super) outside: bool,
@@ -61,20 +66,19 @@ pub(super) struct Ring {
     /// The module's code, and the thread's stack: what the walk may read.
     code: (usize, usize),
     stack: (usize, usize),
-    /// The profiler's memory's [`crate::layout::HDR_IN_IMPORT`] word.
-    in_import: *const AtomicU32,
+    /// The profiler's memory: its header's words say what runs.
+    header: *const u8,
 }
 
-// SAFETY: `in_import` points into the profiler's memory, which outlives the ring (the
-// host finishes the thread's sampling before it drops the store) and is read with atomics
-// only.
+// SAFETY: `header` points into the profiler's memory, which outlives the ring (the host
+// finishes the thread's sampling before it drops the store) and is read with atomics only.
 unsafe impl Send for Ring {}
 unsafe impl Sync for Ring {}
 
 impl Ring {
     /// An empty ring for the calling thread, whose samples walk frames within `code` (the
-    /// module's native code) and read the import word at `in_import`.
-    pub(super) fn new(code: (usize, usize), in_import: *const AtomicU32) -> anyhow::Result<Ring> {
+    /// module's native code) and read the words of the profiler's memory's `header`.
+    pub(super) fn new(code: (usize, usize), header: *const u8) -> anyhow::Result<Ring> {
         Ok(Ring {
             // SAFETY: all-zero bytes are a valid `AtomicU64` (zero).
             words: unsafe { Box::new_zeroed_slice(RING_WORDS).assume_init() },
@@ -85,7 +89,7 @@ impl Ring {
             dropped_ns: AtomicU64::new(0),
             code,
             stack: thread_stack()?,
-            in_import,
+            header,
         })
     }
 
@@ -115,11 +119,15 @@ impl Ring {
     /// pointer `fp`.
     fn record(&self, now: u64, pc: usize, fp: usize) {
         let ns = now.saturating_sub(self.last_ns.swap(now, Ordering::Relaxed));
-        // SAFETY: the word is in the profiler's memory (see `Ring`).
-        let in_import = u64::from(unsafe { &*self.in_import }.load(Ordering::Relaxed));
         let head = self.head.load(Ordering::Relaxed);
         let free = RING_WORDS - (head - self.tail.load(Ordering::Acquire));
         let inside = (self.code.0..self.code.1).contains(&pc);
+        // Outside the module's code with the wait word odd: blocked in a wait (the probe
+        // noted the node before it made the word odd, on this thread).
+        let in_import = u64::from(match !inside && self.word(layout::HDR_WAITING) % 2 == 1 {
+            true => self.word(layout::HDR_WAIT_CUR),
+            false => self.word(layout::HDR_IN_IMPORT),
+        });
         if free < 3 + if inside { MAX_DEPTH } else { 0 } {
             self.dropped.fetch_add(1, Ordering::Relaxed);
             self.dropped_ns.fetch_add(ns, Ordering::Relaxed);
@@ -134,6 +142,12 @@ impl Ring {
         put(head + 1, in_import);
         put(head + 2, flags | depth as u64);
         self.head.store(head + 3 + depth, Ordering::Release);
+    }
+
+    /// The u32 at `offset` of the profiler's memory.
+    fn word(&self, offset: u32) -> u32 {
+        // SAFETY: the header's words are in the profiler's memory (see `Ring`), 4-aligned.
+        unsafe { &*self.header.add(offset as usize).cast::<AtomicU32>() }.load(Ordering::Relaxed)
     }
 
     /// Gives `pc`, then the return address of each wasm frame from `fp` outwards, to

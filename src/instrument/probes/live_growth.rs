@@ -31,13 +31,7 @@ pub(super) fn build_grow_live(
     old.slots(&mut b);
     b.i32_const(layout.live_slots_max as i32)
         .binop(BinaryOp::I32GeU);
-    b.if_else(
-        None,
-        |at_most| {
-            at_most.i32_const(0).return_();
-        },
-        |_| {},
-    );
+    return_zero_if(&mut b);
     claim_chunk(&mut b, layout, mem, &old, [first, nodes, e]);
     // The new table, empty (the memory grew for it), after the head.
     b.local_get(e)
@@ -160,14 +154,8 @@ fn take_chunk(
         .unop(UnaryOp::I32WrapI64)
         .local_tee(pages)
         .i32_const(layout.pages as i32)
-        .binop(BinaryOp::I32GtU)
-        .if_else(
-            None,
-            |too_far| {
-                too_far.i32_const(0).return_();
-            },
-            |_| {},
-        );
+        .binop(BinaryOp::I32GtU);
+    return_zero_if(b);
     b.local_get(pages)
         .memory_size(mem.0)
         .binop(BinaryOp::I32GtU);
@@ -180,14 +168,19 @@ fn take_chunk(
                 .binop(BinaryOp::I32Sub)
                 .memory_grow(mem.0)
                 .i32_const(-1)
-                .binop(BinaryOp::I32Eq)
-                .if_else(
-                    None,
-                    |refused| {
-                        refused.i32_const(0).return_();
-                    },
-                    |_| {},
-                );
+                .binop(BinaryOp::I32Eq);
+            return_zero_if(short);
+        },
+        |_| {},
+    );
+}
+
+/// Returns 0 from the function when the condition on the stack holds.
+fn return_zero_if(b: &mut InstrSeqBuilder) {
+    b.if_else(
+        None,
+        |holds| {
+            holds.i32_const(0).return_();
         },
         |_| {},
     );
