@@ -242,7 +242,8 @@ pub fn ignoring_growth(a: cargo_wasmprof::profile::Allocs) -> cargo_wasmprof::pr
 
 /// The recorded allocations add up: every allocation the live table followed was freed
 /// or is still held, in count and in bytes; the peak, where it is known (not in a threaded
-/// program's profile), holds at least what is held.
+/// program's profile), holds at least what is held, and the blocks live at it are its
+/// bytes exactly.
 pub fn check_allocations(p: &Profile) {
     let Some(a) = p.allocations.as_ref().filter(|a| a.not_recorded.is_none()) else {
         return;
@@ -258,6 +259,11 @@ pub fn check_allocations(p: &Profile) {
     }
     if let Some(peak) = a.peak().filter(|_| p.modules.len() == 1) {
         assert!(peak >= total.held_bytes, "{a:?} {total:?}");
+        assert_eq!(
+            (a.at_peak_bytes, total.at_peak_bytes),
+            (peak, peak),
+            "{a:?} {total:?}"
+        );
     }
 }
 
