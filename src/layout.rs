@@ -19,8 +19,9 @@
 //!               metric: how many times it ran (its instructions' lines are in the meta)
 //! live          LiveEntry per slot, when allocations are recorded: the program's live
 //!               allocations (address, allocating node, size), an open-addressing table
-//!               that the allocator probes keep (a free finds its allocation here); its
-//!               first slots (the header says where the table is and how many slots it has)
+//!               that the allocator probes keep (a free finds its allocation here), as it
+//!               is at the start (the header says where the table is and how many slots
+//!               it has once it grew)
 //! copy          as many slots: the live table as it was at a moment, taken by the first
 //!               free after a peak of live bytes when no log was kept
 //! log           as many LiveEntry: what the program allocated (address, node, size) and
