@@ -97,8 +97,8 @@ pub struct InstrumentFlags {
     pub no_alloc: bool,
     /// The most allocations followed live at once: each is followed from its allocation to
     /// its free in a table of the profiler's, which starts with room for 49,152 and doubles
-    /// as the program needs, up to N (32 bytes a slot with the peak's copy, a power of two
-    /// of slots, three quarters of them used). Past it, allocations are still counted in
+    /// as the program needs, up to N (48 bytes a slot with the table's copy and its log, a
+    /// power of two of slots, three quarters of them used). Past it, allocations are still counted in
     /// their contexts, but not in the bytes held or the peak, and the report says how many.
     #[arg(
         long,
