@@ -282,7 +282,7 @@ fn metric_from_env() -> Result<Metric, Error> {
 
 /// The live allocations named by [`MAX_LIVE_VAR`], else the default.
 fn max_live_from_env() -> Result<u32, Error> {
-    use crate::layout::{DEFAULT_MAX_LIVE, MAX_LIVE};
+    use crate::layout::MAX_LIVE;
     match std::env::var(MAX_LIVE_VAR) {
         Ok(n) if !n.is_empty() => n
             .parse()
@@ -291,7 +291,7 @@ fn max_live_from_env() -> Result<u32, Error> {
             .ok_or_else(|| {
                 anyhow::anyhow!("{MAX_LIVE_VAR}={n}: expected a number from 1 to {MAX_LIVE}").into()
             }),
-        _ => Ok(DEFAULT_MAX_LIVE),
+        _ => Ok(MAX_LIVE),
     }
 }
 

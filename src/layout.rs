@@ -208,8 +208,6 @@ const MAX_LIVE_SLOTS: u32 = 1 << 24;
 /// The most live allocations the table can follow, and the default of
 /// `--max-live-allocations`.
 pub const MAX_LIVE: u32 = MAX_LIVE_SLOTS / 4 * 3;
-/// The live allocations the table follows at once unless told otherwise.
-pub const DEFAULT_MAX_LIVE: u32 = MAX_LIVE;
 
 /// The most slots the live table of a module that `records` allocations grows to, with room
 /// for `max_live` (0 where it does not record them).
@@ -403,7 +401,7 @@ mod tests {
 
     #[test]
     fn the_live_table_has_room_for_what_is_asked() {
-        assert_eq!(live_slots_for(DEFAULT_MAX_LIVE), MAX_LIVE_SLOTS);
+        assert_eq!(live_slots_for(MAX_LIVE), MAX_LIVE_SLOTS);
         assert_eq!(live_slots_for(1), 4);
         for n in [1, 3, 4, 100, 49_153, 1_000_000, MAX_LIVE] {
             let slots = live_slots_for(n);

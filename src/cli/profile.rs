@@ -103,7 +103,7 @@ pub struct InstrumentFlags {
     #[arg(
         long,
         value_name = "N",
-        default_value_t = crate::layout::DEFAULT_MAX_LIVE,
+        default_value_t = crate::layout::MAX_LIVE,
         value_parser = clap::value_parser!(u32).range(1..=i64::from(crate::layout::MAX_LIVE))
     )]
     pub max_live_allocations: u32,

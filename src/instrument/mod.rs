@@ -95,7 +95,7 @@ impl Default for Options {
             sampler: Sampler::Word,
             one_memory_variant: false,
             allocations: true,
-            max_live_allocations: crate::layout::DEFAULT_MAX_LIVE,
+            max_live_allocations: crate::layout::MAX_LIVE,
         }
     }
 }

@@ -8,9 +8,9 @@ use walrus::{FunctionBuilder, FunctionId, GlobalId, InstrSeqBuilder, LocalId, Mo
 use walrus::{ValType, ValType::I32, ValType::I64};
 
 use super::live_growth::build_grow_live;
-use super::live_table::{push_is_full, put, Table};
+use super::live_table::{put, Table};
 use super::mem::Mem;
-use super::peak_log::{build_log, build_rebase, record_peak};
+use super::peak_log::{build_log_room, build_rebase, log, record_peak};
 use crate::layout::{self as l, Layout};
 
 /// Returns from the function when `ptr` is null (a failed allocation, a free of nothing).
@@ -64,8 +64,8 @@ pub(super) fn add_header32(b: &mut InstrSeqBuilder, mem: &Mem, offset: u32, by: 
 pub(super) struct LiveFunctions {
     /// `grow_live() -> i32`.
     grow: FunctionId,
-    /// `log(ptr: i32, node: i32, size: i64)`.
-    log: FunctionId,
+    /// `log_room() -> i32`.
+    log_room: FunctionId,
 }
 
 impl LiveFunctions {
@@ -74,7 +74,7 @@ impl LiveFunctions {
         let rebase = build_rebase(module, mem);
         LiveFunctions {
             grow: build_grow_live(module, layout, mem, rebase),
-            log: build_log(module, mem, rebase),
+            log_room: build_log_room(module, mem, rebase),
         }
     }
 }
@@ -103,7 +103,8 @@ pub(super) fn build_record_alloc(
     mem.add64(&mut b, at, node_field(l::NODE_ALLOC_BYTES), |b| {
         b.local_get(size).unop(UnaryOp::I64ExtendUI32);
     });
-    push_is_full(&mut b, &mem);
+    table.load(&mut b, &mem);
+    table.push_is_full(&mut b, &mem);
     b.if_else(
         None,
         |full| {
@@ -118,10 +119,10 @@ pub(super) fn build_record_alloc(
                 },
                 |_| {},
             );
+            table.load(full, &mem);
         },
         |_| {},
     );
-    table.load(&mut b, &mem);
     table.find(
         &mut b,
         &mem,
@@ -136,27 +137,38 @@ pub(super) fn build_record_alloc(
             });
         },
     );
-    store_live(&mut b, &mem, cur, [ptr, size, e, at]);
-    b.local_get(ptr).global_get(cur);
-    b.local_get(size)
-        .unop(UnaryOp::I64ExtendUI32)
-        .call(live.log);
+    store_live(&mut b, &mem, cur, [ptr, size, e]);
+    let node = |b: &mut InstrSeqBuilder| {
+        b.global_get(cur);
+    };
+    let bytes = |b: &mut InstrSeqBuilder| {
+        b.local_get(size).unop(UnaryOp::I64ExtendUI32);
+    };
+    log(
+        &mut b,
+        (&mem, &table),
+        live.log_room,
+        [ptr, i, e],
+        (node, bytes),
+    );
     builder.finish(vec![ptr, size], &mut module.funcs)
 }
 
 /// Stores the live block at `ptr` of `size` bytes, of the running node, at slot address
 /// `e`, and counts it live, with the peak: a new peak has the next free record the blocks
-/// live then. Uses `node` as scratch.
-fn store_live(
-    b: &mut InstrSeqBuilder,
-    mem: &Mem,
-    cur: GlobalId,
-    [ptr, size, e, node]: [LocalId; 4],
-) {
-    b.global_get(cur).local_set(node);
-    put(b, mem, e, [ptr, node], |b| {
-        b.local_get(size).unop(UnaryOp::I64ExtendUI32);
-    });
+/// live then.
+fn store_live(b: &mut InstrSeqBuilder, mem: &Mem, cur: GlobalId, [ptr, size, e]: [LocalId; 3]) {
+    put(
+        b,
+        mem,
+        [e, ptr],
+        |b| {
+            b.global_get(cur);
+        },
+        |b| {
+            b.local_get(size).unop(UnaryOp::I64ExtendUI32);
+        },
+    );
     add_header32(b, mem, l::HDR_LIVE_COUNT, 1);
     add_header(b, mem, l::HDR_LIVE_BYTES, false, |b| {
         b.local_get(size).unop(UnaryOp::I64ExtendUI32);
@@ -223,11 +235,19 @@ pub(super) fn build_record_free(
                 b.local_get(size);
             });
             table.remove(found, &mem, [i, e, at]);
-            found
-                .local_get(ptr)
-                .i32_const(l::FREED as i32)
-                .i64_const(0)
-                .call(live.log);
+            let freed = |b: &mut InstrSeqBuilder| {
+                b.i32_const(l::FREED as i32);
+            };
+            let no_bytes = |b: &mut InstrSeqBuilder| {
+                b.i64_const(0);
+            };
+            log(
+                found,
+                (&mem, &table),
+                live.log_room,
+                [ptr, i, e],
+                (freed, no_bytes),
+            );
         },
     );
     running_node(&mut b, layout, cur, at);

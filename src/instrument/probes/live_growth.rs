@@ -22,7 +22,7 @@ pub(super) fn build_grow_live(
     rebase: FunctionId,
 ) -> FunctionId {
     let [old, new, old_copy, new_copy] = [(); 4].map(|_| Table::locals(module));
-    let [first, nodes, i, e, j, f] = [I32; 6].map(|t| module.locals.add(t));
+    let [first, nodes, i, e, j, f, to, key] = [I32; 8].map(|t| module.locals.add(t));
     let mut builder = FunctionBuilder::new(&mut module.types, &[], &[I32]);
     builder.name("__wasmprof_grow_live".into());
     let mut b = builder.func_body();
@@ -41,7 +41,7 @@ pub(super) fn build_grow_live(
     old.slots(&mut b);
     b.i32_const(1).binop(BinaryOp::I32Shl);
     new.set_size(&mut b);
-    rehash(&mut b, mem, (&old, &new), [i, e, j, f]);
+    rehash(&mut b, mem, (&old, &new), [i, e, j, f, to, key]);
     // The copy: with a log, the peak's blocks first.
     b.i32_const(0);
     mem.load32(&mut b, l::HDR_COPY_STATE);
@@ -59,7 +59,7 @@ pub(super) fn build_grow_live(
     );
     old_copy.region_of(&mut b, &old, 1);
     new_copy.region_of(&mut b, &new, 1);
-    rehash(&mut b, mem, (&old_copy, &new_copy), [i, e, j, f]);
+    rehash(&mut b, mem, (&old_copy, &new_copy), [i, e, j, f, to, key]);
     // The old table, copy and log emptied.
     old.base(&mut b);
     b.i32_const(0);

@@ -116,6 +116,18 @@ impl Table {
             .local_set(i);
     }
 
+    /// Pushes whether the table is full: three quarters of its slots hold a block.
+    pub(super) fn push_is_full(&self, b: &mut InstrSeqBuilder, mem: &Mem) {
+        b.i32_const(0);
+        mem.load32(b, l::HDR_LIVE_COUNT);
+        self.slots(b);
+        b.i32_const(2)
+            .binop(BinaryOp::I32ShrU)
+            .i32_const(3)
+            .binop(BinaryOp::I32Mul)
+            .binop(BinaryOp::I32GeU);
+    }
+
     /// Walks the table from `ptr`'s home slot to the first slot that is empty or holds
     /// `ptr` (its index left in `i`, its address in `e`, each slot's key read once into
     /// `key`), and runs `empty` or `found` there.
@@ -208,87 +220,88 @@ impl Table {
     }
 }
 
-/// Pushes whether the table is full: three quarters of its slots hold a block.
-pub(super) fn push_is_full(b: &mut InstrSeqBuilder, mem: &Mem) {
-    b.i32_const(0);
-    mem.load32(b, l::HDR_LIVE_COUNT);
-    b.i32_const(0);
-    mem.load32(b, l::HDR_LIVE_SLOTS);
-    b.i32_const(2)
-        .binop(BinaryOp::I32ShrU)
-        .i32_const(3)
-        .binop(BinaryOp::I32Mul)
-        .binop(BinaryOp::I32GeU);
-}
-
-/// Stores the block at `ptr` of `size` bytes (an i64) allocated by `node` at slot address `e`.
+/// Stores the block at `ptr` of `size` bytes (an i64) allocated by `node` (pushed as an i32)
+/// at slot address `e`.
 pub(super) fn put(
     b: &mut InstrSeqBuilder,
     mem: &Mem,
-    e: LocalId,
-    [ptr, node]: [LocalId; 2],
+    [e, ptr]: [LocalId; 2],
+    node: impl FnOnce(&mut InstrSeqBuilder),
     size: impl FnOnce(&mut InstrSeqBuilder),
 ) {
     b.local_get(e).local_get(ptr);
     mem.store32(b, 0);
-    b.local_get(e).local_get(node);
+    b.local_get(e);
+    node(b);
     mem.store32(b, 4);
     b.local_get(e);
     size(b);
     mem.store64(b, 8);
 }
 
-/// Every block of table `old` inserted into the empty table `new`. Uses `i`, `e`, `j`
-/// and `f` as scratch.
-pub(super) fn rehash(
+/// Copies the 16-byte entry at address `from` to address `to`.
+pub(super) fn copy_entry(b: &mut InstrSeqBuilder, mem: &Mem, from: LocalId, to: LocalId) {
+    for half in [0, 8] {
+        b.local_get(to).local_get(from);
+        mem.load64(b, half);
+        mem.store64(b, half);
+    }
+}
+
+/// Runs `body` for `k` = 0, 1, ... while `k` is below what `end` pushes (read each round).
+pub(super) fn count_up(
     b: &mut InstrSeqBuilder,
-    mem: &Mem,
-    (old, new): (&Table, &Table),
-    [i, e, j, f]: [LocalId; 4],
+    k: LocalId,
+    end: impl Fn(&mut InstrSeqBuilder),
+    body: impl FnOnce(&mut InstrSeqBuilder),
 ) {
-    b.i32_const(0).local_set(i);
+    b.i32_const(0).local_set(k);
     b.block(None, |done| {
         let done_id: InstrSeqId = done.id();
         done.loop_(None, |lp| {
             let lp_id = lp.id();
-            lp.local_get(i)
-                .local_get(old.mask)
-                .binop(BinaryOp::I32GtU)
-                .br_if(done_id);
+            lp.local_get(k);
+            end(lp);
+            lp.binop(BinaryOp::I32GeU).br_if(done_id);
+            body(lp);
+            lp.local_get(k)
+                .i32_const(1)
+                .binop(BinaryOp::I32Add)
+                .local_set(k)
+                .br(lp_id);
+        });
+    });
+}
+
+/// Every block of table `old` inserted into the empty table `new`. Uses `i`, `e`, `j`,
+/// `f`, `to` and `key` as scratch.
+pub(super) fn rehash(
+    b: &mut InstrSeqBuilder,
+    mem: &Mem,
+    (old, new): (&Table, &Table),
+    [i, e, j, f, to, key]: [LocalId; 6],
+) {
+    count_up(
+        b,
+        i,
+        |b| old.slots(b),
+        |lp| {
             old.slot(lp, mem, i, e);
             lp.local_tee(f);
             lp.if_else(
                 None,
                 |block| {
-                    block.local_get(f);
-                    new.hash(block);
-                    block.local_set(j);
-                    // The first empty slot from its home.
-                    block.block(None, |found| {
-                        let found_id = found.id();
-                        found.loop_(None, |probe| {
-                            let probe_id = probe.id();
-                            new.slot_address(probe, j);
-                            mem.load32(probe, 0);
-                            probe.unop(UnaryOp::I32Eqz).br_if(found_id);
-                            new.next_slot(probe, j);
-                            probe.br(probe_id);
-                        });
-                    });
-                    for half in [0, 8] {
-                        new.slot_address(block, j);
-                        block.local_get(e);
-                        mem.load64(block, half);
-                        mem.store64(block, half);
-                    }
+                    // Its address is in no other slot: `new` finds it an empty one.
+                    new.find(
+                        block,
+                        mem,
+                        [f, j, to, key],
+                        |empty| copy_entry(empty, mem, e, to),
+                        |_| {},
+                    );
                 },
                 |_| {},
             );
-            lp.local_get(i)
-                .i32_const(1)
-                .binop(BinaryOp::I32Add)
-                .local_set(i);
-            lp.br(lp_id);
-        });
-    });
+        },
+    );
 }

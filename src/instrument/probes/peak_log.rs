@@ -5,11 +5,11 @@
 //! rest move to the log's start; a log full of what came after the peak is dropped, and the
 //! next peak takes a copy again (so a copy costs at most one per table's worth of calls).
 
-use walrus::ir::{BinaryOp, UnaryOp};
+use walrus::ir::BinaryOp;
+use walrus::ValType::I32;
 use walrus::{FunctionBuilder, FunctionId, InstrSeqBuilder, LocalId, Module};
-use walrus::{ValType::I32, ValType::I64};
 
-use super::live_table::{put, Table};
+use super::live_table::{copy_entry, count_up, put, Table};
 use super::mem::Mem;
 use crate::layout as l;
 
@@ -61,68 +61,94 @@ pub(super) fn record_peak(b: &mut InstrSeqBuilder, mem: &Mem, table: &Table) {
     );
 }
 
-/// `log(ptr: i32, node: i32, size: i64)`: while a log is kept, an allocation (by `node`)
-/// or a free (`node` [`l::FREED`]) at its end, room made first when it is full.
-pub(super) fn build_log(module: &mut Module, mem: &Mem, rebase: FunctionId) -> FunctionId {
-    let table = Table::locals(module);
-    let log = Table::locals(module);
-    let [ptr, node, len, e] = [I32; 4].map(|t| module.locals.add(t));
-    let size = module.locals.add(I64);
-    let mut builder = FunctionBuilder::new(&mut module.types, &[I32, I32, I64], &[]);
-    builder.name("__wasmprof_log".into());
-    let mut b = builder.func_body();
-    header_is(&mut b, mem, l::HDR_COPY_STATE, l::COPY_LOGGED);
-    b.unop(UnaryOp::I32Eqz).if_else(
-        None,
-        |no_log| {
-            no_log.return_();
-        },
-        |_| {},
-    );
-    table.load(&mut b, mem);
-    log.region_of(&mut b, &table, 2);
-    let full = |b: &mut InstrSeqBuilder| {
-        b.i32_const(0);
-        mem.load32(b, l::HDR_LOG_LEN);
-        log.slots(b);
-        b.binop(BinaryOp::I32Eq);
-    };
-    full(&mut b);
+/// An allocation of `ptr` (its node and size, an i64, pushed by `node` and `size`) or a
+/// free (its node [`l::FREED`]) at the end of the log, where one is kept, in a function that
+/// has `table` loaded; `log_room` called first when the log is full. Uses `len` and `e`.
+pub(super) fn log(
+    b: &mut InstrSeqBuilder,
+    (mem, table): (&Mem, &Table),
+    log_room: FunctionId,
+    [ptr, len, e]: [LocalId; 3],
+    (node, size): (
+        impl FnOnce(&mut InstrSeqBuilder),
+        impl FnOnce(&mut InstrSeqBuilder),
+    ),
+) {
+    header_is(b, mem, l::HDR_COPY_STATE, l::COPY_LOGGED);
     b.if_else(
         None,
-        |full_log| {
-            full_log.call(rebase);
-            full(full_log);
-            full_log.if_else(
+        |logged| {
+            logged.i32_const(0);
+            mem.load32(logged, l::HDR_LOG_LEN);
+            logged.local_tee(len);
+            table.slots(logged);
+            logged.binop(BinaryOp::I32Eq).if_else(
                 None,
-                |after_peak| {
-                    // All of it came after the peak: the copy alone is the peak's.
-                    set_header(after_peak, mem, l::HDR_COPY_STATE, l::COPY_AT_PEAK);
-                    set_header(after_peak, mem, l::HDR_LOG_LEN, 0);
-                    log.base(after_peak);
-                    after_peak.i32_const(0);
-                    log.bytes(after_peak);
-                    after_peak.memory_fill(mem.0).return_();
+                |full| {
+                    full.call(log_room).local_set(len);
                 },
                 |_| {},
             );
+            // -1: dropped. The log is the third region from the table.
+            logged
+                .local_get(len)
+                .i32_const(-1)
+                .binop(BinaryOp::I32Ne)
+                .if_else(
+                    None,
+                    |append| {
+                        table.slot_address(append, len);
+                        table.bytes(append);
+                        append
+                            .i32_const(2)
+                            .binop(BinaryOp::I32Mul)
+                            .binop(BinaryOp::I32Add)
+                            .local_set(e);
+                        put(append, mem, [e, ptr], node, size);
+                        append
+                            .i32_const(0)
+                            .local_get(len)
+                            .i32_const(1)
+                            .binop(BinaryOp::I32Add);
+                        mem.store32(append, l::HDR_LOG_LEN);
+                    },
+                    |_| {},
+                );
         },
         |_| {},
     );
+}
+
+/// `log_room() -> i32`: room in a full log: the copy takes in the entries before the
+/// peak; when none came before it, the log (all of it after the peak) is dropped and the
+/// copy alone is the peak's. Returns the log's length, or -1 when it was dropped.
+pub(super) fn build_log_room(module: &mut Module, mem: &Mem, rebase: FunctionId) -> FunctionId {
+    let [table, log] = [(); 2].map(|_| Table::locals(module));
+    let len = module.locals.add(I32);
+    let mut builder = FunctionBuilder::new(&mut module.types, &[], &[I32]);
+    builder.name("__wasmprof_log_room".into());
+    let mut b = builder.func_body();
+    b.call(rebase);
+    table.load(&mut b, mem);
+    log.region_of(&mut b, &table, 2);
     b.i32_const(0);
     mem.load32(&mut b, l::HDR_LOG_LEN);
-    b.local_set(len);
-    log.slot_address(&mut b, len);
-    b.local_set(e);
-    put(&mut b, mem, e, [ptr, node], |b| {
-        b.local_get(size);
-    });
-    b.i32_const(0)
-        .local_get(len)
-        .i32_const(1)
-        .binop(BinaryOp::I32Add);
-    mem.store32(&mut b, l::HDR_LOG_LEN);
-    builder.finish(vec![ptr, node, size], &mut module.funcs)
+    b.local_tee(len);
+    log.slots(&mut b);
+    b.binop(BinaryOp::I32Eq).if_else(
+        None,
+        |after_peak| {
+            set_header(after_peak, mem, l::HDR_COPY_STATE, l::COPY_AT_PEAK);
+            set_header(after_peak, mem, l::HDR_LOG_LEN, 0);
+            log.base(after_peak);
+            after_peak.i32_const(0);
+            log.bytes(after_peak);
+            after_peak.memory_fill(mem.0).i32_const(-1).return_();
+        },
+        |_| {},
+    );
+    b.local_get(len);
+    builder.finish(vec![], &mut module.funcs)
 }
 
 /// `rebase()`: the log's entries before the peak taken into the copy (an allocation stored,
@@ -141,14 +167,13 @@ pub(super) fn build_rebase(module: &mut Module, mem: &Mem) -> FunctionId {
     b.local_set(peak).i32_const(0);
     mem.load32(&mut b, l::HDR_LOG_LEN);
     b.local_set(len);
-    b.block(None, |done| {
-        let done_id = done.id();
-        done.loop_(None, |lp| {
-            let lp_id = lp.id();
-            lp.local_get(k)
-                .local_get(peak)
-                .binop(BinaryOp::I32GeU)
-                .br_if(done_id);
+    count_up(
+        &mut b,
+        k,
+        |b| {
+            b.local_get(peak);
+        },
+        |lp| {
             log.slot_address(lp, k);
             lp.local_tee(x);
             mem.load32(lp, 0);
@@ -156,13 +181,8 @@ pub(super) fn build_rebase(module: &mut Module, mem: &Mem) -> FunctionId {
             mem.load32(lp, 4);
             lp.local_set(node);
             replay(lp, mem, &copy, [ptr, node, x], [i, e, key, j]);
-            lp.local_get(k)
-                .i32_const(1)
-                .binop(BinaryOp::I32Add)
-                .local_set(k)
-                .br(lp_id);
-        });
-    });
+        },
+    );
     // log[..len - peak] = log[peak..len]; log[len - peak..len] = 0.
     log.base(&mut b);
     log.slot_address(&mut b, peak);
@@ -195,10 +215,6 @@ fn replay(
     [ptr, node, x]: [LocalId; 3],
     [i, e, key, j]: [LocalId; 4],
 ) {
-    let size = |b: &mut InstrSeqBuilder| {
-        b.local_get(x);
-        mem.load64(b, 8);
-    };
     let is_free = |b: &mut InstrSeqBuilder| {
         b.local_get(node)
             .i32_const(l::FREED as i32)
@@ -210,14 +226,14 @@ fn replay(
         [ptr, i, e, key],
         |empty| {
             is_free(empty);
-            empty.if_else(None, |_| {}, |alloc| put(alloc, mem, e, [ptr, node], size));
+            empty.if_else(None, |_| {}, |alloc| copy_entry(alloc, mem, x, e));
         },
         |found| {
             is_free(found);
             found.if_else(
                 None,
                 |free| copy.remove(free, mem, [i, e, j]),
-                |alloc| put(alloc, mem, e, [ptr, node], size),
+                |alloc| copy_entry(alloc, mem, x, e),
             );
         },
     );

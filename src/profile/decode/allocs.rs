@@ -90,11 +90,12 @@ impl Table {
         if raw.u32(layout::HDR_PEAK_PENDING)? != 0 {
             return self.entries(raw, 0);
         }
-        let mut blocks = match raw.u32(layout::HDR_COPY_STATE)? {
-            layout::COPY_NONE => return Ok(HashMap::new()),
-            _ => self.entries(raw, 1)?,
-        };
-        if raw.u32(layout::HDR_COPY_STATE)? == layout::COPY_LOGGED {
+        let state = raw.u32(layout::HDR_COPY_STATE)?;
+        if state == layout::COPY_NONE {
+            return Ok(HashMap::new());
+        }
+        let mut blocks = self.entries(raw, 1)?;
+        if state == layout::COPY_LOGGED {
             let peak = raw.u32(layout::HDR_LOG_PEAK)?;
             anyhow::ensure!(
                 peak <= self.slots,
