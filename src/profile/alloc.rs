@@ -91,6 +91,11 @@ pub struct Allocations {
     /// (of a merged profile's runs, the largest).
     #[serde(default)]
     pub at_peak_bytes: u64,
+    /// Of a merged profile of several runs, the module whose run had the largest peak:
+    /// `peak_bytes` and the contexts' `at_peak` figures are that run's alone (each run is a
+    /// process of its own, so the runs' peaks are no one moment).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub peak_module: Option<String>,
     /// Allocations the live table had no room for (counted in their contexts, but not in
     /// the bytes held or the peak).
     #[serde(default, skip_serializing_if = "is_zero")]

@@ -15,12 +15,15 @@ impl Profile {
     /// ` [func N]` that tells apart functions of one module that share a name is each
     /// module's own index, so it is no part of it); arcs by caller and callee; contexts by
     /// call path. A name stays unique: functions of one name but different definitions
-    /// get their definition's place as a suffix (` [src/a.rs:10]`).
+    /// get their definition's place as a suffix (` [src/a.rs:10]`). Of the runs' peaks of
+    /// live bytes, the largest run's is kept, and so are only that run's blocks live at
+    /// its peak: each run is a process of its own, so their peaks are no one moment.
     pub fn merge(profiles: &[Profile]) -> Profile {
         let names = MergedNames::of(profiles);
-        let mut merger = Merger::new(profiles);
-        for p in profiles {
-            merger.add(p, &names);
+        let peak_run = peak_run(profiles);
+        let mut merger = Merger::new(profiles, peak_run);
+        for (i, p) in profiles.iter().enumerate() {
+            merger.add(p, &names, peak_run == Some(i));
         }
         let mut out = merger.out;
         // Profiles without a context tree (the calls metric) merge into one without.
@@ -46,8 +49,18 @@ type LineKey = (String, Option<String>, u32, Vec<crate::symbols::Inlined>);
 
 impl Merger {
     /// An empty merge of `profiles` (which share their metric and compensation, being of
-    /// one run).
-    fn new(profiles: &[Profile]) -> Merger {
+    /// one run), whose peak of live bytes is `peak_run`'s.
+    fn new(profiles: &[Profile], peak_run: Option<usize>) -> Merger {
+        let mut allocations =
+            Allocations::merge(profiles.iter().filter_map(|p| p.allocations.as_ref()));
+        if let (Some(a), Some(i)) = (allocations.as_mut(), peak_run) {
+            let runs = profiles.iter().filter(|p| p.records_allocations()).count();
+            if runs > 1 {
+                let p = &profiles[i];
+                let inner = p.allocations.as_ref().and_then(|a| a.peak_module.clone());
+                a.peak_module = inner.or_else(|| p.modules.first().cloned());
+            }
+        }
         Merger {
             out: Profile {
                 format: FORMAT.to_string(),
@@ -75,9 +88,7 @@ impl Merger {
                 lines: Vec::new(),
                 view: None,
                 threads: Vec::new(),
-                allocations: Allocations::merge(
-                    profiles.iter().filter_map(|p| p.allocations.as_ref()),
-                ),
+                allocations,
                 benchmarks: Vec::new(),
             },
             function_ids: HashMap::new(),
@@ -87,8 +98,9 @@ impl Merger {
         }
     }
 
-    /// Adds profile `p` in, its functions named as `names` says.
-    fn add(&mut self, p: &Profile, names: &MergedNames) {
+    /// Adds profile `p` in, its functions named as `names` says; its blocks live at its
+    /// peak only if its peak is the merged profile's (`has_peak`).
+    fn add(&mut self, p: &Profile, names: &MergedNames, has_peak: bool) {
         let out = &mut self.out;
         out.modules.extend(p.modules.iter().cloned());
         out.threads.extend(p.threads.iter().cloned());
@@ -131,7 +143,7 @@ impl Merger {
                 routine: rename(&b.routine),
                 ..b.clone()
             }));
-        self.contexts(p, &fmap);
+        self.contexts(p, &fmap, has_peak);
     }
 
     /// Adds function `f` in as `name`; its id in the merged profile.
@@ -201,9 +213,10 @@ impl Merger {
         m.samples = sum(m.samples, l.samples);
     }
 
-    /// Adds `p`'s context tree in, its function ids mapped by `fmap`. Contexts come parents
-    /// first, so a parent's new id is known before its children.
-    fn contexts(&mut self, p: &Profile, fmap: &[u32]) {
+    /// Adds `p`'s context tree in, its function ids mapped by `fmap`, its contexts' blocks
+    /// live at the peak if `has_peak`. Contexts come parents first, so a parent's new id is
+    /// known before its children.
+    fn contexts(&mut self, p: &Profile, fmap: &[u32], has_peak: bool) {
         let out = &mut self.out;
         let mut cmap = vec![0u32; p.contexts.len()];
         for c in &p.contexts {
@@ -234,10 +247,29 @@ impl Merger {
             d.calls += c.calls;
             d.cost.add(&c.cost);
             if let Some(a) = &c.alloc {
-                d.alloc.get_or_insert_with(Default::default).add(a);
+                let mut a = *a;
+                if !has_peak {
+                    a.at_peak = 0;
+                    a.at_peak_bytes = 0;
+                }
+                d.alloc.get_or_insert_with(Default::default).add(&a);
             }
         }
     }
+}
+
+/// Of `profiles`, the run whose peak of live bytes a merged profile keeps: the largest
+/// known one (the first of equals), if any is.
+fn peak_run(profiles: &[Profile]) -> Option<usize> {
+    let peak = |i: usize| {
+        let a = profiles[i].allocations.as_ref()?;
+        a.peak()
+            .filter(|_| profiles[i].records_allocations() && a.at_peak_bytes > 0)
+    };
+    (0..profiles.len())
+        .filter_map(|i| Some((peak(i)?, i)))
+        .min_by_key(|&(bytes, i)| (std::cmp::Reverse(bytes), i))
+        .map(|(_, i)| i)
 }
 
 /// What makes two functions of different modules the same function.
@@ -404,5 +436,50 @@ mod tests {
             ["grow", "helper [src/a.rs:7]", "helper [src/b.rs:7]"]
         );
         assert_eq!(merged.arc("grow", "helper [src/b.rs:7]").unwrap().count, 1);
+    }
+
+    /// `module` with its helper's context holding `peak` bytes in one block at the peak,
+    /// and `held` bytes at the end.
+    fn allocating(name: &str, n: u32, peak: u64, held: u64) -> Profile {
+        let mut p = module(name, n, "src/lib.rs", 1);
+        p.allocations = Some(Allocations {
+            peak_bytes: peak,
+            at_peak_bytes: peak,
+            ..Allocations::default()
+        });
+        p.contexts[2].alloc = Some(crate::profile::Allocs {
+            allocs: 2,
+            alloc_bytes: peak + held,
+            frees: 1,
+            freed_bytes: peak,
+            held: 1,
+            held_bytes: held,
+            at_peak: 1,
+            at_peak_bytes: peak,
+            ..Default::default()
+        });
+        p
+    }
+
+    #[test]
+    fn the_largest_runs_peak_is_kept_with_only_its_blocks() {
+        let merged = Profile::merge(&[
+            allocating("a.wasm", 1, 100, 10),
+            allocating("b.wasm", 2, 300, 20),
+            allocating("c.wasm", 3, 300, 30),
+        ]);
+        let a = merged.allocations.as_ref().unwrap();
+        assert_eq!((a.peak(), a.at_peak_bytes), (Some(300), 300));
+        // Of equal peaks, the first run's.
+        assert_eq!(a.peak_module.as_deref(), Some("b.wasm"));
+        let total = merged.total_allocs();
+        assert_eq!((total.at_peak, total.at_peak_bytes), (1, 300));
+        // What every run allocated and held at its end adds up.
+        assert_eq!((total.allocs, total.held_bytes), (6, 60));
+        // Merged again, the peak stays that run's.
+        let again = Profile::merge(&[merged, allocating("d.wasm", 4, 200, 0)]);
+        let a = again.allocations.as_ref().unwrap();
+        assert_eq!(a.peak_module.as_deref(), Some("b.wasm"));
+        assert_eq!(again.total_allocs().at_peak_bytes, 300);
     }
 }

@@ -94,6 +94,28 @@ fn the_report_and_go_tool_pprof_show_them() {
     // allocated, allocs, held at end, held.
     let figures: Vec<&str> = row.split_whitespace().take(6).collect();
     assert_eq!(figures, ["640", "B", "5", "640", "B", "5"], "{row}");
+    // Two runs, two processes: the peak is the larger one's, the lib's mebibyte (against
+    // many_blocks' 800 KB), and the blocks at the peak are that run's alone.
+    let summary = section.lines().nth(2).unwrap_or_default();
+    let lib = p_module(&run.profile("allocs-allocs-lib.json"));
+    assert!(
+        summary.contains(&format!("live in {lib}, the largest of the runs' peaks")),
+        "{summary}"
+    );
+    let mib = section
+        .lines()
+        .find(|l| l.contains("allocs::one_mebibyte"))
+        .unwrap_or_else(|| panic!("a row for one_mebibyte in\n{out}"));
+    // allocated, allocs, held at end, held, at peak.
+    let figures: Vec<&str> = mib.split_whitespace().take(8).collect();
+    assert_eq!(figures[6..], ["1.00", "MiB"], "{mib}");
+    let many = section
+        .lines()
+        .find(|l| l.contains("allocs::many_blocks"))
+        .unwrap_or_else(|| panic!("a row for many_blocks in\n{out}"));
+    // allocated, allocs, held at end, held, at peak: nothing of this run's at the peak.
+    let figures: Vec<&str> = many.split_whitespace().take(8).collect();
+    assert_eq!(figures[5..], ["100.0k", "0", "B"], "{many}");
     if !have(&["go"]) {
         return;
     }
@@ -119,6 +141,11 @@ fn the_report_and_go_tool_pprof_show_them() {
         .unwrap_or_else(|| panic!("five_boxes in\n{top}"));
     // flat flat% sum% cum cum% name: what it holds is all under it.
     assert_eq!(row.split_whitespace().nth(3), Some("640B"), "{row}");
+}
+
+/// The module a one-run profile is of.
+fn p_module(p: &Profile) -> String {
+    p.modules.first().cloned().expect("a module")
 }
 
 /// `cargo wasmprof report PROFILE --format F --weight W`'s output.

@@ -90,6 +90,13 @@ fn summary_line(out: &mut String, summary: &crate::profile::Allocations, total: 
         ),
         Some(peak) => format!("peak {} live", bytes(peak)),
     };
+    // Of several runs, one run's peak: each is a process of its own.
+    let peak = match &summary.peak_module {
+        Some(module) if summary.peak().is_some() => format!(
+            "{peak} in {module}, the largest of the runs' peaks (its blocks are the \"at peak\" column)"
+        ),
+        _ => peak,
+    };
     let _ = writeln!(
         out,
         "{} allocations of {}, {} frees of {}; {} still held at the end ({}{}); {peak}; memory grown by {} page{}, to {}",

@@ -150,6 +150,8 @@ pub(super) fn allocations(
         untracked: raw.u64(layout::HDR_UNTRACKED)?,
         untracked_bytes: raw.u64(layout::HDR_UNTRACKED_BYTES)?,
         unmatched_frees: raw.u64(layout::HDR_UNMATCHED_FREES)?,
+        // One run's: a merge of several names its peak's.
+        peak_module: None,
         // A thread's profile is marked so when its program's are merged.
         per_thread: false,
     })
