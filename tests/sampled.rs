@@ -202,6 +202,30 @@ fn the_sampler_thread_finds_the_loop_that_runs() {
     );
 }
 
+/// With the sampler's thread on: the allocation probes' work (the live table's lookups and
+/// its growths, ten of them for 500,000 blocks kept) is the probes', left out of the times
+/// as the entry and exit probes' is, not the allocator's.
+#[test]
+fn the_allocation_probes_time_is_not_the_allocators() {
+    let wat = common::keeper_wat(500_000, 300_000_000);
+    for state in [StateLocation::OwnMemory, StateLocation::StateModule] {
+        let (p, outcome) = sampled(&wat, state, std::time::Duration::from_micros(100));
+        assert_eq!(outcome.exit_code, 0);
+        check_invariants(&p);
+        assert_eq!(calls(&p, "malloc"), 500_000);
+        let kept = p.total_allocs();
+        assert_eq!((kept.held, kept.held_bytes), (500_000, 4_000_000));
+        let sampling = p.sampling.unwrap();
+        assert!(sampling.in_probes > 0, "{sampling:?}");
+        let all: u64 = p.functions.iter().map(|f| f.cost.self_ns).sum();
+        let malloc = p.function_named("malloc").unwrap().cost.self_ns;
+        assert!(
+            (malloc as f64) < 0.05 * all as f64,
+            "{state:?}: malloc's self time {malloc} of {all} ns; {sampling:?}"
+        );
+    }
+}
+
 /// A wasi-threads program: each thread's samples land in its own profile. The spawned
 /// thread takes three samples and stores 1 at address 0 for the main thread, which took
 /// one and waits for that (its wait sees 1 at once, or is woken).

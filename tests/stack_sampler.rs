@@ -99,6 +99,21 @@ fn a_leaf_loop_without_calls_gets_its_samples() {
     );
 }
 
+/// The allocation probes' work (the live table's lookups and its growths, ten of them
+/// for 500,000 blocks kept) is the probes' code, left out of the times, not the
+/// allocator's.
+#[test]
+fn the_allocation_probes_time_is_not_the_allocators() {
+    let (p, outcome) = sampled(&common::keeper_wat(500_000, 300_000_000));
+    assert_eq!(outcome.exit_code, 0);
+    check_invariants(&p);
+    assert_eq!(calls(&p, "malloc"), 500_000);
+    assert_eq!(p.total_allocs().held, 500_000);
+    let s = p.sampling.unwrap();
+    assert!(s.in_probes > 0, "{s:?}");
+    assert!(self_share(&p, "malloc") < 5.0, "{s:?}");
+}
+
 /// What the addresses section says of each instruction of the instrumented module: every
 /// instruction the instrumenter added (those that touch the profiler's memory or globals,
 /// or call its functions) is the probes' code; every instruction of the program is the

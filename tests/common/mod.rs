@@ -270,6 +270,31 @@ pub fn check_allocations(p: &Profile) {
     }
 }
 
+/// A program whose `malloc` (a bump allocator of three instructions) is called `blocks`
+/// times by `keep`, every block kept, so that the profiler's live table grows many times
+/// (it doubles from 1,024 slots), and then `spin` loops `rounds` times without a call.
+/// The allocation probes' work dwarfs `malloc`'s own; the loop, the program's, dwarfs both.
+pub fn keeper_wat(blocks: u32, rounds: u64) -> String {
+    format!(
+        r#"(module
+  (memory (export "memory") 1)
+  (global $next (mut i32) (i32.const 1024))
+  (func $malloc (param i32) (result i32)
+    (global.set $next (i32.add (global.get $next) (i32.const 8)))
+    (i32.sub (global.get $next) (i32.const 8)))
+  (func $keep (local i32)
+    (loop $again
+      (drop (call $malloc (i32.const 8)))
+      (local.set 0 (i32.add (local.get 0) (i32.const 1)))
+      (br_if $again (i32.lt_u (local.get 0) (i32.const {blocks})))))
+  (func $spin (local i64)
+    (loop $again
+      (local.set 0 (i64.add (local.get 0) (i64.const 1)))
+      (br_if $again (i64.lt_u (local.get 0) (i64.const {rounds})))))
+  (func (export "_start") (call $keep) (call $spin)))"#
+    )
+}
+
 /// The name of the caller of context `c`: its parent's function, or `<host>`.
 fn caller_name(p: &Profile, c: &cargo_wasmprof::profile::Context) -> Option<String> {
     let parent = &p.contexts[c.parent? as usize];

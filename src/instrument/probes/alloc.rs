@@ -10,13 +10,14 @@ use walrus::ir::{
     BinaryOp, Binop, Call, Const, Drop, Instr, InstrLocId, LocalGet, LocalSet, LocalTee,
     MemorySize, UnaryOp, Value,
 };
-use walrus::{FunctionId, GlobalId, InstrSeqBuilder, LocalId, MemoryId, Module};
+use walrus::{FunctionBuilder, FunctionId, GlobalId, InstrSeqBuilder, LocalId, MemoryId, Module};
 use walrus::{ValType, ValType::I32, ValType::I64};
 
 use super::alloc_functions::{
     add_header32, build_alloc_depth, build_record_alloc, build_record_free, build_record_grow,
     LiveFunctions,
 };
+use super::entry_exit::SampleWord;
 use super::mem::Mem;
 use crate::layout::{self as l, Layout};
 use crate::meta::AllocKind;
@@ -52,12 +53,12 @@ pub struct AllocProbes {
 
 impl AllocProbes {
     /// Adds the allocation probes' functions to `module`, whose profiler memory is `mem`
-    /// (laid out by `layout`, with the live table) and current-node global `cur`.
+    /// (laid out by `layout`, with the live table), current-node global `cur` and, with
+    /// the word sampler, sample word `sample`.
     pub(super) fn build(
         module: &mut Module,
         layout: &Layout,
-        mem: MemoryId,
-        cur: GlobalId,
+        (mem, cur, sample): (MemoryId, GlobalId, Option<SampleWord>),
         program_memory: Option<MemoryId>,
     ) -> AllocProbes {
         let memories32 = module
@@ -67,31 +68,33 @@ impl AllocProbes {
             .map(|m| m.id())
             .collect();
         let live = LiveFunctions::build(module, layout, &Mem(mem));
+        let record_alloc = build_record_alloc(module, (layout, Mem(mem)), cur, &live);
+        let record_free = build_record_free(module, (layout, Mem(mem)), cur, &live);
         AllocProbes {
             depth: Depth::Inline(mem),
             memories32,
             program_memory,
-            record_alloc: build_record_alloc(module, (layout, Mem(mem)), cur, &live),
-            record_free: build_record_free(module, (layout, Mem(mem)), cur, &live),
+            record_alloc: marked(module, record_alloc, (cur, sample)),
+            record_free: marked(module, record_free, (cur, sample)),
             record_grow: build_record_grow(module, layout, Mem(mem), cur),
         }
     }
 
     /// Adds the allocation probes' functions to the `state` module (its memory `mem`,
-    /// laid out by `layout`, and current-node global `cur`), exported, and has `module`
-    /// import them.
+    /// laid out by `layout`, current-node global `cur` and, with the word sampler, sample
+    /// word `sample`), exported, and has `module` import them.
     pub(super) fn import(
-        module: &mut Module,
-        state: &mut Module,
+        (module, state): (&mut Module, &mut Module),
         layout: &Layout,
-        mem: MemoryId,
-        cur: GlobalId,
+        (mem, cur, sample): (MemoryId, GlobalId, Option<SampleWord>),
     ) -> AllocProbes {
         let live = LiveFunctions::build(state, layout, &Mem(mem));
+        let record_alloc = build_record_alloc(state, (layout, Mem(mem)), cur, &live);
+        let record_free = build_record_free(state, (layout, Mem(mem)), cur, &live);
         let built = [
             build_alloc_depth(state, Mem(mem)),
-            build_record_alloc(state, (layout, Mem(mem)), cur, &live),
-            build_record_free(state, (layout, Mem(mem)), cur, &live),
+            marked(state, record_alloc, (cur, sample)),
+            marked(state, record_free, (cur, sample)),
             build_record_grow(state, layout, Mem(mem), cur),
         ];
         for (name, f) in EXPORTS.iter().zip(built) {
@@ -342,4 +345,35 @@ impl AllocProbes {
             |_| {},
         );
     }
+}
+
+/// With the word sampler (`sample`), probe function `f`, which returns nothing, called
+/// from a function that marks the sample word as the probes' while `f` runs, then as node
+/// `cur`'s again: so the sampler leaves the allocation probes' time (a growth of the live
+/// table, a copy of it at a peak) out of the allocator's, as it leaves the entry and exit
+/// probes' out. Without it, `f` itself.
+fn marked(
+    module: &mut Module,
+    f: FunctionId,
+    (cur, sample): (GlobalId, Option<SampleWord>),
+) -> FunctionId {
+    if sample.is_none() {
+        return f;
+    }
+    let params = module.types.get(module.funcs.get(f).ty()).params().to_vec();
+    let args: Vec<LocalId> = params.iter().map(|&t| module.locals.add(t)).collect();
+    let node = module.locals.add(I32);
+    let name = module.funcs.get(f).name.clone();
+    let mut builder = FunctionBuilder::new(&mut module.types, &params, &[]);
+    if let Some(name) = name {
+        builder.name(format!("{name}_marked"));
+    }
+    let mut b = builder.func_body();
+    SampleWord::mark_probes(sample, &mut b);
+    for &arg in &args {
+        b.local_get(arg);
+    }
+    b.call(f).global_get(cur).local_set(node);
+    SampleWord::mark_context(sample, &mut b, node);
+    builder.finish(args, &mut module.funcs)
 }

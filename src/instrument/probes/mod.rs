@@ -139,8 +139,9 @@ pub fn add(
 ) -> Profiler {
     let program_memory = module.memories.iter().next().map(|m| m.id());
     let pieces = ProfilerState::build(module, layout, options, host, threaded);
-    let alloc = (layout.live_slots > 0)
-        .then(|| AllocProbes::build(module, layout, pieces.memory, pieces.cur, program_memory));
+    let state = (pieces.memory, pieces.cur, pieces.sample());
+    let alloc =
+        (layout.live_slots > 0).then(|| AllocProbes::build(module, layout, state, program_memory));
     let wait = threaded.then(|| WaitProbe {
         how: WaitHow::Inline(pieces.wait_state()),
         memory64: memory64(module),
@@ -206,8 +207,10 @@ pub fn import_state_module(
     exports.add(meta::MEMORY_EXPORT, ExportItem::Memory(pieces.memory));
     exports.add(meta::CUR_EXPORT, ExportItem::Global(pieces.cur));
     exports.add(SITE_EXPORT, ExportItem::Global(pieces.site));
-    let alloc = (layout.live_slots > 0)
-        .then(|| AllocProbes::import(module, &mut state, layout, pieces.memory, pieces.cur));
+    let alloc = (layout.live_slots > 0).then(|| {
+        let probes = (pieces.memory, pieces.cur, pieces.sample());
+        AllocProbes::import((module, &mut state), layout, probes)
+    });
     let cur = import_global(module, meta::CUR_EXPORT, ValType::I32);
     let site = import_global(module, SITE_EXPORT, ValType::I32);
     let probes = match pieces.timing {
@@ -392,6 +395,11 @@ struct Timed {
 }
 
 impl ProfilerState {
+    /// The sample word, with the word sampler.
+    fn sample(&self) -> Option<SampleWord> {
+        self.timing.as_ref().and_then(|t| t.ops.sample)
+    }
+
     /// What the wait probe's work reads and writes.
     fn wait_state(&self) -> WaitState {
         WaitState {
