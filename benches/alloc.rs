@@ -5,7 +5,8 @@
 //! uninstrumented and instrumented under the default metric and under the instructions
 //! metric, each with its allocations recorded and with `--no-alloc`, side by side, median
 //! of RUNS interleaved runs; prints each run time, its ratio to the plain run, and what
-//! recording the allocations adds per allocator call (from the profile's exact counts).
+//! recording the allocations adds per allocator call (from the profile's exact counts);
+//! then the same for a short run of a few hundred allocator calls, as a test binary makes.
 //! Run times exclude compilation (the host times `_start` alone).
 
 use std::path::Path;
@@ -19,6 +20,10 @@ use cargo_wasmprof::sampling;
 const RUNS: usize = 15;
 /// The churn's rounds: an allocation and, but for those the ring keeps, a free each.
 const ROUNDS: &str = "1000000";
+/// A short run's rounds, as many allocator calls as a test binary makes: what recording
+/// them costs a run whatever its length (the fresh pages of the profiler's memory that
+/// the live table touches) shows there.
+const SHORT_ROUNDS: &str = "200";
 
 fn median(mut xs: Vec<f64>) -> f64 {
     xs.sort_by(f64::total_cmp);
@@ -39,10 +44,6 @@ fn main() {
         .find(|b| b.target == "churn")
         .expect("the churn bench");
     let wasm = std::fs::read(&churn.path).unwrap();
-    let config = RunConfig {
-        inherit_stdio: false,
-        ..RunConfig::new("churn.wasm", vec![ROUNDS.into()], &churn.package_dir)
-    };
     let variants: Vec<(String, Metric, bool)> = [Metric::Time, Metric::Instructions]
         .into_iter()
         .flat_map(|m| [(m, true), (m, false)])
@@ -51,7 +52,7 @@ fn main() {
             (name, m, alloc)
         })
         .collect();
-    let instrumented: Vec<(instrument::Instrumented, RunConfig)> = variants
+    let instrumented: Vec<(instrument::Instrumented, Metric)> = variants
         .iter()
         .map(|&(_, metric, allocations)| {
             let options = Options {
@@ -59,53 +60,94 @@ fn main() {
                 allocations,
                 ..Options::default()
             };
-            let config = RunConfig {
-                sample_interval: sampling::default_interval(options.sampler),
-                ..config.clone()
-            };
-            (instrument::instrument(&wasm, &options).unwrap(), config)
+            (instrument::instrument(&wasm, &options).unwrap(), metric)
         })
         .collect();
-    let wall = |wasm: &[u8], config: &RunConfig| {
-        Embedded.run_module(wasm, config).unwrap().wall_ns as f64 / 1e9
-    };
-    let mut plain = Vec::new();
-    let mut times = vec![Vec::new(); variants.len()];
-    for _ in 0..RUNS {
-        plain.push(wall(&wasm, &config));
-        for (t, (done, config)) in times.iter_mut().zip(&instrumented) {
-            t.push(wall(&done.wasm, config));
-        }
-    }
-    // The allocator calls recorded: from one profile's exact counts.
-    let (done, config) = &instrumented[0];
-    let profile = Embedded
-        .run_module(&done.wasm, config)
-        .unwrap()
-        .profile(&done.meta, "churn")
-        .unwrap();
-    let total = profile.total_allocs();
-    let events = (total.allocs + total.frees) as f64;
-    let plain = median(plain);
-    println!(
-        "churn {ROUNDS}: {} allocations, {} frees, {} held at the end",
-        total.allocs, total.frees, total.held
-    );
-    println!("{:<26} {:>10} {:>8}", "run", "time", "ratio");
-    println!("{:<26} {:>8.2}ms {:>7.2}x", "plain", plain * 1e3, 1.0);
-    let medians: Vec<f64> = times.into_iter().map(median).collect();
-    for ((name, _, _), t) in variants.iter().zip(&medians) {
-        println!("{name:<26} {:>8.2}ms {:>7.2}x", t * 1e3, t / plain);
-    }
-    for pair in medians.chunks(2).zip(variants.chunks(2)) {
-        let ([with, without], [(name, ..), _]) = pair else {
-            continue;
+    for rounds in [ROUNDS, SHORT_ROUNDS] {
+        let config = RunConfig {
+            inherit_stdio: false,
+            ..RunConfig::new("churn.wasm", vec![rounds.into()], &churn.package_dir)
         };
-        println!(
-            "{name}: recording the allocations adds {:.1} ns per allocator call ({:+.1}% of the run)",
-            (with - without) * 1e9 / events,
-            100.0 * (with - without) / without
-        );
+        let runs = Runs::measure(&wasm, &instrumented, &config);
+        runs.print(rounds, &variants);
     }
     println!("\n(median of {RUNS} runs each, interleaved; ratios are to the plain run)");
+}
+
+/// One workload's medians: plain, each variant's, and the allocator calls counted.
+struct Runs {
+    plain: f64,
+    medians: Vec<f64>,
+    allocs: u64,
+    frees: u64,
+    held: u64,
+}
+
+impl Runs {
+    /// Runs `wasm` plain and each of `instrumented` with `config`, RUNS times interleaved.
+    fn measure(
+        wasm: &[u8],
+        instrumented: &[(instrument::Instrumented, Metric)],
+        config: &RunConfig,
+    ) -> Runs {
+        let configs: Vec<RunConfig> = instrumented
+            .iter()
+            .map(|(done, _)| RunConfig {
+                sample_interval: sampling::default_interval(done.meta.sampler),
+                ..config.clone()
+            })
+            .collect();
+        let wall = |wasm: &[u8], config: &RunConfig| {
+            Embedded.run_module(wasm, config).unwrap().wall_ns as f64 / 1e9
+        };
+        let mut plain = Vec::new();
+        let mut times = vec![Vec::new(); instrumented.len()];
+        for _ in 0..RUNS {
+            plain.push(wall(wasm, config));
+            for ((t, (done, _)), config) in times.iter_mut().zip(instrumented).zip(&configs) {
+                t.push(wall(&done.wasm, config));
+            }
+        }
+        // The allocator calls recorded: from one profile's exact counts.
+        let done = &instrumented[0].0;
+        let profile = Embedded
+            .run_module(&done.wasm, &configs[0])
+            .unwrap()
+            .profile(&done.meta, "churn")
+            .unwrap();
+        let total = profile.total_allocs();
+        Runs {
+            plain: median(plain),
+            medians: times.into_iter().map(median).collect(),
+            allocs: total.allocs,
+            frees: total.frees,
+            held: total.held,
+        }
+    }
+
+    /// The table of run times and what recording the allocations adds.
+    fn print(&self, rounds: &str, variants: &[(String, Metric, bool)]) {
+        println!(
+            "\nchurn {rounds}: {} allocations, {} frees, {} held at the end",
+            self.allocs, self.frees, self.held
+        );
+        println!("{:<26} {:>10} {:>8}", "run", "time", "ratio");
+        let plain = self.plain;
+        println!("{:<26} {:>8.3}ms {:>7.2}x", "plain", plain * 1e3, 1.0);
+        for ((name, _, _), t) in variants.iter().zip(&self.medians) {
+            println!("{name:<26} {:>8.3}ms {:>7.2}x", t * 1e3, t / plain);
+        }
+        let events = (self.allocs + self.frees) as f64;
+        for pair in self.medians.chunks(2).zip(variants.chunks(2)) {
+            let ([with, without], [(name, ..), _]) = pair else {
+                continue;
+            };
+            println!(
+                "{name}: recording the allocations adds {:.1} us to the run, {:.1} ns per allocator call ({:+.1}% of the run)",
+                (with - without) * 1e6,
+                (with - without) * 1e9 / events,
+                100.0 * (with - without) / without
+            );
+        }
+    }
 }

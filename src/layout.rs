@@ -201,7 +201,7 @@ pub const LIVE_ENTRY_SIZE: u32 = 16;
 /// The live table's slots at the start when allocations are recorded (fewer where it may
 /// not grow to that many); at most three quarters of them are used, so that a lookup stays
 /// short, and a table that fills up doubles.
-pub const LIVE_SLOTS: u32 = 1 << 16;
+pub const LIVE_SLOTS: u32 = 1 << 10;
 /// The most slots the live table grows to: with its copy and its log, 768 MiB of the
 /// profiler's memory.
 const MAX_LIVE_SLOTS: u32 = 1 << 24;

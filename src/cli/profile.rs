@@ -96,7 +96,7 @@ pub struct InstrumentFlags {
     #[arg(long)]
     pub no_alloc: bool,
     /// The most allocations followed live at once: each is followed from its allocation to
-    /// its free in a table of the profiler's, which starts with room for 49,152 and doubles
+    /// its free in a table of the profiler's, which starts with room for 768 and doubles
     /// as the program needs, up to N (48 bytes a slot with the table's copy and its log, a
     /// power of two of slots, three quarters of them used). Past it, allocations are still counted in
     /// their contexts, but not in the bytes held or the peak, and the report says how many.

@@ -244,8 +244,8 @@ fn no_alloc_records_none_and_the_calls_metric_says_why() {
 }
 
 /// `many_blocks(100_000)` keeps 100,001 blocks live at once, more than the live table has
-/// room for at the start (49,152): it grows (twice), and every block is followed, held at
-/// the end and live at the peak.
+/// room for at the start (768): it grows (eight times), and every block is followed, held
+/// at the end and live at its run's peak.
 #[test]
 fn the_live_table_grows_to_follow_every_block() {
     let p = allocs_run().profile("allocs-many_blocks-test.json");
