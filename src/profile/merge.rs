@@ -53,6 +53,11 @@ impl Merger {
     fn new(profiles: &[Profile], peak_run: Option<usize>) -> Merger {
         let mut allocations =
             Allocations::merge(profiles.iter().filter_map(|p| p.allocations.as_ref()));
+        if let Some(a) = allocations.as_mut().filter(|a| a.per_thread) {
+            // A run recorded thread by thread: the peak is not known (`peak_run` is none).
+            a.peak_bytes = 0;
+            a.at_peak_bytes = 0;
+        }
         if let (Some(a), Some(i)) = (allocations.as_mut(), peak_run) {
             let runs = profiles.iter().filter(|p| p.records_allocations()).count();
             if runs > 1 {
@@ -259,8 +264,13 @@ impl Merger {
 }
 
 /// Of `profiles`, the run whose peak of live bytes a merged profile keeps: the largest
-/// known one (the first of equals), if any is.
+/// known one (the first of equals), if any is; none where a run recorded its allocations
+/// thread by thread (the merged profile's peak is not known then).
 fn peak_run(profiles: &[Profile]) -> Option<usize> {
+    let threaded = |p: &Profile| p.allocations.as_ref().is_some_and(|a| a.per_thread);
+    if profiles.iter().any(threaded) {
+        return None;
+    }
     let peak = |i: usize| {
         let a = profiles[i].allocations.as_ref()?;
         a.peak()
@@ -481,5 +491,15 @@ mod tests {
         let a = again.allocations.as_ref().unwrap();
         assert_eq!(a.peak_module.as_deref(), Some("b.wasm"));
         assert_eq!(again.total_allocs().at_peak_bytes, 300);
+        // With a run recorded thread by thread, no peak is known, and no blocks at one.
+        let mut threaded = allocating("t.wasm", 5, 0, 0);
+        threaded.allocations_per_thread();
+        let mixed = Profile::merge(&[allocating("a.wasm", 1, 100, 10), threaded]);
+        let a = mixed.allocations.as_ref().unwrap();
+        assert_eq!(
+            (a.peak(), a.at_peak_bytes, a.peak_module.as_deref()),
+            (None, 0, None)
+        );
+        assert_eq!(mixed.total_allocs().at_peak_bytes, 0);
     }
 }
