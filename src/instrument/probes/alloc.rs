@@ -4,7 +4,9 @@
 //! (the pages, in the running node). Only the outermost allocator call records
 //! (`__rust_alloc` calls `malloc` on wasip1): the header keeps how deep allocator calls are.
 //! With the state in a state module, the state module has these functions (and one that
-//! keeps the depth), and the program calls them.
+//! keeps the depth), and the program calls them. With the word sampler, `record_alloc` and
+//! `record_free` are called through functions that mark the sample word as the probes'
+//! while they run.
 
 use walrus::ir::{
     BinaryOp, Binop, Call, Const, Drop, Instr, InstrLocId, LocalGet, LocalSet, LocalTee,
