@@ -102,6 +102,7 @@ fn the_report_and_go_tool_pprof_show_them() {
         summary.contains(&format!("live in {lib}, the largest of the runs' peaks")),
         "{summary}"
     );
+    assert!(summary.contains(" pages over the 2 runs, to "), "{summary}");
     let mib = section
         .lines()
         .find(|l| l.contains("allocs::one_mebibyte"))

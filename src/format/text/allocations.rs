@@ -27,7 +27,7 @@ pub(super) fn allocations(out: &mut String, p: &Profile, units: Units, (top, by)
         out,
         "\n{BOLD}Allocations{BOLD:#} (exact: every call of the allocator's entry points and every memory.grow)\n"
     );
-    summary_line(out, summary, &total);
+    summary_line(out, summary, &total, p.runs.len());
     if total.is_empty() {
         return;
     }
@@ -80,8 +80,14 @@ pub(super) fn allocations(out: &mut String, p: &Profile, units: Units, (top, by)
     }
 }
 
-/// The whole run's figures, in one line.
-fn summary_line(out: &mut String, summary: &crate::profile::Allocations, total: &Allocs) {
+/// The whole run's figures (of several `runs`, each a process of its own: their sums, and
+/// the largest peak and memory), in one line.
+fn summary_line(
+    out: &mut String,
+    summary: &crate::profile::Allocations,
+    total: &Allocs,
+    runs: usize,
+) {
     let peak = match summary.peak() {
         None => "the peak of live bytes is not known (a threaded program: each thread's probes see the blocks their thread allocated)".to_string(),
         Some(peak) if summary.untracked > 0 => format!(
@@ -97,9 +103,14 @@ fn summary_line(out: &mut String, summary: &crate::profile::Allocations, total: 
         ),
         _ => peak,
     };
+    let memory = bytes(summary.memory_pages << 16);
+    let memory = match runs {
+        0 | 1 => format!(", to {memory}"),
+        runs => format!(" over the {runs} runs, to {memory} in the largest"),
+    };
     let _ = writeln!(
         out,
-        "{} allocations of {}, {} frees of {}; {} still held at the end ({}{}); {peak}; memory grown by {} page{}, to {}",
+        "{} allocations of {}, {} frees of {}; {} still held at the end ({}{}); {peak}; memory grown by {} page{}{memory}",
         count(total.allocs),
         bytes(total.alloc_bytes),
         count(total.frees),
@@ -112,7 +123,6 @@ fn summary_line(out: &mut String, summary: &crate::profile::Allocations, total: 
         },
         total.grown_pages,
         if total.grown_pages == 1 { "" } else { "s" },
-        bytes(summary.memory_pages << 16),
     );
 }
 
