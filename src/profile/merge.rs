@@ -53,17 +53,20 @@ impl Merger {
     fn new(profiles: &[Profile], peak_run: Option<usize>) -> Merger {
         let mut allocations =
             Allocations::merge(profiles.iter().filter_map(|p| p.allocations.as_ref()));
-        if let Some(a) = allocations.as_mut().filter(|a| a.per_thread) {
-            // A run recorded thread by thread: the peak is not known (`peak_run` is none).
-            a.peak_bytes = 0;
+        if let Some(a) = allocations.as_mut() {
+            // The peak and the blocks at it are one run's; with a run recorded thread by
+            // thread, no peak is known (`peak_run` is none then).
             a.at_peak_bytes = 0;
-        }
-        if let (Some(a), Some(i)) = (allocations.as_mut(), peak_run) {
-            let runs = profiles.iter().filter(|p| p.records_allocations()).count();
-            if runs > 1 {
-                let p = &profiles[i];
-                let inner = p.allocations.as_ref().and_then(|a| a.peak_module.clone());
-                a.peak_module = inner.or_else(|| p.modules.first().cloned());
+            if a.per_thread {
+                a.peak_bytes = 0;
+            }
+            let chosen = peak_run.map(|i| &profiles[i]);
+            if let Some((p, run)) = chosen.and_then(|p| Some((p, p.allocations.as_ref()?))) {
+                (a.peak_bytes, a.at_peak_bytes) = (run.peak_bytes, run.at_peak_bytes);
+                if profiles.iter().filter(|p| p.records_allocations()).count() > 1 {
+                    let inner = run.peak_module.clone();
+                    a.peak_module = inner.or_else(|| p.modules.first().cloned());
+                }
             }
         }
         Merger {
