@@ -5,6 +5,7 @@
 
 mod common;
 
+use cargo_wasmprof::format::{EmitOptions, Format};
 use cargo_wasmprof::host::{Embedded, Outcome, RunConfig, HOOK_SAMPLE_NS, SAMPLE_HOOK};
 use cargo_wasmprof::instrument::{self, Options};
 use cargo_wasmprof::meta::{Metric, StateLocation};
@@ -149,6 +150,13 @@ fn samples_before_a_trap_and_a_proc_exit_stay_in_the_profile() {
     let s = hook_name();
     assert_eq!(p.function_named(&s).unwrap().cost.self_ns, NS);
     assert_eq!(p.function_named("deep").unwrap().cost.total_ns, NS);
+    // The report says whose the time after the trap is.
+    let text = Format::Text.render(&p, &EmitOptions::default()).unwrap();
+    let text = String::from_utf8(text).unwrap();
+    assert!(
+        text.contains("sampled up to the end, the host's handling of the trap in the innermost's"),
+        "{text}"
+    );
 
     let exit = format!(
         r#"(module

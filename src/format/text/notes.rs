@@ -46,7 +46,9 @@ fn open_stacks(notes: &mut Vec<String>, p: &Profile, units: Units) {
             run.trap
                 .as_ref()
                 .map_or(String::new(), |_| ", trapped".to_string()),
-            if p.sampling.is_some() {
+            if p.sampling.is_some() && run.trap.is_some() && by_word(p) {
+                "the open calls' time is sampled up to the end, the host's handling of the trap in the innermost's"
+            } else if p.sampling.is_some() {
                 "the open calls' time is sampled up to the end"
             } else if !p.metric.facts().probes.tree {
                 "the host's backtrace"
@@ -57,6 +59,14 @@ fn open_stacks(notes: &mut Vec<String>, p: &Profile, units: Units) {
             shown.join(" -> ")
         ));
     }
+}
+
+/// Whether the word sampler sampled `p`: it credits whatever runs to the context the word
+/// last named, the host's work after a trap too.
+fn by_word(p: &Profile) -> bool {
+    p.sampling
+        .as_ref()
+        .is_some_and(|s| s.sampler == crate::meta::Sampler::Word)
 }
 
 /// Exact times: the probes' cost subtracted or not (and why), and a browser's coarse clock.
