@@ -215,7 +215,7 @@ fn the_sampler_thread_finds_the_loop_that_runs() {
 /// as the entry and exit probes' is, not the allocator's.
 #[test]
 fn the_allocation_probes_time_is_not_the_allocators() {
-    let wat = common::keeper_wat(500_000, 300_000_000);
+    let wat = common::keeper_wat(500_000, 600_000_000);
     for state in [StateLocation::OwnMemory, StateLocation::StateModule] {
         let (p, outcome) = sampled(&wat, state, std::time::Duration::from_micros(100));
         assert_eq!(outcome.exit_code, 0);

@@ -104,7 +104,7 @@ fn a_leaf_loop_without_calls_gets_its_samples() {
 /// allocator's.
 #[test]
 fn the_allocation_probes_time_is_not_the_allocators() {
-    let (p, outcome) = sampled(&common::keeper_wat(500_000, 300_000_000));
+    let (p, outcome) = sampled(&common::keeper_wat(500_000, 600_000_000));
     assert_eq!(outcome.exit_code, 0);
     check_invariants(&p);
     assert_eq!(calls(&p, "malloc"), 500_000);
