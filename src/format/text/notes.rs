@@ -46,7 +46,7 @@ fn open_stacks(notes: &mut Vec<String>, p: &Profile, units: Units) {
             run.trap
                 .as_ref()
                 .map_or(String::new(), |_| ", trapped".to_string()),
-            if p.sampling.is_some() && run.trap.is_some() && by_word(p) {
+            if run.trap.is_some() && by_word(p) {
                 "the open calls' time is sampled up to the end, the host's handling of the trap in the innermost's"
             } else if p.sampling.is_some() {
                 "the open calls' time is sampled up to the end"

@@ -5,14 +5,13 @@
 //! (`__rust_alloc` calls `malloc` on wasip1): the header keeps how deep allocator calls are.
 //! With the state in a state module, the state module has these functions (and one that
 //! keeps the depth), and the program calls them. With the word sampler, `record_alloc` and
-//! `record_free` are called through functions that mark the sample word as the probes'
-//! while they run.
+//! `record_free` mark the sample word as the probes'.
 
 use walrus::ir::{
     BinaryOp, Binop, Call, Const, Drop, Instr, InstrLocId, LocalGet, LocalSet, LocalTee,
     MemorySize, UnaryOp, Value,
 };
-use walrus::{FunctionBuilder, FunctionId, GlobalId, InstrSeqBuilder, LocalId, MemoryId, Module};
+use walrus::{FunctionId, GlobalId, InstrSeqBuilder, LocalId, MemoryId, Module};
 use walrus::{ValType, ValType::I32, ValType::I64};
 
 use super::alloc_functions::{
@@ -70,14 +69,12 @@ impl AllocProbes {
             .map(|m| m.id())
             .collect();
         let live = LiveFunctions::build(module, layout, &Mem(mem));
-        let record_alloc = build_record_alloc(module, (layout, Mem(mem)), cur, &live);
-        let record_free = build_record_free(module, (layout, Mem(mem)), cur, &live);
         AllocProbes {
             depth: Depth::Inline(mem),
             memories32,
             program_memory,
-            record_alloc: marked(module, record_alloc, (cur, sample)),
-            record_free: marked(module, record_free, (cur, sample)),
+            record_alloc: build_record_alloc(module, (layout, Mem(mem)), (cur, sample), &live),
+            record_free: build_record_free(module, (layout, Mem(mem)), (cur, sample), &live),
             record_grow: build_record_grow(module, layout, Mem(mem), cur),
         }
     }
@@ -91,12 +88,10 @@ impl AllocProbes {
         (mem, cur, sample): (MemoryId, GlobalId, Option<SampleWord>),
     ) -> AllocProbes {
         let live = LiveFunctions::build(state, layout, &Mem(mem));
-        let record_alloc = build_record_alloc(state, (layout, Mem(mem)), cur, &live);
-        let record_free = build_record_free(state, (layout, Mem(mem)), cur, &live);
         let built = [
             build_alloc_depth(state, Mem(mem)),
-            marked(state, record_alloc, (cur, sample)),
-            marked(state, record_free, (cur, sample)),
+            build_record_alloc(state, (layout, Mem(mem)), (cur, sample), &live),
+            build_record_free(state, (layout, Mem(mem)), (cur, sample), &live),
             build_record_grow(state, layout, Mem(mem), cur),
         ];
         for (name, f) in EXPORTS.iter().zip(built) {
@@ -347,35 +342,4 @@ impl AllocProbes {
             |_| {},
         );
     }
-}
-
-/// With the word sampler (`sample`), probe function `f`, which returns nothing, called
-/// from a function that marks the sample word as the probes' while `f` runs, then as node
-/// `cur`'s again: so the sampler leaves the allocation probes' time (a growth of the live
-/// table, a copy of it at a peak) out of the allocator's, as it leaves the entry and exit
-/// probes' out. Without it, `f` itself.
-fn marked(
-    module: &mut Module,
-    f: FunctionId,
-    (cur, sample): (GlobalId, Option<SampleWord>),
-) -> FunctionId {
-    if sample.is_none() {
-        return f;
-    }
-    let params = module.types.get(module.funcs.get(f).ty()).params().to_vec();
-    let args: Vec<LocalId> = params.iter().map(|&t| module.locals.add(t)).collect();
-    let node = module.locals.add(I32);
-    let name = module.funcs.get(f).name.clone();
-    let mut builder = FunctionBuilder::new(&mut module.types, &params, &[]);
-    if let Some(name) = name {
-        builder.name(format!("{name}_marked"));
-    }
-    let mut b = builder.func_body();
-    SampleWord::mark_probes(sample, &mut b);
-    for &arg in &args {
-        b.local_get(arg);
-    }
-    b.call(f).global_get(cur).local_set(node);
-    SampleWord::mark_context(sample, &mut b, node);
-    builder.finish(args, &mut module.funcs)
 }

@@ -7,6 +7,7 @@ use walrus::ir::{BinaryOp, UnaryOp};
 use walrus::{FunctionBuilder, FunctionId, GlobalId, InstrSeqBuilder, LocalId, Module};
 use walrus::{ValType, ValType::I32, ValType::I64};
 
+use super::entry_exit::SampleWord;
 use super::live_growth::build_grow_live;
 use super::live_table::{put, Table};
 use super::mem::Mem;
@@ -79,6 +80,12 @@ impl LiveFunctions {
     }
 }
 
+/// With the word sampler (`sample`), `record_alloc` and `record_free` first mark the sample
+/// word as the probes': so the sampler leaves their work (a lookup in the live table, its
+/// growth, its copy at a peak) out of the allocator's time, as it leaves the entry and exit
+/// probes' out. They run at the allocator's exit, just before its exit probe, which names
+/// the running node again.
+///
 /// `record_alloc(ptr: i32, size: i32)`: an allocation in the running node, and the block in
 /// the live table (grown first when three quarters of its slots are taken) and in the log,
 /// with the bytes live and their peak; where the table may grow no more, the header counts
@@ -86,7 +93,7 @@ impl LiveFunctions {
 pub(super) fn build_record_alloc(
     module: &mut Module,
     (layout, mem): (&Layout, Mem),
-    cur: GlobalId,
+    (cur, sample): (GlobalId, Option<SampleWord>),
     live: &LiveFunctions,
 ) -> FunctionId {
     let table = Table::locals(module);
@@ -94,6 +101,7 @@ pub(super) fn build_record_alloc(
     let mut builder = FunctionBuilder::new(&mut module.types, &[I32, I32], &[]);
     builder.name("__wasmprof_record_alloc".into());
     let mut b = builder.func_body();
+    SampleWord::mark_probes(sample, &mut b);
     return_if_null(&mut b, ptr);
     running_node(&mut b, layout, cur, at);
     let node_field = |off: u32| layout.nodes_off + off;
@@ -200,7 +208,7 @@ fn store_live(b: &mut InstrSeqBuilder, mem: &Mem, cur: GlobalId, [ptr, size, e]:
 pub(super) fn build_record_free(
     module: &mut Module,
     (layout, mem): (&Layout, Mem),
-    cur: GlobalId,
+    (cur, sample): (GlobalId, Option<SampleWord>),
     live: &LiveFunctions,
 ) -> FunctionId {
     let ptr = module.locals.add(I32);
@@ -210,6 +218,7 @@ pub(super) fn build_record_free(
     let mut builder = FunctionBuilder::new(&mut module.types, &[I32, I64], &[]);
     builder.name("__wasmprof_record_free".into());
     let mut b = builder.func_body();
+    SampleWord::mark_probes(sample, &mut b);
     return_if_null(&mut b, ptr);
     table.load(&mut b, &mem);
     record_peak(&mut b, &mem, &table);
