@@ -54,10 +54,14 @@ impl Host for Embedded {
             wasm,
             meta,
         };
+        let carried = Meta::from_module(&wasm).ok().flatten();
+        if carried.as_ref().is_some_and(|meta| meta.host_exceptions) {
+            return Err(Error::input(path, instrumented_for_js(path)));
+        }
         let Some(options) = options else {
             return Ok(prepared(wasm, None));
         };
-        if let Ok(Some(meta)) = Meta::from_module(&wasm) {
+        if let Some(meta) = carried {
             return Ok(prepared(wasm, Some(meta)));
         }
         let started = Instant::now();
@@ -85,6 +89,22 @@ impl Host for Embedded {
     fn calibrated(&self) -> bool {
         true
     }
+}
+
+/// Why a module that `wasmprof-emcc` (or `run` of a JS program) instrumented for a JS
+/// host does not run here: what runs it is the JS program beside it, named when found.
+fn instrumented_for_js(path: &Path) -> String {
+    let program = ["js", "mjs", "cjs", ""]
+        .into_iter()
+        .map(|ext| path.with_extension(ext))
+        .find(|js| js.as_path() != path && js.is_file());
+    let run = match program {
+        Some(js) => format!("`cargo wasmprof run {}`", relative(&js)),
+        None => "`cargo wasmprof run` of the JS program that loads it".into(),
+    };
+    format!(
+        "instrumented for a JS host (node, browsers), where Emscripten's glue runs it; run it with {run}"
+    )
 }
 
 /// Compiles and runs `wasm`. An instrumented module (one that exports the profiler's memory,

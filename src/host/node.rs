@@ -22,10 +22,14 @@ pub const NODE_VAR: &str = "WASMPROF_NODE";
 pub struct Node;
 
 impl Node {
-    /// Whether `path` names a JS program (what Emscripten links for node), not a module.
+    /// Whether `path` names a JS program (what Emscripten links for node), not a module:
+    /// a `.js`, `.mjs` or `.cjs` file, or one without an extension that has its `.wasm`
+    /// beside it (what emcc writes for `-o prog`).
     pub fn runs(path: &Path) -> bool {
-        path.extension()
-            .is_some_and(|ext| ext == "js" || ext == "mjs" || ext == "cjs")
+        match path.extension() {
+            Some(ext) => ext == "js" || ext == "mjs" || ext == "cjs",
+            None => path.with_extension("wasm").is_file(),
+        }
     }
 }
 

@@ -1,6 +1,6 @@
 //! C and C++ through `wasmprof-emcc` under node: a Makefile's build, exact counts and
 //! demangled names against the code and against gprof of the native build, exits, traps,
-//! modularized programs, emcc's own errors.
+//! modularized programs, a program linked without an extension, emcc's own errors.
 
 use super::*;
 
@@ -161,6 +161,48 @@ fn a_modularized_program_profiles_itself() {
         assert_eq!(calls(&p, "fib"), fib_calls(15));
         assert_eq!(arc(&p, "apply", "mul"), 3);
     }
+}
+
+/// emcc writes the JS of `-o prog` (no extension) to `prog` and the module to `prog.wasm`:
+/// `cargo wasmprof run prog` runs it under node, and `run prog.wasm`, a module made for a
+/// JS host, fails with one line that names the program to run instead.
+#[test]
+fn a_program_linked_without_an_extension_runs_by_its_name() {
+    if !have(&["emcc", "node"]) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let link = wasmprof_emcc(dir.path(), &[], "calls.c", &["-O1", "-o", "calls"]);
+    assert!(link.status.success());
+    validate(&std::fs::read(dir.path().join("calls.wasm")).unwrap());
+    for n in nodes() {
+        let out = dir.path().join(format!("calls-{}.json", n.major));
+        let run = output(
+            wasmprof()
+                .current_dir(dir.path())
+                .env(cargo_wasmprof::host::NODE_VAR, &n.path)
+                .args(["run", "--no-report", "-o"])
+                .arg(&out)
+                .args(["calls", "15"]),
+        );
+        assert!(run.status.success(), "node {}", n.major);
+        let p = n.profile(&out);
+        check_invariants(&p);
+        assert_eq!(calls(&p, "fib"), fib_calls(15));
+    }
+    let refused = output(
+        wasmprof()
+            .current_dir(dir.path())
+            .args(["run", "calls.wasm"]),
+    );
+    assert_eq!(refused.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&refused.stderr);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.starts_with("error: calls.wasm: instrumented for a JS host")
+            && err.contains("`cargo wasmprof run calls`"),
+        "{err}"
+    );
 }
 
 #[test]
