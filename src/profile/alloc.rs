@@ -34,7 +34,7 @@ pub struct Allocs {
     #[serde(default, skip_serializing_if = "is_zero")]
     pub grown_pages: u64,
     /// Of the allocations made here, those live at the peak of live bytes (dhat's "at
-    /// t-gmax"; of a merged profile, each run's summed).
+    /// t-gmax"; of a merged profile, those of the run with the largest peak).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub at_peak: u64,
     /// Their bytes.

@@ -71,13 +71,29 @@ pub(super) fn allocations(out: &mut String, p: &Profile, units: Units, (top, by)
         );
     }
     if shown.len() < rows.len() {
+        let only_freed = (0..rows.len())
+            .filter(|i| !shown.contains(i) && only_freed(&rows[*i].1))
+            .count();
         let _ = writeln!(
             out,
-            "{:>11}  [{} more: --top all lists them]",
+            "{:>11}  [{} more{}: --top all lists them]",
             "",
-            rows.len() - shown.len()
+            rows.len() - shown.len(),
+            match only_freed {
+                0 => String::new(),
+                n if n == rows.len() - shown.len() => {
+                    ", under which blocks were only freed".to_string()
+                }
+                n => format!(", {n} of them under which blocks were only freed"),
+            }
         );
     }
+}
+
+/// Whether under a function blocks were only freed: nothing allocated, held or grown, so
+/// nothing in the section's columns.
+fn only_freed(a: &Allocs) -> bool {
+    a.allocs == 0 && a.grown_pages == 0
 }
 
 /// The whole run's figures (of several `runs`, each a process of its own: their sums, and
@@ -126,10 +142,14 @@ fn summary_line(
     );
 }
 
-/// The rows shown: the first `top`, and the largest holders (at the end, at the peak) and
-/// grower whatever their rank.
+/// The rows shown: the first `top` (of all, else of those that allocated or grew the
+/// memory), and the largest holders (at the end, at the peak) and grower whatever their
+/// rank.
 fn shown(rows: &[(Option<usize>, Allocs)], top: usize) -> Vec<usize> {
-    let mut shown: Vec<usize> = (0..rows.len()).take(top).collect();
+    let mut shown: Vec<usize> = (0..rows.len())
+        .filter(|&i| top == usize::MAX || !only_freed(&rows[i].1))
+        .take(top)
+        .collect();
     let keys: [fn(&Allocs) -> u64; 3] = [|a| a.held_bytes, |a| a.at_peak_bytes, |a| a.grown_pages];
     for key in keys {
         if let Some(best) = (0..rows.len())
@@ -172,4 +192,31 @@ fn rows(p: &Profile, by: Weight) -> Vec<(Option<usize>, Allocs)> {
         (std::cmp::Reverse(key), who.map_or(usize::MAX, |f| f))
     });
     rows
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rows_under_which_blocks_were_only_freed_wait_for_top_all() {
+        let allocated = Allocs {
+            allocs: 1,
+            alloc_bytes: 8,
+            ..Allocs::default()
+        };
+        let grew = Allocs {
+            grown_pages: 1,
+            ..Allocs::default()
+        };
+        let freed = Allocs {
+            frees: 1,
+            freed_bytes: 8,
+            ..Allocs::default()
+        };
+        let rows = [(Some(0), freed), (Some(1), allocated), (Some(2), grew)];
+        assert_eq!(shown(&rows, 25), [1, 2]);
+        assert_eq!(shown(&rows, 1), [1, 2], "the grower whatever its rank");
+        assert_eq!(shown(&rows, usize::MAX), [0, 1, 2]);
+    }
 }
