@@ -25,7 +25,8 @@ pub struct RunArgs {
     /// measured, `IN_CALLEE,IN_CALLER` nanoseconds per call, to subtract.
     #[arg(long, value_name = "NS,NS", hide = true, value_parser = parse_probe_cost)]
     pub probe_cost: Option<ProbeCost>,
-    /// The wasip1 command module (or a .js program linked by wasmprof-emcc), then the
+    /// The wasip1 command module (or a JS program linked by wasmprof-emcc: `prog.js`, or
+    /// `prog` with `prog.wasm` beside it, as emcc writes `-o prog`), then the
     /// program's arguments: everything after it goes to the program, even what looks like
     /// our own options.
     #[arg(
