@@ -8,6 +8,7 @@
 //! the line program's rows and the inlined subroutines' ranges.
 
 use std::collections::{HashMap, HashSet};
+use std::ops::Range;
 
 use addr2line::gimli;
 use gimli::{AttributeValue, EndianSlice, LittleEndian};
@@ -50,8 +51,8 @@ struct ModuleFacts<'a> {
     imports: Vec<String>,
     /// File offset of the code section's payload, where DWARF's code addresses start.
     code_start: u64,
-    /// Body start (after its size), relative to the code section payload, of each defined function.
-    bodies: Vec<u64>,
+    /// Each defined function's body (after its size), relative to the code section payload.
+    bodies: Vec<Range<u64>>,
     /// The `name` section's function names (of defined functions; imports keep `module.field`).
     names: HashMap<u32, String>,
     /// The first export name of each exported function.
@@ -89,9 +90,9 @@ impl<'a> ModuleFacts<'a> {
                 }
                 Payload::CodeSectionStart { range, .. } => facts.code_start = range.start as u64,
                 Payload::CodeSectionEntry(body) => {
-                    facts
-                        .bodies
-                        .push(body.range().start as u64 - facts.code_start);
+                    let range = body.range();
+                    let at = |offset: usize| offset as u64 - facts.code_start;
+                    facts.bodies.push(at(range.start)..at(range.end));
                 }
                 Payload::CustomSection(section) => match section.as_known() {
                     KnownCustom::Name(reader) => {
@@ -146,7 +147,7 @@ impl SymbolTable {
         }
         for (k, body) in facts.bodies.iter().enumerate() {
             let index = (imported + k) as u32;
-            let symbol = match subprograms.get(body) {
+            let symbol = match subprograms.get(&body.start) {
                 Some(sub) => sub.clone(),
                 None => Symbol {
                     name: facts
@@ -166,7 +167,7 @@ impl SymbolTable {
         let inlines = dwarf
             .as_ref()
             .filter(|_| inlines)
-            .and_then(|dwarf| InlineTable::read(dwarf).ok())
+            .and_then(|dwarf| InlineTable::read(dwarf, &facts.bodies).ok())
             .unwrap_or_default();
         let lines = dwarf.map(LineTable::read).unwrap_or_default();
         Ok(SymbolTable {
@@ -222,9 +223,9 @@ fn load_dwarf<'a>(debug: &HashMap<&'a str, &'a [u8]>) -> Option<gimli::Dwarf<Dwa
 /// keyed by its `DW_AT_low_pc`.
 fn subprograms(
     dwarf: &gimli::Dwarf<DwarfReader<'_>>,
-    bodies: &[u64],
+    bodies: &[Range<u64>],
 ) -> gimli::Result<HashMap<u64, Symbol>> {
-    let bodies: HashSet<u64> = bodies.iter().copied().collect();
+    let bodies: HashSet<u64> = bodies.iter().map(|body| body.start).collect();
     let mut found = HashMap::new();
     let mut headers = dwarf.units();
     while let Some(header) = headers.next()? {

@@ -3,6 +3,7 @@
 //! subroutine's ranges (the functions inlined at an instruction).
 
 use std::collections::HashMap;
+use std::ops::Range;
 
 use addr2line::gimli;
 use gimli::AttributeValue;
@@ -31,7 +32,12 @@ pub(super) struct InlineTable {
 }
 
 impl InlineTable {
-    pub(super) fn read(dwarf: &gimli::Dwarf<DwarfReader<'_>>) -> gimli::Result<InlineTable> {
+    /// Reads the table from the module's DWARF; `bodies` are the module's function bodies
+    /// (code addresses, sorted).
+    pub(super) fn read(
+        dwarf: &gimli::Dwarf<DwarfReader<'_>>,
+        bodies: &[Range<u64>],
+    ) -> gimli::Result<InlineTable> {
         let mut raw: Vec<(u64, u64, Inlined)> = Vec::new();
         let mut headers = dwarf.units();
         while let Some(header) = headers.next()? {
@@ -64,8 +70,7 @@ impl InlineTable {
                     .unwrap_or(0) as u32;
                 let mut ranges = dwarf.die_ranges(&unit, entry)?;
                 while let Some(range) = ranges.next()? {
-                    // Code the linker discarded starts at 0 (or a tombstone).
-                    if range.begin < range.end && range.begin > 0 {
+                    if in_one_body(bodies, range.begin..range.end) {
                         let inlined = Inlined {
                             function: name.clone(),
                             call_line,
@@ -121,6 +126,17 @@ impl InlineTable {
         }
         chain
     }
+}
+
+/// Whether `range` is code of one function body of `bodies` (sorted): an inlined
+/// subroutine's range that is not is no code's. Code the linker discarded starts at 0 or at
+/// a tombstone, and Binaryen's rewrite of the DWARF (emcc's link at -O2 -g) leaves some
+/// inlined subroutines with a high_pc of 2^32, a range that would claim every function
+/// after its own: those are left out, so that their code stays its function's own.
+fn in_one_body(bodies: &[Range<u64>], range: Range<u64>) -> bool {
+    let at = bodies.partition_point(|body| body.start <= range.start);
+    let body = at.checked_sub(1).map(|i| &bodies[i]);
+    !range.is_empty() && body.is_some_and(|body| range.end <= body.end)
 }
 
 /// Every row of the line program, read once: address ranges, sorted by start, with their

@@ -200,3 +200,45 @@ fn per_line_instructions_where_the_state_is_the_modules_own() {
         }
     }
 }
+
+/// emcc's link at -O2 -g has Binaryen rewrite the DWARF, and it leaves some inlined
+/// subroutines with a high_pc of 2^32 (in fixtures/emcc/kernels.c with emcc 3.1.6:
+/// `seed`, inlined into `doubles`), a range that would claim every function after it.
+/// Every line's inlined frames must be true ones: `seed`'s code is its one line.
+#[test]
+fn inlined_frames_stay_inside_their_function() {
+    if !have(&["emcc", "node"]) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let env = [("WASMPROF_METRIC", "instructions")];
+    let args = ["-O2", "-g", "-sALLOW_MEMORY_GROWTH", "-o", "kernels.js"];
+    let out = wasmprof_emcc(dir.path(), &env, "kernels.c", &args);
+    assert!(out.status.success(), "wasmprof-emcc links");
+    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/emcc/kernels.c");
+    let seed = line_of(&source, "static void seed(");
+    for n in nodes() {
+        if n.state() != cargo_wasmprof::meta::StateLocation::OwnMemory {
+            continue; // per-line counts need the profiler's own memory
+        }
+        let name = format!("kernels-{}.json", n.major);
+        let p = node_profile(&n, dir.path(), &["kernels.js", "sum-double"], &name);
+        let sum = self_instructions(&p, "sum_double");
+        let sum_lines: u64 = p
+            .lines
+            .iter()
+            .filter(|l| l.function == "sum_double")
+            .map(|l| l.instructions)
+            .sum();
+        assert_eq!(sum_lines, sum, "sum_double's lines hold its instructions");
+        for l in &p.lines {
+            for frame in l.inlined.iter().filter(|i| i.function == "seed") {
+                assert_eq!(l.line, seed, "{} line {}: {frame:?}", l.function, l.line);
+            }
+        }
+        assert!(p
+            .lines
+            .iter()
+            .any(|l| l.function == "sum_double" && l.inlined.is_empty()));
+    }
+}
