@@ -5,7 +5,7 @@ use walrus::ir::{BinaryOp, Instr};
 use walrus::{FunctionId, GlobalId, InstrSeqBuilder, LocalId, MemoryId, ValType};
 
 use super::mem::Mem;
-use super::tables::{node_addr, push_is_direct, remembered_child};
+use super::tables::{node_addr, push_is_direct};
 use crate::layout::{self, Layout};
 
 /// The calls metric's entry probe.
@@ -170,8 +170,8 @@ impl TimedOps {
     /// Counts the arc into `f`, moves the current context node (left in `parent`) to its
     /// child for `f` (left in `node`) and counts the call there. A function that keeps
     /// calling the same callee finds it first among its children: the lookup is then two
-    /// loads and a comparison; else, inline too, the call site's slot has it, in three
-    /// loads more; else `find_child` looks in the list.
+    /// loads and a comparison; else `find_child` looks in the call site's slot, then in the
+    /// list.
     pub(super) fn enter(
         &self,
         b: &mut InstrSeqBuilder,
@@ -202,22 +202,10 @@ impl TimedOps {
         b.if_else(
             None,
             |search| {
-                search.block(None, |found| {
-                    let found_id = found.id();
-                    let ids = [parent, addr, node];
-                    remembered_child(
-                        found,
-                        &self.layout,
-                        &mem,
-                        ids,
-                        |b| push_func(b, f),
-                        found_id,
-                    );
-                    found.local_get(parent);
-                    push_func(found, f);
-                    found.local_get(addr);
-                    found.call(self.find_child).local_set(node);
-                });
+                search.local_get(parent);
+                push_func(search, f);
+                search.local_get(addr);
+                search.call(self.find_child).local_set(node);
             },
             |_| {},
         );

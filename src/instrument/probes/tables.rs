@@ -137,12 +137,13 @@ pub(super) fn node_addr(b: &mut InstrSeqBuilder, layout: &Layout, n: LocalId) {
 }
 
 /// Leaves in `node` the child of `parent` for function `f`, entered from call site `s`,
-/// adding it when new: the entry probe's rare path, when neither the parent's first child
-/// nor the site's slot (see [`remembered_child`]) was `f`'s. The children are a list
-/// (`first_child`, `next_sibling`) kept in most-recently-used order, and the child found or
-/// added goes into a direct site's slot. When the tree is full, the entry goes to f's fold
-/// node and the header counts it (a fold node is never kept in a slot, so that every such
-/// entry is counted).
+/// adding it when new. A direct site's slot in `site_children` remembers the child its
+/// callee got under the parent the site last ran in: when that is `parent`, the lookup is
+/// that slot. Else the children are a list (`first_child`, `next_sibling`) kept in
+/// most-recently-used order (the entry probe has already looked at the first), and the
+/// child found or added goes into the site's slot. When the tree is full, the entry goes to
+/// f's fold node and the header counts it (a fold node is never kept in a slot, so that
+/// every such entry is counted).
 pub(super) fn find_child(
     b: &mut InstrSeqBuilder,
     layout: &Layout,
@@ -150,26 +151,37 @@ pub(super) fn find_child(
     [parent, f, s, node]: [LocalId; 4],
     [prev, at]: [LocalId; 2],
 ) {
-    walk_children(b, layout, mem, [parent, f, node], [prev, at]);
-    // Remember it, unless it is a fold node or the site is not a direct one.
-    b.local_get(s);
-    push_is_direct(b);
-    b.local_get(node)
-        .i32_const(layout.first_context_node() as i32)
-        .binop(BinaryOp::I32GeU)
-        .binop(BinaryOp::I32And);
-    b.if_else(
-        None,
-        |keep| {
-            site_slot(keep, s);
-            keep.local_get(parent);
-            mem.store32(keep, layout.site_children_off);
-            site_slot(keep, s);
-            keep.local_get(node);
-            mem.store32(keep, layout.site_children_off + 4);
-        },
-        |_| {},
-    );
+    b.block(None, |remembered| {
+        let remembered_id = remembered.id();
+        remembered.local_get(s);
+        push_is_direct(remembered);
+        remembered.if_else(
+            None,
+            |direct| site_child(direct, layout, mem, [parent, f, s, node], remembered_id),
+            |_| {},
+        );
+        walk_children(remembered, layout, mem, [parent, f, node], [prev, at]);
+        // Remember it, unless it is a fold node or the site is not a direct one.
+        remembered.local_get(s);
+        push_is_direct(remembered);
+        remembered
+            .local_get(node)
+            .i32_const(layout.first_context_node() as i32)
+            .binop(BinaryOp::I32GeU)
+            .binop(BinaryOp::I32And);
+        remembered.if_else(
+            None,
+            |keep| {
+                site_slot(keep, s);
+                keep.local_get(parent);
+                mem.store32(keep, layout.site_children_off);
+                site_slot(keep, s);
+                keep.local_get(node);
+                mem.store32(keep, layout.site_children_off + 4);
+            },
+            |_| {},
+        );
+    });
 }
 
 /// Pops a site id and pushes whether it is a direct call site's (not 0, the host's, nor an
@@ -186,47 +198,34 @@ fn site_slot(b: &mut InstrSeqBuilder, s: LocalId) {
     b.local_get(s).i32_const(3).binop(BinaryOp::I32Shl);
 }
 
-/// Leaves (`found`) with `node` the child of `parent` that call site `s`'s slot remembers,
-/// when `s` is a direct site, the slot is `parent`'s and the child is for the function
-/// `push_f` pushes. A direct site's slot in `site_children` remembers the child its callee
-/// got under the parent the site last ran in, so that a function that calls several
-/// callees in turn finds each without a call or a walk of the list.
-pub(super) fn remembered_child(
+/// Leaves (`found`) with `node` the child that direct site `s`'s slot remembers, when the
+/// slot is `parent`'s and the child is `f`'s.
+fn site_child(
     b: &mut InstrSeqBuilder,
     layout: &Layout,
     mem: &Mem,
-    [parent, s, node]: [LocalId; 3],
-    push_f: impl Fn(&mut InstrSeqBuilder),
+    [parent, f, s, node]: [LocalId; 4],
     found: walrus::ir::InstrSeqId,
 ) {
     let slots = layout.site_children_off;
-    b.local_get(s);
-    push_is_direct(b);
+    site_slot(b, s);
+    mem.load32(b, slots);
+    b.local_get(parent).binop(BinaryOp::I32Eq);
     b.if_else(
         None,
-        |direct| {
-            site_slot(direct, s);
-            mem.load32(direct, slots);
-            direct.local_get(parent).binop(BinaryOp::I32Eq);
-            direct.if_else(
+        |same_parent| {
+            site_slot(same_parent, s);
+            mem.load32(same_parent, slots + 4);
+            same_parent
+                .local_tee(node)
+                .i32_const(layout.first_context_node() as i32)
+                .binop(BinaryOp::I32GeU);
+            same_parent.if_else(
                 None,
-                |same_parent| {
-                    site_slot(same_parent, s);
-                    mem.load32(same_parent, slots + 4);
-                    same_parent
-                        .local_tee(node)
-                        .i32_const(layout.first_context_node() as i32)
-                        .binop(BinaryOp::I32GeU);
-                    same_parent.if_else(
-                        None,
-                        |child| {
-                            node_addr(child, layout, node);
-                            mem.load32(child, layout.nodes_off + layout::NODE_FUNC);
-                            push_f(child);
-                            child.binop(BinaryOp::I32Eq).br_if(found);
-                        },
-                        |_| {},
-                    );
+                |child| {
+                    node_addr(child, layout, node);
+                    mem.load32(child, layout.nodes_off + layout::NODE_FUNC);
+                    child.local_get(f).binop(BinaryOp::I32Eq).br_if(found);
                 },
                 |_| {},
             );
