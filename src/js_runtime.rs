@@ -23,7 +23,7 @@
 use crate::emscripten::METRIC_VAR;
 use crate::layout as l;
 use crate::meta::{self, Meta, Metric};
-use crate::profile::{DUMP_FIELDS, DUMP_FORMAT, DUMP_THREAD_FIELDS};
+use crate::profile::{DUMP_FIELDS, DUMP_FORMAT, DUMP_THREAD_FIELDS, UNCAUGHT_JS_EXCEPTION};
 use crate::sampling;
 
 /// The environment variable that names the file the runtime saves its dump to under node
@@ -183,6 +183,7 @@ pub fn contract(metric: Metric) -> serde_json::Value {
             "one_memory_section": meta::ONE_MEMORY_SECTION,
             "frames_section": meta::FRAMES_SECTION,
             "no_function": meta::NO_FUNCTION,
+            "uncaught": UNCAUGHT_JS_EXCEPTION,
         },
         "env": {
             "out": OUT_VAR,

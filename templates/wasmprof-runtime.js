@@ -39,7 +39,8 @@ var wasmprof = (function () {
     : typeof self === 'object' && self.location ? self.location.href : '';
   var now = isNode ? process.hrtime.bigint
     : function () { return BigInt(Math.round(performance.now() * 1e6)); };
-  var run = { meta: null, state: null, started: null, trap: null, frames: null, frameTable: null };
+  // `depth`: the main thread's calls from JS into the module under way.
+  var run = { meta: null, state: null, started: null, trap: null, frames: null, frameTable: null, depth: 0 };
 
   function locate() {
     if (Module['locateFile']) return Module['locateFile'](WASM_FILE, '');
@@ -82,6 +83,7 @@ var wasmprof = (function () {
     return function () {
       enterWasm();
       var trap = null;
+      run.depth++;
       try {
         if (starting) starting();
         return f.apply(this, arguments);
@@ -89,11 +91,28 @@ var wasmprof = (function () {
         // A stack overflow is a RangeError in V8; the glue's own handler may overflow
         // next, so the profile is saved now.
         if (e instanceof WebAssembly.RuntimeError || e instanceof RangeError) trap = e;
+        else if (run.depth === 1) leftUncaught(e);
         throw e;
       } finally {
+        run.depth--;
         leaveWasm(trap);
       }
     };
+  }
+
+  // A JS exception (an import's error, not a trap) that leaves the program's outermost
+  // call may end the process with no 'exit' event too (3.1.6's glue rethrows it from
+  // node's uncaughtException handler when the runtime is kept alive, and node exits with
+  // 7): the profile is saved now, as of a run that ended on it. If the program goes on
+  // (the glue caught it), the 'exit' event saves the profile again, without it. The
+  // glue's own ways out, `exit()`'s ExitStatus and 'unwind', are not such an end.
+  function leftUncaught(e) {
+    if (!isNode || isPthread || run.trap || e === 'unwind' || (e && e.name === 'ExitStatus')) return;
+    run.trap = NAMES.uncaught + (e instanceof Error ? e.name + ': ' + e.message : String(e));
+    run.frames = e instanceof Error ? trapFrames(e) : [];
+    writeProfile(1);
+    run.trap = null;
+    run.frames = null;
   }
 
   // Emscripten's -pthread: each worker's side and the main thread's (templates/

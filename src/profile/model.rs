@@ -223,6 +223,10 @@ pub struct ProbeCost {
     pub in_caller_ns: f64,
 }
 
+/// How a JS host's [`RunInfo::trap`] begins where no trap but a JS exception (an import's
+/// error, thrown through the program and caught by nothing) ended the run.
+pub const UNCAUGHT_JS_EXCEPTION: &str = "uncaught JS exception: ";
+
 /// How one run ended.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RunInfo {
@@ -230,7 +234,8 @@ pub struct RunInfo {
     pub module: String,
     /// Its exit code.
     pub exit_code: i32,
-    /// The trap message, if it trapped.
+    /// The trap message, if it trapped (or [`UNCAUGHT_JS_EXCEPTION`] and the exception's,
+    /// if one ended it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub trap: Option<String>,
     /// The activations open when the run ended, outermost first (empty after a clean run).

@@ -1,6 +1,7 @@
 //! C and C++ through `wasmprof-emcc` under node: a Makefile's build, exact counts and
 //! demangled names against the code and against gprof of the native build, exits, traps,
-//! modularized programs, a program linked without an extension, emcc's own errors.
+//! an uncaught JS exception, modularized programs, a program linked without an extension,
+//! emcc's own errors.
 
 use super::*;
 
@@ -236,6 +237,69 @@ fn a_trap_leaves_the_profile_with_the_open_stack() {
 
 /// The calls metric keeps no context tree: the open stack at a trap is the JS error's
 /// stack, mapped back to the functions through the module's `wasmprof.frames` table.
+/// A JS exception, not a trap, that nothing catches (fixtures/emcc/throws.c): node ends the
+/// process with no 'exit' event, with the plain build's exit code and error output, and the
+/// profile is there, of a run that ended on it, inside the import that threw.
+#[test]
+fn an_uncaught_js_exception_leaves_the_profile() {
+    if !have(&["emcc", "node"]) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let plain = output(
+        Command::new("emcc")
+            .current_dir(dir.path())
+            .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/emcc/throws.c"))
+            .args(["-O1", "-o", "plain.js"]),
+    );
+    assert!(plain.status.success());
+    let link = wasmprof_emcc(dir.path(), &[], "throws.c", &["-O1", "-o", "throws.js"]);
+    assert!(link.status.success());
+    validate(&std::fs::read(dir.path().join("throws.wasm")).unwrap());
+    for n in nodes() {
+        let run = |args: &[&str], out: &Path| {
+            output(
+                n.command()
+                    .current_dir(dir.path())
+                    .args(args)
+                    .env("WASMPROF_OUT", out),
+            )
+        };
+        let out = dir.path().join(format!("throws-{}.json", n.major));
+        let expected = run(
+            &[common::no_fetch().as_slice(), &["plain.js"]].concat(),
+            &out,
+        );
+        let profiled = run(&["throws.js"], &out);
+        assert_ne!(expected.status.code(), Some(0));
+        assert_eq!(
+            profiled.status.code(),
+            expected.status.code(),
+            "node {}",
+            n.major
+        );
+        let error = String::from_utf8_lossy(&profiled.stderr);
+        assert!(error.contains("Error: no such thing: 7"), "{error}");
+        let p = n.profile(&out);
+        check_invariants(&p);
+        assert_eq!(calls(&p, "fib"), fib_calls(10));
+        assert!(!p.complete);
+        let ended = &p.runs[0];
+        assert_eq!(
+            ended.trap.as_deref(),
+            Some("uncaught JS exception: Error: no such thing: 7")
+        );
+        assert_eq!(ended.open_stack.first().map(String::as_str), Some("main"));
+        assert_eq!(
+            ended.open_stack.last().map(String::as_str),
+            Some("env.fail"),
+            "{:?}",
+            ended.open_stack
+        );
+        assert!(ended.open_stack.iter().any(|f| f == "deeper"));
+    }
+}
+
 #[test]
 fn the_calls_metric_takes_a_traps_stack_from_the_js_error() {
     if !have(&["emcc", "node"]) {

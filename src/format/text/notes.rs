@@ -8,7 +8,7 @@ use std::fmt::Write as _;
 use super::Units;
 use crate::format::units::{percent, time};
 use crate::meta::Sampler;
-use crate::profile::Profile;
+use crate::profile::{Profile, UNCAUGHT_JS_EXCEPTION};
 
 /// The notes, after a blank line when there are any.
 pub(super) fn notes(out: &mut String, p: &Profile, units: Units) {
@@ -36,6 +36,13 @@ fn open_stacks(notes: &mut Vec<String>, p: &Profile, units: Units) {
             .iter()
             .map(|name| units.name(name))
             .collect();
+        // How it ended, if not by an exit: how the note says it, and what the host handled.
+        let ending = run.trap.as_ref().map(|trap| match trap {
+            _ if trap.starts_with(UNCAUGHT_JS_EXCEPTION) => {
+                ("on an uncaught JS exception", "the exception")
+            }
+            _ => ("trapped", "the trap"),
+        });
         notes.push(format!(
             "{} ended inside {} (exit code {}{}); {}: {}{}",
             run.module,
@@ -43,17 +50,14 @@ fn open_stacks(notes: &mut Vec<String>, p: &Profile, units: Units) {
                 .last()
                 .map_or("?".to_string(), |name| units.name(name)),
             run.exit_code,
-            run.trap
-                .as_ref()
-                .map_or(String::new(), |_| ", trapped".to_string()),
-            if run.trap.is_some() && by_word(p) {
-                "the open calls' time is sampled up to the end, the host's handling of the trap in the innermost's"
-            } else if p.sampling.is_some() {
-                "the open calls' time is sampled up to the end"
-            } else if !p.metric.facts().probes.tree {
-                "the host's backtrace"
-            } else {
-                "the open calls' costs are missing"
+            ending.map_or(String::new(), |(how, _)| format!(", {how}")),
+            match ending {
+                Some((_, what)) if by_word(p) => format!(
+                    "the open calls' time is sampled up to the end, the host's handling of {what} in the innermost's"
+                ),
+                _ if p.sampling.is_some() => "the open calls' time is sampled up to the end".into(),
+                _ if !p.metric.facts().probes.tree => "the host's backtrace".into(),
+                _ => "the open calls' costs are missing".into(),
             },
             if stack.len() > SHOWN { "... -> " } else { "" },
             shown.join(" -> ")
