@@ -52,6 +52,77 @@ fn an_instrumented_module_runs_and_profiles_on_its_own() {
     assert_eq!(profile.function_named("fib").unwrap().calls, fib_calls(12));
 }
 
+/// The embedded host compiles through wasmtime's compilation cache, where the wasmtime
+/// CLI keeps it (`$XDG_CACHE_HOME/wasmtime`, its configuration read from
+/// `$XDG_CONFIG_HOME/wasmtime`): the first run of a module writes its entry, the plain
+/// module's and the instrumented one's, and the second finds them and writes none (the
+/// entries as they were), with the first run's counts.
+#[test]
+fn a_module_compiled_once_loads_from_the_cache() {
+    let dir = tempfile::tempdir().unwrap();
+    let module = dir.path().join("fib.wasm");
+    std::fs::write(&module, fib_command()).unwrap();
+    let cache = dir.path().join("cache");
+    let run = |args: &[&str]| {
+        output(
+            wasmprof()
+                .env("XDG_CACHE_HOME", &cache)
+                .env("XDG_CONFIG_HOME", dir.path().join("config"))
+                .current_dir(dir.path())
+                .args(args)
+                .arg(&module),
+        )
+    };
+    // The compiled modules (beside each, a `.stats` file that a worker thread updates).
+    let entries = || -> Vec<(std::path::PathBuf, std::time::SystemTime)> {
+        let mut entries: Vec<_> = walk(&cache.join("wasmtime/modules"))
+            .into_iter()
+            .filter(|f| f.extension().is_none())
+            .map(|f| {
+                let written = std::fs::metadata(&f).unwrap().modified().unwrap();
+                (f, written)
+            })
+            .collect();
+        entries.sort();
+        entries
+    };
+    let mut first = Vec::new();
+    for round in 1..=2 {
+        let json = dir.path().join(format!("p{round}.json"));
+        let profiled = run(&["run", "--no-report", "-o", json.to_str().unwrap()]);
+        assert_eq!(profiled.status.code(), Some(3));
+        let profile = Profile::read(&json).unwrap();
+        assert_eq!(profile.function_named("fib").unwrap().calls, fib_calls(12));
+        let plain = run(&["run", "--no-instrument"]);
+        assert_eq!(plain.status.code(), Some(3));
+        let now = entries();
+        assert_eq!(
+            now.len(),
+            2,
+            "the instrumented module and the plain one: {now:?}"
+        );
+        if round == 1 {
+            first = now;
+        } else {
+            assert_eq!(now, first, "found, not compiled and written again");
+        }
+    }
+}
+
+/// Every file under `dir`.
+fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            files.extend(walk(&path));
+        } else {
+            files.push(path);
+        }
+    }
+    files
+}
+
 #[test]
 fn arguments_after_the_module_go_to_the_program() {
     // A program that exits with its argument count: `run` must not take `--quiet` or

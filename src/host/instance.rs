@@ -67,6 +67,17 @@ pub(super) struct Compiled {
     pub(super) code_map: Option<CodeMap>,
 }
 
+/// The compilation cache that the wasmtime CLI keeps too (as its configuration file says,
+/// else on, in the user's cache directory): a module compiled once, plain or instrumented,
+/// loads from it on the next run instead of compiling again. None when it cannot be set up
+/// (a configuration file that does not parse): the module is compiled, as without it.
+fn compile_cache() -> Option<wasmtime::Cache> {
+    static CACHE: OnceLock<Option<wasmtime::Cache>> = OnceLock::new();
+    CACHE
+        .get_or_init(|| wasmtime::Cache::from_file(None).ok())
+        .clone()
+}
+
 /// Compiles `wasm` (and its state module) in an engine of its own: with the epoch
 /// interruption a `threaded` program's end needs (see `threads`).
 pub(super) fn compile(
@@ -79,6 +90,7 @@ pub(super) fn compile(
     // profiler memory is one.
     engine_config.shared_memory(true).wasm_threads(true);
     engine_config.epoch_interruption(threaded);
+    engine_config.cache(compile_cache());
     let engine = Engine::new(&engine_config)
         .map_err(anyhow::Error::from)
         .context("cannot set up wasmtime")?;
