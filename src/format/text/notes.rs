@@ -37,11 +37,12 @@ fn open_stacks(notes: &mut Vec<String>, p: &Profile, units: Units) {
             .map(|name| units.name(name))
             .collect();
         // How it ended, if not by an exit: how the note says it, and what the host handled.
-        let ending = run.trap.as_ref().map(|trap| match trap {
-            _ if trap.starts_with(UNCAUGHT_JS_EXCEPTION) => {
+        let ending = run.trap.as_ref().map(|trap| {
+            if trap.starts_with(UNCAUGHT_JS_EXCEPTION) {
                 ("on an uncaught JS exception", "the exception")
+            } else {
+                ("trapped", "the trap")
             }
-            _ => ("trapped", "the trap"),
         });
         notes.push(format!(
             "{} ended inside {} (exit code {}{}); {}: {}{}",
