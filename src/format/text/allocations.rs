@@ -70,22 +70,20 @@ pub(super) fn allocations(out: &mut String, p: &Profile, units: Units, (top, by)
             a.grown_pages,
         );
     }
-    if shown.len() < rows.len() {
+    let more = rows.len() - shown.len();
+    if more > 0 {
         let only_freed = (0..rows.len())
             .filter(|i| !shown.contains(i) && only_freed(&rows[*i].1))
             .count();
+        let which = match only_freed {
+            0 => String::new(),
+            n if n == more => ", under which blocks were only freed".to_string(),
+            n => format!(", {n} of them under which blocks were only freed"),
+        };
         let _ = writeln!(
             out,
-            "{:>11}  [{} more{}: --top all lists them]",
-            "",
-            rows.len() - shown.len(),
-            match only_freed {
-                0 => String::new(),
-                n if n == rows.len() - shown.len() => {
-                    ", under which blocks were only freed".to_string()
-                }
-                n => format!(", {n} of them under which blocks were only freed"),
-            }
+            "{:>11}  [{more} more{which}: --top all lists them]",
+            ""
         );
     }
 }
