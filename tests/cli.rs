@@ -3,7 +3,7 @@
 mod common;
 
 use cargo_wasmprof::profile::Profile;
-use common::{fib_calls, fib_command, output, wasmprof};
+use common::{fib_calls, fib_command, output, validate, wasmprof};
 
 #[test]
 fn run_profiles_any_module_and_keeps_its_exit_code() {
@@ -56,9 +56,11 @@ fn an_instrumented_module_runs_and_profiles_on_its_own() {
 /// CLI keeps it (`$XDG_CACHE_HOME/wasmtime`, its configuration read from
 /// `$XDG_CONFIG_HOME/wasmtime`): the first run of a module writes its entry, the plain
 /// module's and the instrumented one's, and the second finds them and writes none (the
-/// entries as they were), with the first run's counts.
+/// entries as they were), with the first run's counts. The instrumented module is kept
+/// too (`$XDG_CACHE_HOME/cargo-wasmprof/instrumented`): the second run takes it from
+/// there, and a third, after the entry was cut short, makes it again, whole.
 #[test]
-fn a_module_compiled_once_loads_from_the_cache() {
+fn a_module_instrumented_and_compiled_once_loads_from_the_caches() {
     let dir = tempfile::tempdir().unwrap();
     let module = dir.path().join("fib.wasm");
     std::fs::write(&module, fib_command()).unwrap();
@@ -86,13 +88,24 @@ fn a_module_compiled_once_loads_from_the_cache() {
         entries.sort();
         entries
     };
+    let instrumented = || walk(&cache.join("cargo-wasmprof/instrumented"));
     let mut first = Vec::new();
-    for round in 1..=2 {
+    for round in 1..=3 {
         let json = dir.path().join(format!("p{round}.json"));
         let profiled = run(&["run", "--no-report", "-o", json.to_str().unwrap()]);
         assert_eq!(profiled.status.code(), Some(3));
         let profile = Profile::read(&json).unwrap();
         assert_eq!(profile.function_named("fib").unwrap().calls, fib_calls(12));
+        let stderr = String::from_utf8_lossy(&profiled.stderr);
+        assert_eq!(
+            stderr.contains("call sites) from the cache"),
+            round == 2,
+            "round {round}: {stderr}"
+        );
+        let kept = instrumented();
+        assert_eq!(kept.len(), 1, "one instrumented module: {kept:?}");
+        let whole = std::fs::read(&kept[0]).unwrap();
+        validate(&whole);
         let plain = run(&["run", "--no-instrument"]);
         assert_eq!(plain.status.code(), Some(3));
         let now = entries();
@@ -105,6 +118,9 @@ fn a_module_compiled_once_loads_from_the_cache() {
             first = now;
         } else {
             assert_eq!(now, first, "found, not compiled and written again");
+        }
+        if round == 2 {
+            std::fs::write(&kept[0], &whole[..whole.len() / 2]).unwrap();
         }
     }
 }

@@ -25,10 +25,10 @@ use std::time::Instant;
 
 use super::dump_server::DumpServer;
 use super::js_process::{self, JsProcess};
-use super::{Host, Outcome, Prepared, RunConfig};
+use super::{instrumenting_took, Host, Outcome, Prepared, RunConfig};
 use crate::error::{Error, HostError};
 use crate::fsutil::relative;
-use crate::instrument::{import_state_from, instrument, Options};
+use crate::instrument::{import_state_from, instrument_cached, Options};
 use crate::meta::{self, Meta, StateLocation};
 use crate::status::Status;
 
@@ -276,15 +276,16 @@ impl Host for Bindgen {
             one_memory_variant: false,
             ..options.clone().for_js_host()
         };
-        let done = instrument(&original, &options).map_err(|e| Error::input(path, e))?;
+        let (done, cached) =
+            instrument_cached(&original, &options).map_err(|e| Error::input(path, e))?;
         drop(spinner);
         status.step(
             "Instrumented",
             format!(
-                "{} ({} functions) in {:.2}s",
+                "{} ({} functions) {}",
                 relative(path),
                 done.meta.functions.len(),
-                started.elapsed().as_secs_f64()
+                instrumenting_took(started, cached)
             ),
         );
         Ok(Prepared {

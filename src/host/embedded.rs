@@ -19,7 +19,7 @@ use super::instance::{
 use super::marks::{self, Marks};
 use super::sampler::{SampleTarget, Sampler, Targets};
 use super::stacks::{CodeMap, Sampling as StackSampling, StackSampler};
-use super::{Host, Outcome, Prepared, RunConfig};
+use super::{instrumenting_took, Host, Outcome, Prepared, RunConfig};
 use crate::clock::Clock;
 use crate::error::{Error, HostError};
 use crate::fsutil::relative;
@@ -66,17 +66,17 @@ impl Host for Embedded {
         }
         let started = Instant::now();
         let spinner = status.spinner("Instrumenting", relative(path));
-        let done =
-            instrument::instrument(&wasm, options).map_err(|e| Error::instrument(path, e))?;
+        let (done, cached) = instrument::instrument_cached(&wasm, options)
+            .map_err(|e| Error::instrument(path, e))?;
         drop(spinner);
         status.step(
             "Instrumented",
             format!(
-                "{} ({} functions, {} call sites) in {:.2}s",
+                "{} ({} functions, {} call sites) {}",
                 relative(path),
                 done.meta.functions.len(),
                 done.meta.direct_sites.len() + done.meta.indirect_sites.len(),
-                started.elapsed().as_secs_f64()
+                instrumenting_took(started, cached)
             ),
         );
         Ok(prepared(done.wasm, Some(done.meta)))

@@ -29,7 +29,7 @@ mod stacks;
 mod threads;
 
 use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 
@@ -65,6 +65,16 @@ pub trait Host {
     /// Whether the probes' cost that the `calibrate` module measures (in the embedded
     /// wasmtime) is this host's, so that it may be subtracted from its times.
     fn calibrated(&self) -> bool;
+}
+
+/// How long a program's instrumenting took, for its `Instrumented` status line: `in
+/// 0.08s`, or `from the cache` (`instrument::instrument_cached`).
+fn instrumenting_took(started: Instant, cached: bool) -> String {
+    if cached {
+        "from the cache".into()
+    } else {
+        format!("in {:.2}s", started.elapsed().as_secs_f64())
+    }
 }
 
 /// The host that runs the program at `path`: node for a JS program (`.js`, `.mjs`, `.cjs`:

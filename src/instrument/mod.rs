@@ -17,11 +17,12 @@
 //! code and the profiler's state), `in_place` (a module file made instrumented, keeping
 //! its original), `one_memory` (the variant a JS host's module carries for hosts that allow
 //! one memory), `state_import` (an instrumented module's state imported from another
-//! module name, for a browser page).
+//! module name, for a browser page), `cache` (instrumented modules kept for the next run).
 
 mod addresses;
 mod allocators;
 mod bindgen;
+mod cache;
 mod check;
 mod counting;
 mod in_place;
@@ -42,6 +43,7 @@ pub use crate::error::InstrumentError;
 use crate::layout::{live_slots, Layout};
 use crate::meta::{self, FunctionMeta, Meta, Metric, Sampler, StateLocation};
 use crate::symbols::SymbolTable;
+pub use cache::instrument_cached;
 pub use check::validate;
 use check::{check_input, check_proposals};
 pub use in_place::{instrument_in_place, original_path};
