@@ -86,20 +86,22 @@ pub(super) fn test(request: TestRequest, status: Status) -> Result<(), Error> {
         failed.is_empty(),
         status,
     )?;
-    verdict(&failed)?;
+    verdict(&failed, request.fail_fast)?;
     regression.map_or(Ok(()), Err)
 }
 
-/// The tests' verdict, as cargo gives it: the rerun flag of each binary that `failed`.
-fn verdict(failed: &[String]) -> Result<(), Error> {
+/// The tests' verdict, as cargo gives it: the rerun flag of the binary that `failed`
+/// where the run stopped at it (`fail_fast`), else each failed binary's, listed.
+fn verdict(failed: &[String], fail_fast: bool) -> Result<(), Error> {
     match failed {
         [] => Ok(()),
-        [one] => Err(Error::TestsFailed(format!(
+        [one] if fail_fast => Err(Error::TestsFailed(format!(
             "test failed, to rerun pass `{one}`"
         ))),
         many => Err(Error::TestsFailed(format!(
-            "{} targets failed:\n    `{}`",
+            "{} target{} failed:\n    `{}`",
             many.len(),
+            if many.len() == 1 { "" } else { "s" },
             many.join("`\n    `")
         ))),
     }

@@ -247,6 +247,11 @@ fn binaries_run_in_cargos_order_and_fail_fast_as_cargo() {
     let err = stderr(&out);
     assert!(err.contains("mid binds a socket"), "{err}");
     assert!(!err.contains("not run after the failure"), "{err}");
+    // cargo's verdict with --no-fail-fast: the failed targets listed, even one.
+    assert!(
+        err.contains("error: 1 target failed:\n    `--test mid`"),
+        "{err}"
+    );
     assert_eq!(calls(&merged(), "order::add"), 13);
 
     // --doc: the doc tests alone, as cargo.
