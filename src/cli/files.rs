@@ -32,9 +32,11 @@ pub struct InstrumentArgs {
 /// `cargo wasmprof report`.
 #[derive(Debug, Args)]
 pub struct ReportArgs {
-    /// A profile written by cargo-wasmprof (or a dump of the JS runtime).
-    #[arg(value_name = "PROFILE.json")]
-    pub profile: PathBuf,
+    /// A profile written by cargo-wasmprof (or a dump of the JS runtime). Several are
+    /// merged into one, as `test` merges its binaries' (functions by name and definition,
+    /// contexts by call path): they must be of one metric.
+    #[arg(value_name = "PROFILE.json", required = true, num_args = 1..)]
+    pub profiles: Vec<PathBuf>,
     /// The format to write.
     #[arg(long, value_name = "FORMAT", default_value = "text")]
     pub format: FormatArg,
@@ -139,7 +141,7 @@ impl ReportArgs {
     /// The request these arguments make.
     pub fn to_request(&self) -> ReportFileRequest {
         ReportFileRequest {
-            profile: self.profile.clone(),
+            profiles: self.profiles.clone(),
             format: self.format.into(),
             output: self.output.clone(),
             emit: self.view.to_emit_options(),

@@ -130,7 +130,8 @@ pub enum Command {
     Run(RunArgs),
     /// Write an instrumented copy of a module, for any host that gives it a clock.
     Instrument(InstrumentArgs),
-    /// Print the report of a profile file again, or write it in another format.
+    /// Print the report of a profile file again, or write it in another format; of several
+    /// profiles, merged (`cargo wasmprof report target/wasmprof/*.json`).
     ///
     /// Formats: text (gprof-style, the default), json (the profile), pprof (go tool pprof,
     /// speedscope), callgrind (KCachegrind, callgrind_annotate), folded (flame graph tools),

@@ -127,8 +127,8 @@ pub struct InstrumentRequest {
 /// `report`: a profile (or a dump) in one format.
 #[derive(Debug, Clone)]
 pub struct ReportFileRequest {
-    /// The profile.
-    pub profile: PathBuf,
+    /// The profiles: one, or several to merge.
+    pub profiles: Vec<PathBuf>,
     /// The format to write.
     pub format: Format,
     /// The file to write (else standard output).

@@ -2,7 +2,7 @@
 //! module out), `report` (a profile in any format), `annotate` (a profile's per-line costs
 //! beside the source) and `diff` (two profiles compared).
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
 
@@ -40,11 +40,10 @@ pub(super) fn instrument(args: InstrumentRequest, status: Status) -> Result<(), 
 /// `report`: a profile (or a dump) in any format, to a file or standard output.
 pub(super) fn report(args: ReportFileRequest, status: Status) -> Result<(), Error> {
     use std::io::{IsTerminal as _, Write as _};
-    let profile =
-        Profile::read(&args.profile).map_err(|e| Error::input(&args.profile, format!("{e:#}")))?;
+    let (source, profile) = read_merged(&args.profiles)?;
     let profile = profile
         .view(&args.filter)
-        .map_err(|e| Error::input(&args.profile, format!("{e:#}")))?;
+        .map_err(|e| Error::input(&source, format!("{e:#}")))?;
     if args.format == Format::Text && args.output.is_none() {
         format::print_text(&profile, &args.emit);
         return Ok(());
@@ -52,7 +51,7 @@ pub(super) fn report(args: ReportFileRequest, status: Status) -> Result<(), Erro
     let bytes = args
         .format
         .render(&profile, &args.emit)
-        .map_err(|e| Error::input(&args.profile, format!("{e:#}")))?;
+        .map_err(|e| Error::input(&source, format!("{e:#}")))?;
     match &args.output {
         Some(file) => {
             write_atomic(file, &bytes)?;
@@ -75,6 +74,33 @@ pub(super) fn report(args: ReportFileRequest, status: Status) -> Result<(), Erro
         }
     }
     Ok(())
+}
+
+/// The profile in `paths`, or the profiles there merged into one (each refused, by its
+/// file, if it does not merge with the first); and what to call it in a message.
+fn read_merged(paths: &[PathBuf]) -> Result<(PathBuf, Profile), Error> {
+    let read =
+        |path: &PathBuf| Profile::read(path).map_err(|e| Error::input(path, format!("{e:#}")));
+    let [first, rest @ ..] = paths else {
+        unreachable!("clap requires a profile");
+    };
+    let profile = read(first)?;
+    if rest.is_empty() {
+        return Ok((first.clone(), profile));
+    }
+    let mut profiles = vec![profile];
+    for path in rest {
+        let other = read(path)?;
+        profiles[0].merges_with(&other).map_err(|why| {
+            Error::input(
+                path,
+                format!("does not merge with {}: {why}", relative(first)),
+            )
+        })?;
+        profiles.push(other);
+    }
+    let source = PathBuf::from(format!("{} and {} more", relative(first), rest.len()));
+    Ok((source, Profile::merge(&profiles)))
 }
 
 /// `annotate`: the source of some functions, each line's executed instructions beside it.

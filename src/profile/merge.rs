@@ -34,6 +34,55 @@ impl Profile {
     }
 }
 
+impl Profile {
+    /// Whether `other` merges with this profile into one that tells the truth, and why not:
+    /// the same metric, sampled by the same sampler, compensated for the probes' cost alike,
+    /// and neither of them a view (a view's costs are a part of its profile's).
+    pub fn merges_with(&self, other: &Profile) -> Result<(), String> {
+        if self.metric != other.metric {
+            return Err(format!(
+                "{} {} profile, the other {} {} profile: profiles of one metric merge",
+                article(other.metric.name()),
+                other.metric.name(),
+                article(self.metric.name()),
+                self.metric.name()
+            ));
+        }
+        let sampler = |p: &Profile| p.sampling.as_ref().map(|s| s.sampler);
+        if let (Some(one), Some(two)) = (sampler(self), sampler(other)) {
+            if one != two {
+                return Err(format!(
+                    "sampled by the {} sampler, the other by the {} sampler",
+                    two.name(),
+                    one.name()
+                ));
+            }
+        }
+        if self.compensation.is_some() != other.compensation.is_some() {
+            return Err(
+                "the probes' cost is subtracted from the times of one of them and not the other's"
+                    .into(),
+            );
+        }
+        if let Some(view) = self.view.as_ref().or(other.view.as_ref()) {
+            return Err(format!(
+                "a view ({}) does not merge; merge the profiles it was made from",
+                view.description
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// `a` or `an`, before `word`.
+fn article(word: &str) -> &'static str {
+    if word.starts_with(['a', 'e', 'i', 'o', 'u']) {
+        "an"
+    } else {
+        "a"
+    }
+}
+
 /// A merge in progress: the merged profile so far, and where each function, arc, context
 /// and line of it is by its key.
 struct Merger {

@@ -187,3 +187,52 @@ fn focus_ignore_and_grouping_views_keep_exact_counts() {
     assert!(!bad.status.success());
     assert!(stderr(&bad).contains("--focus"), "{}", stderr(&bad));
 }
+
+/// `report` of several profiles merges them as `test` merged its binaries': the `calls`
+/// run's profiles, one per binary and doc test, give the merged profile's functions and
+/// counts. A profile of another metric is refused in one line that names its file, and
+/// nothing is written.
+#[test]
+fn report_merges_the_profiles_it_is_given() {
+    let run = calls_run();
+    let mut parts: Vec<PathBuf> = std::fs::read_dir(run.dir.path().join("target/wasmprof"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "json"))
+        .collect();
+    parts.sort();
+    let merged = Profile::read(&run.dir.path().join("merged.json")).unwrap();
+    assert_eq!(parts.len(), merged.modules.len());
+    let report = |profiles: &[&Path], file: &Path| {
+        output(
+            wasmprof()
+                .args(["wasmprof", "report"])
+                .args(profiles)
+                .args(["--format", "json", "-o"])
+                .arg(file),
+        )
+    };
+    let again = run.dir.path().join("again.json");
+    let parts: Vec<&Path> = parts.iter().map(PathBuf::as_path).collect();
+    let out = report(&parts, &again);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let again = Profile::read(&again).unwrap();
+    each_function_once(&again);
+    assert_eq!(again.functions.len(), merged.functions.len());
+    for f in &merged.functions {
+        assert_eq!(calls(&again, &f.name), f.calls, "{}", f.name);
+    }
+    assert_eq!(calls(&again, "calls::fib"), fib_calls(20) + fib_calls(10));
+
+    let counted = instructions_run().dir.path().join("merged.json");
+    let refused = run.dir.path().join("refused.json");
+    let out = report(&[parts[0], &counted], &refused);
+    assert_eq!(out.status.code(), Some(1));
+    let err = stderr(&out);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains(counted.to_str().unwrap()) && err.contains("an instructions profile"),
+        "{err}"
+    );
+    assert!(!refused.exists());
+}
