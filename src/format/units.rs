@@ -14,6 +14,17 @@ pub fn value(metric: Metric, v: u64) -> String {
     }
 }
 
+/// An average of `metric` (a cost per iteration): below 100 with the decimals an average
+/// has (`0.31 ns`, `12.5`), else as [`value`] writes it.
+pub fn average(metric: Metric, v: f64) -> String {
+    match metric.facts().unit {
+        Unit::Nanoseconds if v < 10.0 => format!("{v:.2} ns"),
+        Unit::Nanoseconds if v < 100.0 => format!("{v:.1} ns"),
+        Unit::Instructions | Unit::Calls if v < 100.0 => format!("{v:.1}"),
+        _ => value(metric, v.round() as u64),
+    }
+}
+
 /// A cost of `metric` as an amount in words: `1.20 ms`, `3.40M instructions`; nothing for
 /// the calls metric, whose costs are its calls.
 pub fn amount(metric: Metric, v: u64) -> String {
@@ -177,6 +188,15 @@ pub fn bytes(n: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn averages_keep_the_decimals_of_small_values() {
+        assert_eq!(average(Metric::Time, 0.314), "0.31 ns");
+        assert_eq!(average(Metric::Time, 26.74), "26.7 ns");
+        assert_eq!(average(Metric::Time, 1234.4), "1.23 µs");
+        assert_eq!(average(Metric::Instructions, 12.25), "12.2");
+        assert_eq!(average(Metric::Instructions, 19_734.0), "19.7k");
+    }
 
     #[test]
     fn long_names_lose_their_deepest_generic_arguments_first() {

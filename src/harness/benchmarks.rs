@@ -75,8 +75,8 @@ impl Stretch {
     /// The benchmark, from where its routines stood at its stretch's start (`before`) and
     /// end (`after`).
     fn of(self, before: &Tally, after: &Tally, metric: Metric) -> Benchmark {
-        let grown = after.0.iter().map(|(key, a)| {
-            let b = before.0.get(key).cloned().unwrap_or_default();
+        let grown = after.routines.iter().map(|(key, a)| {
+            let b = before.routines.get(key).cloned().unwrap_or_default();
             (key, a.since(&b, metric))
         });
         let ((harness, routine), stretch) = grown
@@ -94,15 +94,24 @@ impl Stretch {
             iterations: stretch.iterations,
             measured: self.measured,
             cost: stretch.cost,
+            total_samples: stretch.total_samples,
+            probe_samples: after
+                .probe_samples
+                .map(|n| n.saturating_sub(before.probe_samples.unwrap_or(0))),
             alloc_bytes: stretch.alloc_bytes,
             functions,
         }
     }
 }
 
-/// Where each harness loop's routine stood at one moment of a run, by (loop, routine).
+/// Where each harness loop's routine stood at one moment of a run, by (loop, routine), and
+/// how many samples had found the probes running by then (with the word sampler, which
+/// counts them in the profiler's memory).
 #[derive(Debug, Default)]
-struct Tally(HashMap<(String, String), RoutineTally>);
+struct Tally {
+    routines: HashMap<(String, String), RoutineTally>,
+    probe_samples: Option<u64>,
+}
 
 /// What a routine had cost so far: its iterations, their cost, the bytes they allocated,
 /// and each function's calls and self cost in them.
@@ -110,6 +119,7 @@ struct Tally(HashMap<(String, String), RoutineTally>);
 struct RoutineTally {
     iterations: u64,
     cost: Costs,
+    total_samples: Option<u64>,
     alloc_bytes: Option<u64>,
     functions: HashMap<String, RoutineFunction>,
 }
@@ -123,13 +133,17 @@ impl Tally {
             let tally = RoutineTally {
                 iterations: routine.iterations(),
                 cost: routine.arc.cost,
+                total_samples: Routine::total_samples_in(p, &under),
                 alloc_bytes: recorded.then(|| Routine::alloc_bytes_in(p, &under)),
                 functions: Routine::functions_in(p, &under),
             };
             let key = (routine.harness.name.clone(), routine.arc.callee.clone());
             (key, tally)
         });
-        Tally(routines.collect())
+        Tally {
+            routines: routines.collect(),
+            probe_samples: p.sampling.as_ref().map(|s| s.in_probes),
+        }
     }
 }
 
@@ -149,6 +163,9 @@ impl RoutineTally {
                 total.saturating_sub(total_0),
                 samples,
             ),
+            total_samples: self
+                .total_samples
+                .map(|n| n.saturating_sub(earlier.total_samples.unwrap_or(0))),
             alloc_bytes: self
                 .alloc_bytes
                 .map(|b| b.saturating_sub(earlier.alloc_bytes.unwrap_or(0))),

@@ -93,6 +93,21 @@ impl Routine<'_> {
         under
     }
 
+    /// With the sampled time metric, the samples that found the routine, or a function it
+    /// called, running in its calls from the loop, in `p`: what its inclusive time estimates
+    /// from.
+    pub fn total_samples(&self, p: &Profile) -> Option<u64> {
+        Self::total_samples_in(p, &self.under(p))
+    }
+
+    /// [`Routine::total_samples`], where each context is as `under` says.
+    fn total_samples_in(p: &Profile, under: &[Under]) -> Option<u64> {
+        p.sampling.as_ref()?;
+        let contexts = p.contexts.iter().zip(under);
+        let under = contexts.filter(|(_, u)| **u != Under::Not);
+        Some(under.map(|(c, _)| c.cost.self_samples.unwrap_or(0)).sum())
+    }
+
     /// How many times the routine ran.
     pub fn iterations(&self) -> u64 {
         self.arc.count

@@ -94,6 +94,15 @@ pub struct Benchmark {
     /// The routine's self and inclusive cost in those calls.
     #[serde(flatten)]
     pub cost: Costs,
+    /// With the sampled time metric: the samples that found the routine, or a function it
+    /// called, running in those calls; its inclusive time estimates from them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub total_samples: Option<u64>,
+    /// With the word sampler: the samples in the benchmark's stretch of the run that found
+    /// the probes running (and were left out of the times); beside `total_samples`, how
+    /// short the routine's calls are against the probes' (`Benchmark::probe_share`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub probe_samples: Option<u64>,
     /// The bytes the routine (with all it calls) allocated in those calls, where
     /// allocations were recorded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -473,6 +482,13 @@ pub struct Context {
 }
 
 impl Benchmark {
+    /// With the word sampler: the share of the samples in the benchmark's stretch that
+    /// found the probes running rather than its routine (0 to 1).
+    pub fn probe_share(&self) -> Option<f64> {
+        let (probes, routine) = (self.probe_samples?, self.total_samples?);
+        (probes + routine > 0).then(|| probes as f64 / (probes + routine) as f64)
+    }
+
     /// The routine's inclusive cost per iteration in `metric` (nanoseconds or
     /// instructions); `None` for the calls metric, or a benchmark of no iterations.
     pub fn per_iteration(&self, metric: Metric) -> Option<f64> {

@@ -107,6 +107,38 @@ fn criterion_benches_report_costs_per_iteration() {
     );
 }
 
+/// Under sampled time (the default metric, the word sampler) each benchmark carries the
+/// samples its time per iteration comes from, and how many samples in its stretch found
+/// the probes running: a part of all the run's, which the report shows as a share.
+#[test]
+fn criterion_benches_under_sampled_time_say_what_the_probes_took() {
+    let dir = copy_fixture("criterion");
+    let out = output(
+        wasmprof()
+            .args(["bench", "--bench", "fib", "--"])
+            .args(["--warm-up-time", "0.05", "--measurement-time", "0.2"])
+            .args(["--sample-size", "10", "--nresamples", "100", "--noplot"])
+            .current_dir(dir.path()),
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let p = Profile::read(
+        &dir.path()
+            .join("target/wasmprof/criterion-fixture-fib-bench.json"),
+    )
+    .unwrap();
+    let [benchmark, _inlined] = p.benchmarks.as_slice() else {
+        panic!("two named benchmarks, found {:?}", p.benchmarks);
+    };
+    let (Some(total), Some(probes)) = (benchmark.total_samples, benchmark.probe_samples) else {
+        panic!("{benchmark:?}");
+    };
+    assert!(total >= benchmark.cost.self_samples.unwrap(), "{benchmark:?}");
+    assert!(probes <= p.sampling.as_ref().unwrap().in_probes);
+    let text = stdout(&out);
+    assert!(text.contains("per iteration   probes    iterations"), "{text}");
+    assert!(text.contains("(probes: the share of the samples"), "{text}");
+}
+
 /// Checks that `b`'s iterations are those criterion measured, as its `stderr` announced
 /// them (`Benchmarking ID: Collecting 10 samples in estimated ... (N iterations)`, N
 /// rounded from 10,000 on, as criterion's `format::iter_count` rounds it), and as its

@@ -4,9 +4,10 @@
 use std::fmt::Write as _;
 
 use super::{by_cost, location, Units, BOLD};
-use crate::format::units::{percent, short_path};
+use crate::format::units::{average, percent, short_path};
 use crate::format::EmitOptions;
-use crate::profile::Profile;
+use crate::meta::Metric;
+use crate::profile::{Profile, FEW_SAMPLES};
 
 /// How many of each thread's costliest functions `--threads` lists.
 const THREAD_TOP: usize = 5;
@@ -101,67 +102,66 @@ pub(super) fn tests(out: &mut String, p: &Profile, units: Units, top: usize) {
     }
 }
 
+/// A benchmark's cost per iteration, from `samples` samples where it is sampled: marked
+/// `~` where they are too few; `-` where the metric has no cost.
+fn per_iteration_cell(metric: Metric, cost: Option<f64>, samples: Option<u64>) -> String {
+    match (cost, samples) {
+        (Some(cost), Some(n)) if n < FEW_SAMPLES => format!("~{}", average(metric, cost)),
+        (Some(cost), _) => average(metric, cost),
+        (None, _) => "-".to_string(),
+    }
+}
+
+/// One row of the table of costs per iteration.
+struct IterationRow {
+    per_iteration: Option<f64>,
+    /// The samples its cost per iteration estimates from.
+    samples: Option<u64>,
+    /// The share of its stretch's samples that found the probes running.
+    probe_share: Option<f64>,
+    iterations: u64,
+    name: String,
+    beside: String,
+}
+
 /// Writes the cost per iteration of each benchmark (the first `top`): of those its harness
 /// named, in the order they ran, else of each harness loop's measured routine.
 pub(super) fn iterations(out: &mut String, p: &Profile, units: Units, top: usize) {
-    let metric = units.metric;
-    let (what, rows): (_, Vec<_>) = if p.benchmarks.is_empty() {
-        let rows = crate::harness::measured_routines(p).into_iter().map(|r| {
-            let names = (units.name(&r.arc.callee), units.name(&r.harness.name));
-            (r.per_iteration(metric), r.iterations(), names)
-        });
+    let (name, beside, what, rows) = if p.benchmarks.is_empty() {
         let what = "the routine a harness loop measured: its cost in those calls / its calls";
         (
-            ("routine", "harness loop", what.to_string()),
-            rows.collect(),
+            "routine",
+            "harness loop",
+            what.to_string(),
+            routine_rows(p, units),
         )
     } else {
-        let measured = p.benchmarks.iter().filter(|b| b.measured).count();
-        let rows = p.benchmarks.iter().map(|b| {
-            let routine = match b.routine.as_str() {
-                "" => "no routine called: inlined into its loop".to_string(),
-                routine => units.name(routine),
-            };
-            let warm_up = if b.measured || measured == 0 {
-                ""
-            } else {
-                ", its warm-up included"
-            };
-            (
-                b.per_iteration(metric),
-                b.iterations,
-                (b.id.clone(), format!("{routine}{warm_up}")),
-            )
-        });
-        let (counted, per) = match measured {
-            0 => ("its iterations", "its iterations"),
-            _ => (
-                "the iterations criterion measured, its warm-up left out",
-                "those iterations",
-            ),
-        };
-        let what = format!("each benchmark as its harness named it, in the order they ran: its routine's cost in {counted} / {per}");
-        (("benchmark", "routine", what), rows.collect())
+        let (what, rows) = benchmark_rows(p, units);
+        ("benchmark", "routine", what, rows)
     };
     let inlined = crate::harness::inlined_loops(p);
     if rows.is_empty() && inlined.is_empty() {
         return;
     }
-    let (name, beside, what) = what;
     let _ = writeln!(out, "\n{BOLD}Benchmarks per iteration{BOLD:#} ({what})\n");
+    let probes = rows.iter().any(|r| r.probe_share.is_some());
+    let header = if probes { "   probes" } else { "" };
     let _ = writeln!(
         out,
-        "{:>13} {:>13}  {name}  ({beside})",
+        "{:>13}{header} {:>13}  {name}  ({beside})",
         "per iteration", "iterations"
     );
-    for (per_iteration, iterations, (name, beside)) in rows.into_iter().take(top) {
-        let per_iteration = match per_iteration {
-            Some(cost) => units.show(cost.round() as u64),
-            None => "-".to_string(),
+    for row in rows.into_iter().take(top) {
+        let per_iteration = per_iteration_cell(units.metric, row.per_iteration, row.samples);
+        let share = match row.probe_share {
+            Some(share) if probes => format!(" {:>7.0}%", share * 100.0),
+            _ if probes => format!(" {:>8}", "-"),
+            _ => String::new(),
         };
         let _ = writeln!(
             out,
-            "{per_iteration:>13} {iterations:>13}  {name}  ({beside})"
+            "{per_iteration:>13}{share} {:>13}  {}  ({})",
+            row.iterations, row.name, row.beside
         );
     }
     for harness in inlined {
@@ -173,4 +173,58 @@ pub(super) fn iterations(out: &mut String, p: &Profile, units: Units, top: usize
             units.name(&harness.name)
         );
     }
+    if probes {
+        let _ = writeln!(
+            out,
+            "(probes: the share of the samples in the benchmark's stretch that found the probes running, left out of the times; the higher it is, the shorter the routine's calls against the probes', and the further its time per iteration may be from the program's without them: most often low, by up to about that share; --metric instructions counts exactly)"
+        );
+    }
+}
+
+/// The rows of each harness loop's measured routine.
+fn routine_rows(p: &Profile, units: Units) -> Vec<IterationRow> {
+    let routines = crate::harness::measured_routines(p).into_iter();
+    routines
+        .map(|r| IterationRow {
+            per_iteration: r.per_iteration(units.metric),
+            samples: r.total_samples(p),
+            probe_share: None,
+            iterations: r.iterations(),
+            name: units.name(&r.arc.callee),
+            beside: units.name(&r.harness.name),
+        })
+        .collect()
+}
+
+/// The rows of the benchmarks a harness named, and what they are.
+fn benchmark_rows(p: &Profile, units: Units) -> (String, Vec<IterationRow>) {
+    let measured = p.benchmarks.iter().filter(|b| b.measured).count();
+    let rows = p.benchmarks.iter().map(|b| {
+        let routine = match b.routine.as_str() {
+            "" => "no routine called: inlined into its loop".to_string(),
+            routine => units.name(routine),
+        };
+        let warm_up = if b.measured || measured == 0 {
+            ""
+        } else {
+            ", its warm-up included"
+        };
+        IterationRow {
+            per_iteration: b.per_iteration(units.metric),
+            samples: b.total_samples,
+            probe_share: b.probe_share(),
+            iterations: b.iterations,
+            name: b.id.clone(),
+            beside: format!("{routine}{warm_up}"),
+        }
+    });
+    let (counted, per) = match measured {
+        0 => ("its iterations", "its iterations"),
+        _ => (
+            "the iterations criterion measured, its warm-up left out",
+            "those iterations",
+        ),
+    };
+    let what = format!("each benchmark as its harness named it, in the order they ran: its routine's cost in {counted} / {per}");
+    (what, rows.collect())
 }
