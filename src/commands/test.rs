@@ -96,7 +96,8 @@ fn verdict(failed: &[String], fail_fast: bool) -> Result<(), Error> {
     match failed {
         [] => Ok(()),
         [one] if fail_fast => Err(Error::TestsFailed(format!(
-            "test failed, to rerun pass `{one}`"
+            "{} failed, to rerun pass `{one}`",
+            if one == "--doc" { "doctest" } else { "test" }
         ))),
         many => Err(Error::TestsFailed(format!(
             "{} target{} failed:\n    `{}`",

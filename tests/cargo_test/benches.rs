@@ -132,10 +132,16 @@ fn criterion_benches_under_sampled_time_say_what_the_probes_took() {
     let (Some(total), Some(probes)) = (benchmark.total_samples, benchmark.probe_samples) else {
         panic!("{benchmark:?}");
     };
-    assert!(total >= benchmark.cost.self_samples.unwrap(), "{benchmark:?}");
+    assert!(
+        total >= benchmark.cost.self_samples.unwrap(),
+        "{benchmark:?}"
+    );
     assert!(probes <= p.sampling.as_ref().unwrap().in_probes);
     let text = stdout(&out);
-    assert!(text.contains("per iteration   probes    iterations"), "{text}");
+    assert!(
+        text.contains("per iteration   probes    iterations"),
+        "{text}"
+    );
     assert!(text.contains("(probes: the share of the samples"), "{text}");
 }
 

@@ -226,4 +226,10 @@ fn doc_tests_through_emscripten_are_profiled() {
         Some(101),
         "a failing doc test fails the run"
     );
+    // As cargo says it.
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("error: doctest failed, to rerun pass `--doc`"),
+        "{err}"
+    );
 }
