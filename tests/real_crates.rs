@@ -4,9 +4,10 @@
 //! Both must run the same binaries in the same order with the same `test result:` lines;
 //! the profiled run leaves a profile for each binary, whose allocations add up, and a
 //! merged profile with each function once. The wall times, plain and profiled, are printed per crate and metric:
-//! first runs, each with wasmtime's compilation cache empty (`$XDG_CACHE_HOME` a new
-//! directory), so that every module is compiled in each, as the first time a user runs it;
-//! and the default metric's and the plain run's second runs, their modules in the cache.
+//! first runs, each with wasmtime's compilation cache and the profiler's cache of
+//! instrumented modules empty (`$XDG_CACHE_HOME` a new directory), so that every module is
+//! instrumented and compiled in each, as the first time a user runs it; and the default
+//! metric's and the plain run's second runs, their modules in the caches.
 //!
 //! The two smallest suites run by default (CI runs them); `WASMPROF_CORPUS=all` runs
 //! every crate, `WASMPROF_CORPUS=semver,memchr` the ones named.
@@ -116,7 +117,7 @@ fn real_crates_test_suites_run_alike_plain_and_profiled() {
         )
         .unwrap();
 
-        // An empty compilation cache for each run (see the top).
+        // Empty caches (compiled and instrumented modules) for each run (see the top).
         let cold = |run: &str| work.path().join(format!("wasmtime-cache-{run}"));
         let plain_target = work.path().join("plain");
         let plain = |no_run: bool| {
