@@ -95,9 +95,7 @@ impl Stretch {
             measured: self.measured,
             cost: stretch.cost,
             total_samples: stretch.total_samples,
-            probe_samples: after
-                .probe_samples
-                .map(|n| n.saturating_sub(before.probe_samples.unwrap_or(0))),
+            probe_samples: added(after.probe_samples, before.probe_samples),
             alloc_bytes: stretch.alloc_bytes,
             functions,
         }
@@ -151,10 +149,7 @@ impl RoutineTally {
     /// What the routine added since it stood at `earlier`, in `metric`.
     fn since(&self, earlier: &RoutineTally, metric: Metric) -> RoutineTally {
         let ((self_, total), (self_0, total_0)) = (self.cost.get(metric), earlier.cost.get(metric));
-        let samples = self
-            .cost
-            .self_samples
-            .map(|n| n.saturating_sub(earlier.cost.self_samples.unwrap_or(0)));
+        let samples = added(self.cost.self_samples, earlier.cost.self_samples);
         RoutineTally {
             iterations: self.iterations.saturating_sub(earlier.iterations),
             cost: Costs::in_unit(
@@ -163,12 +158,8 @@ impl RoutineTally {
                 total.saturating_sub(total_0),
                 samples,
             ),
-            total_samples: self
-                .total_samples
-                .map(|n| n.saturating_sub(earlier.total_samples.unwrap_or(0))),
-            alloc_bytes: self
-                .alloc_bytes
-                .map(|b| b.saturating_sub(earlier.alloc_bytes.unwrap_or(0))),
+            total_samples: added(self.total_samples, earlier.total_samples),
+            alloc_bytes: added(self.alloc_bytes, earlier.alloc_bytes),
             functions: self
                 .functions
                 .iter()
@@ -184,4 +175,9 @@ impl RoutineTally {
                 .collect(),
         }
     }
+}
+
+/// What a count kept only with some metrics (`None` without) added from `then` to `now`.
+fn added(now: Option<u64>, then: Option<u64>) -> Option<u64> {
+    now.map(|n| n.saturating_sub(then.unwrap_or(0)))
 }

@@ -32,9 +32,7 @@ impl Profile {
         }
         out
     }
-}
 
-impl Profile {
     /// Whether `other` merges with this profile into one that tells the truth, and why not:
     /// the same metric, sampled by the same sampler, compensated for the probes' cost alike,
     /// and neither of them a view (a view's costs are a part of its profile's).
