@@ -48,6 +48,7 @@ pub use check::validate;
 use check::{check_input, check_proposals};
 pub use in_place::{instrument_in_place, original_path};
 use lines::LineInterner;
+pub use probes::INLINE_ENTRY_BELOW;
 use rewrite::{rewrite_function, ProbeLocals, Unwind};
 use sites::{sequences, Site, Sites};
 pub use state_import::{import_state_from, StateImport};
@@ -414,6 +415,7 @@ fn plan(
                 waits,
                 alloc: allocs.kinds.get(&id).copied(),
                 grows,
+                inline_entry: probes::inline_entry(func),
             });
         }
     }
@@ -430,6 +432,7 @@ fn plan(
             waits: false,
             alloc: None,
             grows: allocs.records() && allocators::grows_from_host(module, import),
+            inline_entry: true,
         });
     }
     (sites, plans)
@@ -578,8 +581,9 @@ impl walrus::CustomSection for FrameTable {
 /// One function to rewrite: its walrus id, its function id, the ids of its call sites, its
 /// instruction sequences (found once, for the numbering and the rewrite), whether it is
 /// an import's thunk, whether it waits (`memory.atomic.wait`), the allocator it is (when
-/// allocations are recorded) and whether it grows a memory whose growth they record (with
-/// `memory.grow`, or, a thunk, by calling the host that does).
+/// allocations are recorded), whether it grows a memory whose growth they record (with
+/// `memory.grow`, or, a thunk, by calling the host that does), and whether its entry probe
+/// goes inline ([`probes::inline_entry`]; a thunk's does).
 struct Plan {
     id: FunctionId,
     f: u32,
@@ -589,4 +593,5 @@ struct Plan {
     waits: bool,
     alloc: Option<meta::AllocKind>,
     grows: bool,
+    inline_entry: bool,
 }

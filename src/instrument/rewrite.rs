@@ -288,7 +288,12 @@ impl FunctionRewrite<'_> {
         let at = InstrLocId::default();
         let params = self.func.args.clone();
         let mut entry_probe = self.func.builder_mut().dangling_instr_seq(None);
-        timing.entry(&mut entry_probe, self.plan.f, self.locals.timed);
+        timing.entry(
+            &mut entry_probe,
+            self.plan.f,
+            self.locals.timed,
+            self.plan.inline_entry,
+        );
         if let (Some(_), Some(alloc)) = (self.plan.alloc, &self.profiler.alloc) {
             alloc.enter(&mut entry_probe, &params, &self.locals.alloc_args);
         }

@@ -5,6 +5,7 @@ mod common;
 
 mod allocs;
 mod ends;
+mod entry;
 mod metrics;
 mod tables;
 

@@ -44,9 +44,18 @@ pub struct Timing {
 
 /// Where the entry and exit probes' work runs.
 pub enum TimedProbes {
-    /// Inline in each function, on the module's own profiler memory; only the rare path of
-    /// the entry (a context node that is not its parent's first child) calls out.
-    Inline(TimedOps),
+    /// On the module's own profiler memory: the exit probe inline in each function, the
+    /// entry probe inline in a small function (see [`inline_entry`]) and a call of `enter`
+    /// in the others; the rare path of the entry (a context node that is not its parent's
+    /// first child) calls out either way.
+    Own {
+        /// The inline probes' work.
+        ops: Box<TimedOps>,
+        /// `enter(f: i32) -> i64`, as [`TimedProbes::Call`]'s, in the module itself.
+        enter: FunctionId,
+        /// The context node `enter` entered from.
+        parent: GlobalId,
+    },
     /// In the state module's functions.
     Call {
         /// `enter(f: i32) -> i64`: counts the arc and the call, moves to the callee's
@@ -64,25 +73,27 @@ pub enum TimedProbes {
 }
 
 impl Timing {
-    /// Emits the entry probe of function `f` into `b`: `parent` gets the current context
-    /// node, `node` the activation's own, `t0` the clock (kept in the node too);
-    /// `scratch` is a spare i32 local.
-    pub fn entry(&self, b: &mut InstrSeqBuilder, f: u32, l: TimedLocals) {
-        match &self.probes {
-            TimedProbes::Inline(ops) => {
+    /// Emits the entry probe of function `f` into `b`, inline when `inline` and the probes
+    /// are on the module's own memory: `parent` gets the current context node, `node` the
+    /// activation's own, `t0` the clock (kept in the node too); `scratch` is a spare i32
+    /// local.
+    pub fn entry(&self, b: &mut InstrSeqBuilder, f: u32, l: TimedLocals, inline: bool) {
+        let (enter, cur, parent) = match &self.probes {
+            TimedProbes::Own { ops, .. } if inline => {
                 ops.enter(b, Func::Const(f), [l.parent, l.node, l.scratch]);
                 if let Some(clock) = self.clock {
                     ops.start(b, clock, l.scratch, l.t0);
                 }
+                return;
             }
+            TimedProbes::Own { ops, enter, parent } => (*enter, ops.cur, *parent),
             TimedProbes::Call {
                 enter, cur, parent, ..
-            } => {
-                b.i32_const(f as i32).call(*enter).local_set(l.t0);
-                b.global_get(*parent).local_set(l.parent);
-                b.global_get(*cur).local_set(l.node);
-            }
-        }
+            } => (*enter, *cur, *parent),
+        };
+        b.i32_const(f as i32).call(enter).local_set(l.t0);
+        b.global_get(parent).local_set(l.parent);
+        b.global_get(cur).local_set(l.node);
     }
 
     /// Emits, for an import's thunk, the repair of the context after the import returned
@@ -91,7 +102,7 @@ impl Timing {
     /// now, so their cost up to this moment is theirs.
     pub fn repair(&self, b: &mut InstrSeqBuilder, l: TimedLocals) {
         let cur = match &self.probes {
-            TimedProbes::Inline(ops) => ops.cur,
+            TimedProbes::Own { ops, .. } => ops.cur,
             TimedProbes::Call { cur, .. } => *cur,
         };
         b.global_get(cur).local_get(l.node).binop(BinaryOp::I32Ne);
@@ -108,7 +119,7 @@ impl Timing {
     /// (`t0` ends up holding the activation's cost).
     pub fn exit(&self, b: &mut InstrSeqBuilder, l: TimedLocals) {
         match &self.probes {
-            TimedProbes::Inline(ops) => {
+            TimedProbes::Own { ops, .. } => {
                 if let Some(clock) = self.clock {
                     b.instr(clock.read())
                         .local_get(l.t0)
@@ -124,6 +135,20 @@ impl Timing {
             }
         }
     }
+}
+
+/// Functions of fewer instructions than this get the entry probe inline, the others a call
+/// of `enter` ([`TimedProbes::Own`]). The inline entry is about 60 instructions, in every
+/// function: most of what the probes add to a module's code, which the host compiles
+/// before the program runs. A call of `enter` costs a few nanoseconds more a call, which a
+/// small function (fib, a getter) would feel and a larger one, doing more per call, less.
+/// BENCHMARKS.md ("The entry probe: inline or a call") has the figures.
+pub const INLINE_ENTRY_BELOW: u64 = 40;
+
+/// Whether `func`'s entry probe goes inline (where the probes are on the module's own
+/// memory).
+pub fn inline_entry(func: &walrus::LocalFunction) -> bool {
+    func.size() < INLINE_ENTRY_BELOW
 }
 
 /// The locals of a function that its timed probes use.

@@ -266,8 +266,8 @@ pub(super) fn build_unwind_to(
     builder.finish(vec![target], &mut module.funcs)
 }
 
-/// `enter(f: i32) -> i64`, the state module's entry probe: [`TimedOps::enter`] for a
-/// function id in a parameter, then the clock's reading, kept in the node and returned.
+/// `enter(f: i32) -> i64`, the entry probe as a function (the state module's, and the
+/// larger functions' on an own memory): [`TimedOps::enter`] for a function id in a parameter, then the clock's reading, kept in the node and returned.
 /// The activation's node is current then, and the node it entered from is left in
 /// `parent_global`.
 pub(super) fn build_enter(

@@ -44,7 +44,8 @@ use crate::meta::{self, Metric, Sampler};
 pub use alloc::AllocProbes;
 use entry_exit::SampleWord;
 pub use entry_exit::{
-    ArcCounter, CallCounter, Reading, TimedLocals, TimedOps, TimedProbes, Timing,
+    inline_entry, ArcCounter, CallCounter, Reading, TimedLocals, TimedOps, TimedProbes, Timing,
+    INLINE_ENTRY_BELOW,
 };
 pub use functions::HostFunctions;
 use functions::{
@@ -146,9 +147,12 @@ pub fn add(
         how: WaitHow::Inline(pieces.wait_state()),
         memory64: memory64(module),
     });
-    let exports = &mut module.exports;
-    exports.add(meta::MEMORY_EXPORT, ExportItem::Memory(pieces.memory));
-    exports.add(meta::CUR_EXPORT, ExportItem::Global(pieces.cur));
+    module
+        .exports
+        .add(meta::MEMORY_EXPORT, ExportItem::Memory(pieces.memory));
+    module
+        .exports
+        .add(meta::CUR_EXPORT, ExportItem::Global(pieces.cur));
     let probes = match pieces.timing {
         Some(Timed {
             ops,
@@ -156,10 +160,19 @@ pub fn add(
             unwind_to,
         }) => {
             if let Some(Reading::Instructions(counter)) = clock {
-                exports.add(meta::INSTRUCTIONS_EXPORT, ExportItem::Global(counter));
+                module
+                    .exports
+                    .add(meta::INSTRUCTIONS_EXPORT, ExportItem::Global(counter));
             }
+            let zero = walrus::ConstExpr::Value(walrus::ir::Value::I32(0));
+            let parent = module.globals.add_local(ValType::I32, true, false, zero);
+            let enter = build_enter(module, &ops, clock, parent);
             MetricProbes::Timed(Timing {
-                probes: TimedProbes::Inline(ops),
+                probes: TimedProbes::Own {
+                    ops: Box::new(ops),
+                    enter,
+                    parent,
+                },
                 clock,
                 unwind_to,
             })
