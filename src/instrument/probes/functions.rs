@@ -267,15 +267,17 @@ pub(super) fn build_unwind_to(
 }
 
 /// `enter(f: i32) -> i64`, the entry probe as a function (the state module's, and the
-/// larger functions' on an own memory): [`TimedOps::enter`] for a function id in a parameter, then the clock's reading, kept in the node and returned.
-/// The activation's node is current then, and the node it entered from is left in
-/// `parent_global`.
+/// larger functions' on an own memory): [`TimedOps::enter`] for a function id in a
+/// parameter, then the clock's reading, kept in the node and returned. The activation's
+/// node is current then, and the node it entered from is left in the global returned
+/// beside the function.
 pub(super) fn build_enter(
     module: &mut Module,
     ops: &TimedOps,
     clock: Option<Reading>,
-    parent_global: GlobalId,
-) -> FunctionId {
+) -> (FunctionId, GlobalId) {
+    let zero = walrus::ConstExpr::Value(walrus::ir::Value::I32(0));
+    let parent_global = module.globals.add_local(ValType::I32, true, false, zero);
     let f = module.locals.add(ValType::I32);
     let parent = module.locals.add(ValType::I32);
     let node = module.locals.add(ValType::I32);
@@ -290,7 +292,7 @@ pub(super) fn build_enter(
     }
     b.local_get(parent).global_set(parent_global);
     b.local_get(t0);
-    builder.finish(vec![f], &mut module.funcs)
+    (builder.finish(vec![f], &mut module.funcs), parent_global)
 }
 
 /// `find_child(parent: i32, f: i32, site: i32) -> i32`: the child of `parent` for `f`,

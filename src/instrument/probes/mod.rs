@@ -147,12 +147,9 @@ pub fn add(
         how: WaitHow::Inline(pieces.wait_state()),
         memory64: memory64(module),
     });
-    module
-        .exports
-        .add(meta::MEMORY_EXPORT, ExportItem::Memory(pieces.memory));
-    module
-        .exports
-        .add(meta::CUR_EXPORT, ExportItem::Global(pieces.cur));
+    let exports = &mut module.exports;
+    exports.add(meta::MEMORY_EXPORT, ExportItem::Memory(pieces.memory));
+    exports.add(meta::CUR_EXPORT, ExportItem::Global(pieces.cur));
     let probes = match pieces.timing {
         Some(Timed {
             ops,
@@ -160,13 +157,9 @@ pub fn add(
             unwind_to,
         }) => {
             if let Some(Reading::Instructions(counter)) = clock {
-                module
-                    .exports
-                    .add(meta::INSTRUCTIONS_EXPORT, ExportItem::Global(counter));
+                exports.add(meta::INSTRUCTIONS_EXPORT, ExportItem::Global(counter));
             }
-            let zero = walrus::ConstExpr::Value(walrus::ir::Value::I32(0));
-            let parent = module.globals.add_local(ValType::I32, true, false, zero);
-            let enter = build_enter(module, &ops, clock, parent);
+            let (enter, parent) = build_enter(module, &ops, clock);
             MetricProbes::Timed(Timing {
                 probes: TimedProbes::Own {
                     ops: Box::new(ops),
@@ -308,9 +301,7 @@ fn import_timed_probes(
     }: Timed,
     cur: GlobalId,
 ) -> MetricProbes {
-    let zero = walrus::ConstExpr::Value(walrus::ir::Value::I32(0));
-    let parent = state.globals.add_local(ValType::I32, true, false, zero);
-    let enter = build_enter(state, &ops, clock, parent);
+    let (enter, parent) = build_enter(state, &ops, clock);
     let exit = build_exit(state, &ops, clock);
     let exports = &mut state.exports;
     exports.add(ENTER_EXPORT, ExportItem::Function(enter));
