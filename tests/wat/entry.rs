@@ -6,7 +6,7 @@ use cargo_wasmprof::instrument::INLINE_ENTRY_BELOW;
 use wasmparser::{KnownCustom, Name, Operator, Parser, Payload, TypeRef};
 
 /// fib twice: as it is, small enough for the inline entry, and with a counter it bumps
-/// `PAD` times first (four instructions each), large enough for the call.
+/// `INLINE_ENTRY_BELOW / 4` times first (four instructions each), large enough for the call.
 fn program() -> String {
     let pad = INLINE_ENTRY_BELOW.div_ceil(4);
     let bump = "(local.set $pad (i32.add (local.get $pad) (i32.const 1)))\n".repeat(pad as usize);
