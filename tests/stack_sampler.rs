@@ -17,8 +17,8 @@ use cargo_wasmprof::host::{Embedded, Outcome, RunConfig};
 use cargo_wasmprof::instrument::{self, Options};
 use cargo_wasmprof::meta::{self, Metric, Sampler};
 use cargo_wasmprof::profile::Profile;
-use common::{calls, check_invariants, validate};
-use wasmparser::{Operator, Parser, Payload};
+use common::{calls, check_invariants, operators, validate};
+use wasmparser::Operator;
 
 /// The interval of these tests' runs: short, for many samples in a short run.
 const INTERVAL: Duration = Duration::from_micros(200);
@@ -184,34 +184,6 @@ fn the_probes_code_is_told_from_the_programs_by_its_address() {
         probes > 20 && program == 4,
         "{probes} probe and {program} program instructions"
     );
-}
-
-/// Each defined function's index and its operators with their offsets in the module.
-fn operators(wasm: &[u8]) -> Vec<(u32, Vec<(usize, Operator<'_>)>)> {
-    let mut imported = 0;
-    let mut out = Vec::new();
-    for payload in Parser::new(0).parse_all(wasm) {
-        match payload.unwrap() {
-            Payload::ImportSection(imports) => {
-                for import in imports.into_imports() {
-                    if let wasmparser::TypeRef::Func(_) = import.unwrap().ty {
-                        imported += 1;
-                    }
-                }
-            }
-            Payload::CodeSectionEntry(body) => {
-                let mut ops = Vec::new();
-                let mut reader = body.get_operators_reader().unwrap();
-                while !reader.eof() {
-                    let (op, offset) = reader.read_with_offset().unwrap();
-                    ops.push((offset, op));
-                }
-                out.push((imported + out.len() as u32, ops));
-            }
-            _ => {}
-        }
-    }
-    out
 }
 
 /// Whether `op` is one the instrumenter adds: it reads or writes the profiler's memory (any

@@ -482,8 +482,9 @@ pub struct Context {
 }
 
 impl Benchmark {
-    /// With the word sampler: the share of the samples in the benchmark's stretch that
-    /// found the probes running rather than its routine (0 to 1).
+    /// With the word sampler: of the samples in the benchmark's stretch that found its
+    /// routine (or what it called) or the probes running, the share that found the probes
+    /// (0 to 1).
     pub fn probe_share(&self) -> Option<f64> {
         let (probes, routine) = (self.probe_samples?, self.total_samples?);
         (probes + routine > 0).then(|| probes as f64 / (probes + routine) as f64)

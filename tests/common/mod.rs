@@ -68,6 +68,34 @@ pub fn validate(wasm: &[u8]) {
     }
 }
 
+/// Each defined function's index and its operators with their offsets in the module.
+pub fn operators(wasm: &[u8]) -> Vec<(u32, Vec<(usize, wasmparser::Operator<'_>)>)> {
+    let mut imported = 0;
+    let mut out = Vec::new();
+    for payload in wasmparser::Parser::new(0).parse_all(wasm) {
+        match payload.unwrap() {
+            wasmparser::Payload::ImportSection(imports) => {
+                for import in imports.into_imports() {
+                    if let wasmparser::TypeRef::Func(_) = import.unwrap().ty {
+                        imported += 1;
+                    }
+                }
+            }
+            wasmparser::Payload::CodeSectionEntry(body) => {
+                let mut ops = Vec::new();
+                let mut reader = body.get_operators_reader().unwrap();
+                while !reader.eof() {
+                    let (op, offset) = reader.read_with_offset().unwrap();
+                    ops.push((offset, op));
+                }
+                out.push((imported + out.len() as u32, ops));
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
 /// Runs a module as it is in the embedded host.
 pub fn run(wasm: &[u8]) -> Outcome {
     Embedded

@@ -3,7 +3,8 @@
 
 use super::*;
 use cargo_wasmprof::instrument::INLINE_ENTRY_BELOW;
-use wasmparser::{KnownCustom, Name, Operator, Parser, Payload, TypeRef};
+use cargo_wasmprof::symbols::SymbolTable;
+use wasmparser::Operator;
 
 /// fib twice: as it is, small enough for the inline entry, and with a counter it bumps
 /// `INLINE_ENTRY_BELOW / 4` times first (four instructions each), large enough for the call.
@@ -71,45 +72,13 @@ fn a_large_functions_entry_probe_is_a_call_with_the_same_answers() {
 
 /// The names of the functions of `wasm` that call the function named `callee`.
 fn callers_of(wasm: &[u8], callee: &str) -> Vec<String> {
-    let (mut names, mut imported, mut bodies) = (Vec::new(), 0, Vec::new());
-    for payload in Parser::new(0).parse_all(wasm) {
-        match payload.unwrap() {
-            Payload::ImportSection(reader) => {
-                let imports = reader.into_imports().map(|import| import.unwrap().ty);
-                imported += imports.filter(|ty| matches!(ty, TypeRef::Func(_))).count() as u32;
-            }
-            Payload::CodeSectionEntry(body) => bodies.push(body),
-            Payload::CustomSection(custom) => {
-                if let KnownCustom::Name(reader) = custom.as_known() {
-                    for name in reader {
-                        if let Name::Function(map) = name.unwrap() {
-                            let map = map.into_iter().map(|naming| naming.unwrap());
-                            names.extend(map.map(|n| (n.index, n.name.to_string())));
-                        }
-                    }
-                }
-            }
-            _ => {}
-        }
-    }
-    let name = |index: u32| {
-        names
-            .iter()
-            .find(|(i, _)| *i == index)
-            .map(|(_, n)| n.clone())
-    };
-    let target = names.iter().find(|(_, n)| n == callee).expect("named").0;
-    let calls = |body: &wasmparser::FunctionBody| {
-        let mut reader = body.get_operators_reader().unwrap();
-        let mut found = false;
-        while !reader.eof() {
-            let op = reader.read().unwrap();
-            found |= matches!(op, Operator::Call { function_index } if function_index == target);
-        }
-        found
-    };
-    let callers = bodies.iter().enumerate().filter(|(_, body)| calls(body));
+    let symbols = SymbolTable::load(wasm, false).unwrap();
+    let names = symbols.functions();
+    let target = names.iter().position(|s| s.name == callee).expect("named") as u32;
+    let calls = |op: &Operator| matches!(op, Operator::Call { function_index } if *function_index == target);
+    let operators = common::operators(wasm).into_iter();
+    let callers = operators.filter(|(_, ops)| ops.iter().any(|(_, op)| calls(op)));
     callers
-        .map(|(i, _)| name(imported + i as u32).unwrap_or_default())
+        .map(|(f, _)| names[f as usize].name.clone())
         .collect()
 }

@@ -117,7 +117,8 @@ struct IterationRow {
     per_iteration: Option<f64>,
     /// The samples its cost per iteration estimates from.
     samples: Option<u64>,
-    /// The share of its stretch's samples that found the probes running.
+    /// Of its stretch's samples that found its routine or the probes running, the share
+    /// that found the probes.
     probe_share: Option<f64>,
     iterations: u64,
     name: String,
@@ -176,7 +177,7 @@ pub(super) fn iterations(out: &mut String, p: &Profile, units: Units, top: usize
     if probes {
         let _ = writeln!(
             out,
-            "(probes: the share of the samples in the benchmark's stretch that found the probes running, left out of the times; the higher it is, the shorter the routine's calls against the probes', and the further its time per iteration may be from the program's without them: most often low, by up to about that share; --metric instructions counts exactly)"
+            "(probes: the share of the samples in the benchmark's stretch that found the probes running, of those that found them or its routine; left out of the times; the higher it is, the shorter the routine's calls against the probes', and the further its time per iteration may be from the program's without them: most often low, by up to about that share; --metric instructions counts exactly)"
         );
     }
 }
