@@ -1,5 +1,6 @@
-//! The profiler's tables when they fill: the context tree folds but keeps exact counts, or
-//! grows its memory; a full arc table is reported.
+//! The profiler's tables: when they fill, the context tree folds but keeps exact counts, or
+//! grows its memory, and a full arc table is reported; the tree's lookup finds a child
+//! wherever it is remembered.
 
 use super::*;
 
@@ -169,6 +170,61 @@ fn callees_that_take_turns_keep_exact_contexts() {
         "{contexts} paths, room for 4"
     );
     assert_eq!(calls(&p, "leaf"), 3 * N);
+}
+
+/// `rec(n)` calls `leaf`, then `rec(n - 1)` (while n > 0), then `leaf` again, and `main`
+/// calls `rec(D)` `M` times. The second call of `leaf` at each depth finds `rec` first among
+/// its parent's children, and its site's slot holding the depth below, which returned just
+/// before: the child is the one the first call added, found in the child cache (or the
+/// list). Every path's count follows from the code.
+#[test]
+fn a_recursive_sites_callee_is_found_at_each_depth() {
+    const D: usize = 5;
+    const M: u64 = 3;
+    let wat = format!(
+        r#"(module
+          (func $leaf)
+          (func $rec (param $n i32)
+            (call $leaf)
+            (if (local.get $n)
+              (then (call $rec (i32.sub (local.get $n) (i32.const 1)))))
+            (call $leaf))
+          (func $main (local $i i32)
+            (loop $again
+              (call $rec (i32.const {D}))
+              (local.set $i (i32.add (local.get $i) (i32.const 1)))
+              (br_if $again (i32.lt_u (local.get $i) (i32.const {M})))))
+          (func (export "_start") (call $main)))"#
+    );
+    let wasm = wat::parse_str(wat).unwrap();
+    let levels = D as u64 + 1;
+    for state in [StateLocation::OwnMemory, StateLocation::StateModule] {
+        for metric in [Metric::Instructions, Metric::Time] {
+            let (p, _) = profile_module_with(
+                &wasm,
+                &Options {
+                    state,
+                    ..with_metric(metric)
+                },
+            );
+            check_invariants(&p);
+            assert_eq!(p.folded_entries, 0);
+            for depth in 1..=D + 1 {
+                let mut path = vec!["main"];
+                path.extend(std::iter::repeat_n("rec", depth));
+                assert_eq!(path_calls(&p, &path), M, "{path:?} ({state:?}, {metric:?})");
+                path.push("leaf");
+                assert_eq!(
+                    path_calls(&p, &path),
+                    2 * M,
+                    "{path:?} ({state:?}, {metric:?})"
+                );
+            }
+            assert_eq!(calls(&p, "leaf"), 2 * M * levels);
+            assert_eq!(arc(&p, "rec", "leaf"), 2 * M * levels);
+            assert_eq!(arc(&p, "rec", "rec"), M * D as u64);
+        }
+    }
 }
 
 /// The calls of the contexts whose path from the root ends with `path`'s functions.

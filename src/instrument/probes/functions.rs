@@ -296,8 +296,8 @@ pub(super) fn build_enter(
 }
 
 /// `find_child(parent: i32, f: i32, site: i32) -> i32`: the child of `parent` for `f`,
-/// entered from call site `site`: the one the site's slot remembers, found in the list, or
-/// added.
+/// entered from call site `site`: the one the site's slot or the child cache remembers,
+/// found in the list, or added.
 pub(super) fn build_find_child(module: &mut Module, layout: &Layout, mem: &Mem) -> FunctionId {
     let parent = module.locals.add(ValType::I32);
     let f = module.locals.add(ValType::I32);
@@ -305,6 +305,7 @@ pub(super) fn build_find_child(module: &mut Module, layout: &Layout, mem: &Mem) 
     let node = module.locals.add(ValType::I32);
     let prev = module.locals.add(ValType::I32);
     let addr = module.locals.add(ValType::I32);
+    let slot = module.locals.add(ValType::I32);
     let mut builder = FunctionBuilder::new(
         &mut module.types,
         &[ValType::I32, ValType::I32, ValType::I32],
@@ -312,7 +313,13 @@ pub(super) fn build_find_child(module: &mut Module, layout: &Layout, mem: &Mem) 
     );
     builder.name("__wasmprof_find_child".into());
     let mut b = builder.func_body();
-    find_child(&mut b, layout, mem, [parent, f, site, node], [prev, addr]);
+    find_child(
+        &mut b,
+        layout,
+        mem,
+        [parent, f, site, node],
+        [prev, addr, slot],
+    );
     b.local_get(node);
     builder.finish(vec![parent, f, site], &mut module.funcs)
 }

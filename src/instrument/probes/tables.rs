@@ -139,17 +139,18 @@ pub(super) fn node_addr(b: &mut InstrSeqBuilder, layout: &Layout, n: LocalId) {
 /// Leaves in `node` the child of `parent` for function `f`, entered from call site `s`,
 /// adding it when new. A direct site's slot in `site_children` remembers the child its
 /// callee got under the parent the site last ran in: when that is `parent`, the lookup is
-/// that slot. Else the children are a list (`first_child`, `next_sibling`) kept in
-/// most-recently-used order (the entry probe has already looked at the first), and the
-/// child found or added goes into the site's slot. When the tree is full, the entry goes to
-/// f's fold node and the header counts it (a fold node is never kept in a slot, so that
-/// every such entry is counted).
+/// that slot. Else `child_cache` may hold the child at the pair's hash (left in `h`), a
+/// node that says whose child it is. Else the children are a list (`first_child`,
+/// `next_sibling`) kept in most-recently-used order (the entry probe has already looked at
+/// the first), and the child found or added goes into the cache and the site's slot. When
+/// the tree is full, the entry goes to f's fold node and the header counts it (a fold node
+/// is never kept in a slot, so that every such entry is counted).
 pub(super) fn find_child(
     b: &mut InstrSeqBuilder,
     layout: &Layout,
     mem: &Mem,
     [parent, f, s, node]: [LocalId; 4],
-    [prev, at]: [LocalId; 2],
+    [prev, at, h]: [LocalId; 3],
 ) {
     b.block(None, |remembered| {
         let remembered_id = remembered.id();
@@ -160,15 +161,26 @@ pub(super) fn find_child(
             |direct| site_child(direct, layout, mem, [parent, f, s, node], remembered_id),
             |_| {},
         );
-        walk_children(remembered, layout, mem, [parent, f, node], [prev, at]);
+        remembered.block(None, |cached| {
+            let cached_id = cached.id();
+            cached_child(cached, layout, mem, [parent, f, node, h], cached_id);
+            walk_children(cached, layout, mem, [parent, f, node], [prev, at]);
+            push_is_context(cached, layout, node);
+            cached.if_else(
+                None,
+                |keep| {
+                    cache_slot(keep, h);
+                    keep.local_get(node);
+                    mem.store32(keep, layout.child_cache_off);
+                },
+                |_| {},
+            );
+        });
         // Remember it, unless it is a fold node or the site is not a direct one.
         remembered.local_get(s);
         push_is_direct(remembered);
-        remembered
-            .local_get(node)
-            .i32_const(layout.first_context_node() as i32)
-            .binop(BinaryOp::I32GeU)
-            .binop(BinaryOp::I32And);
+        push_is_context(remembered, layout, node);
+        remembered.binop(BinaryOp::I32And);
         remembered.if_else(
             None,
             |keep| {
@@ -182,6 +194,50 @@ pub(super) fn find_child(
             |_| {},
         );
     });
+}
+
+/// Pushes whether `node` is a calling context's (not the root nor a fold node).
+fn push_is_context(b: &mut InstrSeqBuilder, layout: &Layout, node: LocalId) {
+    b.local_get(node)
+        .i32_const(layout.first_context_node() as i32)
+        .binop(BinaryOp::I32GeU);
+}
+
+/// Leaves the slot of pair (`parent`, `f`) in `child_cache` in `h`, and leaves (`found`)
+/// with `node` the child the slot holds when that child is `parent`'s for `f`.
+fn cached_child(
+    b: &mut InstrSeqBuilder,
+    layout: &Layout,
+    mem: &Mem,
+    [parent, f, node, h]: [LocalId; 4],
+    found: walrus::ir::InstrSeqId,
+) {
+    let nodes = layout.nodes_off;
+    hash(b, parent, f, layout.child_cache_slots, h);
+    cache_slot(b, h);
+    mem.load32(b, layout.child_cache_off);
+    b.local_set(node);
+    push_is_context(b, layout, node);
+    b.if_else(
+        None,
+        |held| {
+            node_addr(held, layout, node);
+            mem.load32(held, nodes + layout::NODE_PARENT);
+            held.local_get(parent).binop(BinaryOp::I32Eq);
+            node_addr(held, layout, node);
+            mem.load32(held, nodes + layout::NODE_FUNC);
+            held.local_get(f)
+                .binop(BinaryOp::I32Eq)
+                .binop(BinaryOp::I32And)
+                .br_if(found);
+        },
+        |_| {},
+    );
+}
+
+/// Pushes the address of slot `h` of `child_cache`, relative to the region.
+fn cache_slot(b: &mut InstrSeqBuilder, h: LocalId) {
+    b.local_get(h).i32_const(2).binop(BinaryOp::I32Shl);
 }
 
 /// Pops a site id and pushes whether it is a direct call site's (not 0, the host's, nor an
