@@ -225,7 +225,7 @@ fn write_json(
     _options: &EmitOptions,
     out: &mut dyn Write,
 ) -> anyhow::Result<()> {
-    serde_json::to_writer_pretty(&mut *out, profile)?;
+    serde_json::to_writer(&mut *out, profile)?;
     out.write_all(b"\n")?;
     Ok(())
 }

@@ -231,7 +231,7 @@ impl Profile {
 
     /// Writes the profile as JSON, atomically (a temporary file renamed into place).
     pub fn write(&self, path: &Path) -> anyhow::Result<()> {
-        let json = serde_json::to_vec_pretty(self).expect("profiles serialize");
+        let json = serde_json::to_vec(self).expect("profiles serialize");
         write_atomic(path, &json)
     }
 }
