@@ -57,24 +57,46 @@ impl Bindgen {
     pub fn runs(path: &Path) -> bool {
         let for_unknown = path.components().any(|c| c.as_os_str() == TARGET);
         path.extension().is_some_and(|ext| ext == "wasm")
-            && (for_unknown || std::fs::read(path).is_ok_and(|wasm| imports_placeholder(&wasm)))
+            && (for_unknown || imports_placeholder(path))
     }
 }
 
-/// Whether `wasm` imports from wasm-bindgen's placeholder module.
-fn imports_placeholder(wasm: &[u8]) -> bool {
-    for payload in wasmparser::Parser::new(0).parse_all(wasm) {
-        match payload {
-            Ok(wasmparser::Payload::ImportSection(imports)) => {
-                return imports
-                    .into_imports()
-                    .any(|i| i.is_ok_and(|i| i.module == PLACEHOLDER));
+/// Whether the module at `path` imports from wasm-bindgen's placeholder module. Only the
+/// sections up to the imports are read: they come before the code and the DWARF, most of a
+/// test binary.
+fn imports_placeholder(path: &Path) -> bool {
+    use std::io::Read as _;
+    use wasmparser::{Chunk, Payload};
+    let Ok(mut file) = std::fs::File::open(path) else {
+        return false;
+    };
+    let mut parser = wasmparser::Parser::new(0);
+    let mut buf = Vec::new();
+    let mut eof = false;
+    loop {
+        match parser.parse(&buf, eof) {
+            Ok(Chunk::NeedMoreData(hint)) if !eof => {
+                match (&mut file).take(hint.max(1 << 16)).read_to_end(&mut buf) {
+                    Ok(0) => eof = true,
+                    Ok(_) => {}
+                    Err(_) => return false,
+                }
             }
-            Ok(wasmparser::Payload::CodeSectionStart { .. }) | Err(_) => return false,
-            _ => {}
+            Ok(Chunk::Parsed { consumed, payload }) => {
+                match payload {
+                    Payload::ImportSection(imports) => {
+                        return imports
+                            .into_imports()
+                            .any(|i| i.is_ok_and(|i| i.module == PLACEHOLDER));
+                    }
+                    Payload::CodeSectionStart { .. } | Payload::End(_) => return false,
+                    _ => {}
+                }
+                buf.drain(..consumed);
+            }
+            _ => return false,
         }
     }
-    false
 }
 
 /// Whether `wasm` exports a test or benchmark for the runner (`__wbgt_*`, `__wbgb_*`);
@@ -436,5 +458,37 @@ impl RunnerRun<'_> {
             ));
         }
         Ok((code, posted.map(|p| p.dump)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A module is told for wasm-bindgen's by its imports alone, wherever it lies, and
+    /// whatever follows them: a type section larger than the first read, code after.
+    #[test]
+    fn a_module_for_bindgen_is_told_by_its_imports() {
+        let types: String = (0..5000)
+            .map(|i| format!("(type (func (param {})))", "i32 ".repeat(i % 40)))
+            .collect();
+        let module = |import: &str| {
+            wat::parse_str(format!(
+                r#"(module {types} (import "{import}" "f" (func)) (func (call 0)))"#
+            ))
+            .unwrap()
+        };
+        let dir = tempfile::tempdir().unwrap();
+        for (import, expected) in [(PLACEHOLDER, true), ("env", false)] {
+            let path = dir.path().join(format!("{import}.wasm"));
+            let wasm = module(import);
+            assert!(wasm.len() > 1 << 16, "{}", wasm.len());
+            std::fs::write(&path, wasm).unwrap();
+            assert_eq!(Bindgen::runs(&path), expected, "{import}");
+        }
+        let path = dir.path().join("none.wasm");
+        std::fs::write(&path, wat::parse_str("(module (func))").unwrap()).unwrap();
+        assert!(!Bindgen::runs(&path));
+        assert!(!Bindgen::runs(&dir.path().join("missing.wasm")));
     }
 }
