@@ -6,11 +6,10 @@ use cargo_wasmprof::instrument::INLINE_ENTRY_BELOW;
 use cargo_wasmprof::symbols::SymbolTable;
 use wasmparser::Operator;
 
-/// fib twice: as it is, small enough for the inline entry, and with a counter it bumps
-/// `INLINE_ENTRY_BELOW / 4` times first (four instructions each), large enough for the call.
+/// fib twice: as it is, small enough for the inline entry, and with [`large_padding`]
+/// first, large enough for the call.
 fn program() -> String {
-    let pad = INLINE_ENTRY_BELOW.div_ceil(4);
-    let bump = "(local.set $pad (i32.add (local.get $pad) (i32.const 1)))\n".repeat(pad as usize);
+    let pad = large_padding();
     format!(
         r#"
 (module
@@ -21,8 +20,8 @@ fn program() -> String {
       (then (local.get $n))
       (else (i32.add (call $fib (i32.sub (local.get $n) (i32.const 1)))
                      (call $fib (i32.sub (local.get $n) (i32.const 2)))))))
-  (func $big_fib (param $n i32) (result i32) (local $pad i32)
-    {bump}
+  (func $big_fib (param $n i32) (result i32)
+    {pad}
     (if (result i32) (i32.lt_u (local.get $n) (i32.const 2))
       (then (local.get $n))
       (else (i32.add (call $big_fib (i32.sub (local.get $n) (i32.const 1)))

@@ -283,3 +283,12 @@ fn with_metric(metric: Metric) -> Options {
         ..Options::default()
     }
 }
+
+/// The start of a function body that makes the function large enough for the call of
+/// `enter` instead of the inline entry probe: a local bumped `INLINE_ENTRY_BELOW / 4` times
+/// (four instructions each).
+fn large_padding() -> String {
+    let bump = "(local.set $pad (i32.add (local.get $pad) (i32.const 1)))\n";
+    let bumps = cargo_wasmprof::instrument::INLINE_ENTRY_BELOW.div_ceil(4) as usize;
+    format!("(local $pad i32)\n{}", bump.repeat(bumps))
+}

@@ -109,16 +109,23 @@ fn the_context_tree_grows_its_memory_instead_of_folding() {
 /// calls `a` too, so `a`'s call of `leaf` runs under two parents in turn, and its slot keeps
 /// changing. Every path's count follows from the code, in each placement of the state and
 /// with a tree too small for them all (the slots never keep a fold node, whose entries are
-/// all counted).
+/// all counted); with functions small enough for the inline entry probe, and large enough
+/// for the call of `enter`, which looks in the site's slot first.
 #[test]
 fn callees_that_take_turns_keep_exact_contexts() {
+    for (size, pad) in sizes() {
+        callees_take_turns(size, &pad);
+    }
+}
+
+fn callees_take_turns(size: &str, pad: &str) {
     const N: u64 = 7;
     let wat = format!(
         r#"(module
-          (func $leaf)
-          (func $a (call $leaf))
-          (func $b (call $a))
-          (func $c (call $leaf))
+          (func $leaf {pad})
+          (func $a {pad} (call $leaf))
+          (func $b {pad} (call $a))
+          (func $c {pad} (call $leaf))
           (func $walk (local $i i32)
             (loop $next
               (call $a) (call $b) (call $c)
@@ -148,7 +155,11 @@ fn callees_that_take_turns_keep_exact_contexts() {
             check_invariants(&p);
             assert_eq!(p.folded_entries, 0);
             for (path, n) in paths {
-                assert_eq!(path_calls(&p, path), n, "{path:?} ({state:?}, {metric:?})");
+                assert_eq!(
+                    path_calls(&p, path),
+                    n,
+                    "{path:?} ({state:?}, {metric:?}, {size})"
+                );
             }
             assert_eq!(calls(&p, "leaf"), 3 * N);
             assert_eq!(arc(&p, "a", "leaf"), 2 * N);
@@ -167,7 +178,7 @@ fn callees_that_take_turns_keep_exact_contexts() {
     assert_eq!(
         p.folded_entries,
         paths[2..].iter().map(|(_, n)| n).sum::<u64>(),
-        "{contexts} paths, room for 4"
+        "{contexts} paths, room for 4 ({size})"
     );
     assert_eq!(calls(&p, "leaf"), 3 * N);
 }
@@ -176,15 +187,21 @@ fn callees_that_take_turns_keep_exact_contexts() {
 /// calls `rec(D)` `M` times. The second call of `leaf` at each depth finds `rec` first among
 /// its parent's children, and its site's slot holding the depth below, which returned just
 /// before: the child is the one the first call added, found in the child cache (or the
-/// list). Every path's count follows from the code.
+/// list). Every path's count follows from the code, with small and with large functions.
 #[test]
 fn a_recursive_sites_callee_is_found_at_each_depth() {
+    for (size, pad) in sizes() {
+        recursive_site(size, &pad);
+    }
+}
+
+fn recursive_site(size: &str, pad: &str) {
     const D: usize = 5;
     const M: u64 = 3;
     let wat = format!(
         r#"(module
-          (func $leaf)
-          (func $rec (param $n i32)
+          (func $leaf {pad})
+          (func $rec (param $n i32) {pad}
             (call $leaf)
             (if (local.get $n)
               (then (call $rec (i32.sub (local.get $n) (i32.const 1)))))
@@ -212,19 +229,22 @@ fn a_recursive_sites_callee_is_found_at_each_depth() {
             for depth in 1..=D + 1 {
                 let mut path = vec!["main"];
                 path.extend(std::iter::repeat_n("rec", depth));
-                assert_eq!(path_calls(&p, &path), M, "{path:?} ({state:?}, {metric:?})");
+                let case = format!("({state:?}, {metric:?}, {size})");
+                assert_eq!(path_calls(&p, &path), M, "{path:?} {case}");
                 path.push("leaf");
-                assert_eq!(
-                    path_calls(&p, &path),
-                    2 * M,
-                    "{path:?} ({state:?}, {metric:?})"
-                );
+                assert_eq!(path_calls(&p, &path), 2 * M, "{path:?} {case}");
             }
-            assert_eq!(calls(&p, "leaf"), 2 * M * levels);
-            assert_eq!(arc(&p, "rec", "leaf"), 2 * M * levels);
-            assert_eq!(arc(&p, "rec", "rec"), M * D as u64);
+            assert_eq!(calls(&p, "leaf"), 2 * M * levels, "{size}");
+            assert_eq!(arc(&p, "rec", "leaf"), 2 * M * levels, "{size}");
+            assert_eq!(arc(&p, "rec", "rec"), M * D as u64, "{size}");
         }
     }
+}
+
+/// The start of a function body small enough for the inline entry probe (none), and of one
+/// large enough for the call of `enter`.
+fn sizes() -> [(&'static str, String); 2] {
+    [("small", String::new()), ("large", large_padding())]
 }
 
 /// The calls of the contexts whose path from the root ends with `path`'s functions.

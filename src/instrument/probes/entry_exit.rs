@@ -2,10 +2,10 @@
 //! function or as a call of the state module, and the arc counting every entry does.
 
 use walrus::ir::{BinaryOp, Instr};
-use walrus::{FunctionId, GlobalId, InstrSeqBuilder, LocalId, MemoryId, ValType};
+use walrus::{FunctionId, GlobalId, InstrSeqBuilder, LocalId, MemoryId};
 
 use super::mem::Mem;
-use super::tables::{node_addr, push_is_direct};
+use super::tables::{node_addr, push_is_direct, site_child};
 use crate::layout::{self, Layout};
 
 /// The calls metric's entry probe.
@@ -193,10 +193,13 @@ impl TimedOps {
     }
 
     /// Counts the arc into `f`, moves the current context node (left in `parent`) to its
-    /// child for `f` (left in `node`) and counts the call there. A function that keeps
-    /// calling the same callee finds it first among its children: the lookup is then two
-    /// loads and a comparison; else `find_child` looks in the call site's slot, then in the
-    /// list.
+    /// child for `f` (left in `node`) and counts the call there. The child is looked up
+    /// where it is most likely, cheapest first: inline (`f` a constant), among the parent's
+    /// children the first, where a function that keeps calling the same callee finds it
+    /// (two loads and a comparison); out of line (`enter`, whose code is shared, `f` a
+    /// local), first in the call site's slot, which also finds the callees of a function
+    /// that calls several in turn, then the first child. Else `find_child` looks in the
+    /// site's slot, the child cache and the list.
     pub(super) fn enter(
         &self,
         b: &mut InstrSeqBuilder,
@@ -209,31 +212,43 @@ impl TimedOps {
         // The call site stays in `addr` for `find_child`.
         self.counter.count_arc(b, f, [addr, node]);
         b.global_get(self.cur).local_set(parent);
-        node_addr(b, &self.layout, parent);
-        mem.load32(b, nodes + layout::NODE_FIRST_CHILD);
-        b.local_tee(node);
-        b.if_else(
-            ValType::I32,
-            |first| {
-                node_addr(first, &self.layout, node);
-                mem.load32(first, nodes + layout::NODE_FUNC);
-                push_func(first, f);
-                first.binop(BinaryOp::I32Ne);
-            },
-            |none| {
-                none.i32_const(1);
-            },
-        );
-        b.if_else(
-            None,
-            |search| {
-                search.local_get(parent);
-                push_func(search, f);
-                search.local_get(addr);
-                search.call(self.find_child).local_set(node);
-            },
-            |_| {},
-        );
+        b.block(None, |found| {
+            let found_id = found.id();
+            if let Func::Local(f) = f {
+                found.local_get(addr);
+                push_is_direct(found);
+                found.if_else(
+                    None,
+                    |direct| {
+                        site_child(
+                            direct,
+                            &self.layout,
+                            &mem,
+                            [parent, f, addr, node],
+                            found_id,
+                        )
+                    },
+                    |_| {},
+                );
+            }
+            node_addr(found, &self.layout, parent);
+            mem.load32(found, nodes + layout::NODE_FIRST_CHILD);
+            found.local_tee(node);
+            found.if_else(
+                None,
+                |first| {
+                    node_addr(first, &self.layout, node);
+                    mem.load32(first, nodes + layout::NODE_FUNC);
+                    push_func(first, f);
+                    first.binop(BinaryOp::I32Eq).br_if(found_id);
+                },
+                |_| {},
+            );
+            found.local_get(parent);
+            push_func(found, f);
+            found.local_get(addr);
+            found.call(self.find_child).local_set(node);
+        });
         node_addr(b, &self.layout, node);
         b.local_set(addr);
         mem.add64(b, addr, nodes + layout::NODE_COUNT, |b| {

@@ -256,7 +256,7 @@ fn site_slot(b: &mut InstrSeqBuilder, s: LocalId) {
 
 /// Leaves (`found`) with `node` the child that direct site `s`'s slot remembers, when the
 /// slot is `parent`'s and the child is `f`'s.
-fn site_child(
+pub(super) fn site_child(
     b: &mut InstrSeqBuilder,
     layout: &Layout,
     mem: &Mem,
