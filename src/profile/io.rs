@@ -209,17 +209,29 @@ impl DumpFile {
     }
 }
 
+/// A file's `format` field, which says whether it is a profile or a dump.
+#[derive(Deserialize)]
+struct FormatField {
+    format: Option<String>,
+}
+
 impl Profile {
     /// Reads a profile file, or a [`DumpFile`] that it decodes, checking the format. Errors
     /// do not repeat the path.
     pub fn read(path: &Path) -> anyhow::Result<Profile> {
         let text = std::fs::read(path).context("cannot read it")?;
-        let value: serde_json::Value = serde_json::from_slice(&text).context("not JSON")?;
-        match value.get("format").and_then(|f| f.as_str()) {
+        // What the file is, from its `format` alone (the rest is skipped, not built), then
+        // the file read once more as that: a profile is read straight into its structs.
+        let format = match serde_json::from_slice::<FormatField>(&text) {
+            Ok(field) => field.format,
+            Err(e) if e.is_data() => None,
+            Err(e) => return Err(e).context("not JSON"),
+        };
+        match format.as_deref() {
             Some(FORMAT) => {
-                serde_json::from_value(value).context("not a valid cargo-wasmprof profile")
+                serde_json::from_slice(&text).context("not a valid cargo-wasmprof profile")
             }
-            Some(DUMP_FORMAT) => serde_json::from_value::<DumpFile>(value)
+            Some(DUMP_FORMAT) => serde_json::from_slice::<DumpFile>(&text)
                 .context("not a valid cargo-wasmprof dump")?
                 .decode()
                 .context("cannot decode the dump"),
