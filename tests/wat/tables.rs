@@ -143,27 +143,12 @@ fn callees_take_turns(size: &str, pad: &str) {
         (&["walk", "c"], N),
         (&["walk", "c", "leaf"], N),
     ];
-    for state in [StateLocation::OwnMemory, StateLocation::StateModule] {
-        for metric in [Metric::Instructions, Metric::Time] {
-            let (p, _) = profile_module_with(
-                &wasm,
-                &Options {
-                    state,
-                    ..with_metric(metric)
-                },
-            );
-            check_invariants(&p);
-            assert_eq!(p.folded_entries, 0);
-            for (path, n) in paths {
-                assert_eq!(
-                    path_calls(&p, path),
-                    n,
-                    "{path:?} ({state:?}, {metric:?}, {size})"
-                );
-            }
-            assert_eq!(calls(&p, "leaf"), 3 * N);
-            assert_eq!(arc(&p, "a", "leaf"), 2 * N);
+    for (case, p) in tree_profiles(&wasm) {
+        for (path, n) in paths {
+            assert_eq!(path_calls(&p, path), n, "{path:?} ({case}, {size})");
         }
+        assert_eq!(calls(&p, "leaf"), 3 * N);
+        assert_eq!(arc(&p, "a", "leaf"), 2 * N);
     }
     // Room for `_start`, `walk` and two more: the rest fold, each entry counted.
     let (p, _) = profile_module_with(
@@ -215,30 +200,37 @@ fn recursive_site(size: &str, pad: &str) {
     );
     let wasm = wat::parse_str(wat).unwrap();
     let levels = D as u64 + 1;
+    for (case, p) in tree_profiles(&wasm) {
+        for depth in 1..=D + 1 {
+            let mut path = vec!["main"];
+            path.extend(std::iter::repeat_n("rec", depth));
+            assert_eq!(path_calls(&p, &path), M, "{path:?} ({case}, {size})");
+            path.push("leaf");
+            assert_eq!(path_calls(&p, &path), 2 * M, "{path:?} ({case}, {size})");
+        }
+        assert_eq!(calls(&p, "leaf"), 2 * M * levels, "{case}, {size}");
+        assert_eq!(arc(&p, "rec", "leaf"), 2 * M * levels, "{case}, {size}");
+        assert_eq!(arc(&p, "rec", "rec"), M * D as u64, "{case}, {size}");
+    }
+}
+
+/// `wasm`'s profiles in each placement of the state, under each metric with a context tree,
+/// their invariants checked and nothing folded; each with its case's name.
+fn tree_profiles(wasm: &[u8]) -> Vec<(String, cargo_wasmprof::profile::Profile)> {
+    let mut profiles = Vec::new();
     for state in [StateLocation::OwnMemory, StateLocation::StateModule] {
         for metric in [Metric::Instructions, Metric::Time] {
-            let (p, _) = profile_module_with(
-                &wasm,
-                &Options {
-                    state,
-                    ..with_metric(metric)
-                },
-            );
+            let options = Options {
+                state,
+                ..with_metric(metric)
+            };
+            let (p, _) = profile_module_with(wasm, &options);
             check_invariants(&p);
-            assert_eq!(p.folded_entries, 0);
-            for depth in 1..=D + 1 {
-                let mut path = vec!["main"];
-                path.extend(std::iter::repeat_n("rec", depth));
-                let case = format!("({state:?}, {metric:?}, {size})");
-                assert_eq!(path_calls(&p, &path), M, "{path:?} {case}");
-                path.push("leaf");
-                assert_eq!(path_calls(&p, &path), 2 * M, "{path:?} {case}");
-            }
-            assert_eq!(calls(&p, "leaf"), 2 * M * levels, "{size}");
-            assert_eq!(arc(&p, "rec", "leaf"), 2 * M * levels, "{size}");
-            assert_eq!(arc(&p, "rec", "rec"), M * D as u64, "{size}");
+            assert_eq!(p.folded_entries, 0, "{state:?}, {metric:?}");
+            profiles.push((format!("{state:?}, {metric:?}"), p));
         }
     }
+    profiles
 }
 
 /// The start of a function body small enough for the inline entry probe (none), and of one
