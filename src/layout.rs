@@ -11,13 +11,13 @@
 //!               through a direct call site (those are their site's count); with a cost,
 //!               the context nodes count calls
 //! direct_arcs   u64 per direct call site (index = site id)
-//! site_children (parent: u32, child: u32) per direct call site, with a context tree: the
-//!               child the site's callee got under the parent it last ran in, so that a
-//!               callee that is not its parent's first child is found without a list walk
+//! site_children u32 per direct call site, with a context tree: the child the site's callee
+//!               got under the parent it last ran in, so that a callee that is not its
+//!               parent's first child is found without a list walk (the node itself says
+//!               whose child it is, so a child of another parent is told by reading it)
 //! child_cache   u32 per slot (CHILD_CACHE_SLOTS, with a context tree): the child last found
 //!               for a (parent, function) pair, at the pair's hash, so that a child that its
-//!               site's slot does not hold is found without a list walk too (the node itself
-//!               says whose child it is, so a slot another pair took is told by reading it)
+//!               site's slot does not hold is found without a list walk too (told as above)
 //! dyn_arcs      DynArc per slot: (site, callee) pairs seen at indirect sites and host entries
 //! segments      u64 per straight-line segment of the program's code, with the instructions
 //!               metric: how many times it ran (its instructions' lines are in the meta)
@@ -267,12 +267,9 @@ pub struct Layout {
     /// Offset of `site_children` (as many slots as `direct_arcs`).
     #[serde(default)]
     pub site_children_off: u32,
-    /// Offset of `child_cache`.
+    /// Offset of `child_cache` ([`CHILD_CACHE_SLOTS`] slots).
     #[serde(default)]
     pub child_cache_off: u32,
-    /// Slots in `child_cache` (a power of two; 0: none, as in a profile of an older build).
-    #[serde(default)]
-    pub child_cache_slots: u32,
     /// Offset of `dyn_arcs`.
     pub dyn_arcs_off: u32,
     /// Slots in `dyn_arcs` (a power of two).
@@ -356,8 +353,8 @@ impl Layout {
         let calls_off = u64::from(HEADER_SIZE);
         let direct_arcs_off = align8(calls_off + 8 * u64::from(functions));
         let site_children_off = direct_arcs_off + 8 * (u64::from(direct_sites) + 1);
-        let child_cache_off = site_children_off + 8 * (u64::from(direct_sites) + 1);
-        let dyn_arcs_off = child_cache_off + 4 * u64::from(CHILD_CACHE_SLOTS);
+        let child_cache_off = site_children_off + 4 * (u64::from(direct_sites) + 1);
+        let dyn_arcs_off = align8(child_cache_off + 4 * u64::from(CHILD_CACHE_SLOTS));
         let segments_off = align8(dyn_arcs_off + u64::from(DYN_ARC_SIZE) * u64::from(dyn_arcs_cap));
         let live_off = align8(segments_off + 8 * u64::from(segments));
         let nodes_off = live_off + 3 * u64::from(LIVE_ENTRY_SIZE) * u64::from(live_slots);
@@ -382,7 +379,6 @@ impl Layout {
             direct_sites,
             site_children_off: to32(site_children_off),
             child_cache_off: to32(child_cache_off),
-            child_cache_slots: CHILD_CACHE_SLOTS,
             dyn_arcs_off: to32(dyn_arcs_off),
             dyn_arcs_cap,
             segments_off: to32(segments_off),
@@ -433,8 +429,9 @@ mod tests {
         assert!(l.direct_arcs_off >= l.calls_off + 8 * 1000);
         assert_eq!(l.direct_arcs_off % 8, 0);
         assert!(l.site_children_off >= l.direct_arcs_off + 8 * 5001);
-        assert!(l.child_cache_off >= l.site_children_off + 8 * 5001);
-        assert!(l.dyn_arcs_off >= l.child_cache_off + 4 * l.child_cache_slots);
+        assert!(l.child_cache_off >= l.site_children_off + 4 * 5001);
+        assert!(l.dyn_arcs_off >= l.child_cache_off + 4 * CHILD_CACHE_SLOTS);
+        assert_eq!(l.dyn_arcs_off % 8, 0);
         assert!(l.segments_off >= l.dyn_arcs_off + DYN_ARC_SIZE * l.dyn_arcs_cap);
         assert!(l.live_off >= l.segments_off + 8 * 70_000);
         assert!(l.nodes_off >= l.live_off + 3 * LIVE_ENTRY_SIZE * l.live_slots);

@@ -138,9 +138,9 @@ pub(super) fn node_addr(b: &mut InstrSeqBuilder, layout: &Layout, n: LocalId) {
 
 /// Leaves in `node` the child of `parent` for function `f`, entered from call site `s`,
 /// adding it when new. A direct site's slot in `site_children` remembers the child its
-/// callee got under the parent the site last ran in: when that is `parent`, the lookup is
-/// that slot. Else `child_cache` may hold the child at the pair's hash (left in `h`), a
-/// node that says whose child it is. Else the children are a list (`first_child`,
+/// callee got under the parent the site last ran in, and `child_cache` the child last found
+/// for the pair at the pair's hash (left in `h`); each is taken when it is `parent`'s for
+/// `f`, which the node says itself. Else the children are a list (`first_child`,
 /// `next_sibling`) kept in most-recently-used order (the entry probe has already looked at
 /// the first), and the child found or added goes into the cache and the site's slot. When
 /// the tree is full, the entry goes to f's fold node and the header counts it (a fold node
@@ -185,11 +185,8 @@ pub(super) fn find_child(
             None,
             |keep| {
                 site_slot(keep, s);
-                keep.local_get(parent);
-                mem.store32(keep, layout.site_children_off);
-                site_slot(keep, s);
                 keep.local_get(node);
-                mem.store32(keep, layout.site_children_off + 4);
+                mem.store32(keep, layout.site_children_off);
             },
             |_| {},
         );
@@ -212,11 +209,24 @@ fn cached_child(
     [parent, f, node, h]: [LocalId; 4],
     found: walrus::ir::InstrSeqId,
 ) {
-    let nodes = layout.nodes_off;
-    hash(b, parent, f, layout.child_cache_slots, h);
+    hash(b, parent, f, layout::CHILD_CACHE_SLOTS, h);
     cache_slot(b, h);
     mem.load32(b, layout.child_cache_off);
     b.local_set(node);
+    leave_if_child(b, layout, mem, [parent, f, node], found);
+}
+
+/// Leaves (`found`) when `node`, a child that a slot remembered (0 where none was kept), is
+/// `parent`'s for `f`: a context node (a fold node is never kept) whose own parent and
+/// function are those.
+fn leave_if_child(
+    b: &mut InstrSeqBuilder,
+    layout: &Layout,
+    mem: &Mem,
+    [parent, f, node]: [LocalId; 3],
+    found: walrus::ir::InstrSeqId,
+) {
+    let nodes = layout.nodes_off;
     push_is_context(b, layout, node);
     b.if_else(
         None,
@@ -251,11 +261,11 @@ pub(super) fn push_is_direct(b: &mut InstrSeqBuilder) {
 
 /// Pushes the address of direct site `s`'s slot in `site_children`, relative to the region.
 fn site_slot(b: &mut InstrSeqBuilder, s: LocalId) {
-    b.local_get(s).i32_const(3).binop(BinaryOp::I32Shl);
+    b.local_get(s).i32_const(2).binop(BinaryOp::I32Shl);
 }
 
-/// Leaves (`found`) with `node` the child that direct site `s`'s slot remembers, when the
-/// slot is `parent`'s and the child is `f`'s.
+/// Leaves (`found`) with `node` the child that direct site `s`'s slot remembers, when it is
+/// `parent`'s for `f`.
 pub(super) fn site_child(
     b: &mut InstrSeqBuilder,
     layout: &Layout,
@@ -263,31 +273,10 @@ pub(super) fn site_child(
     [parent, f, s, node]: [LocalId; 4],
     found: walrus::ir::InstrSeqId,
 ) {
-    let slots = layout.site_children_off;
     site_slot(b, s);
-    mem.load32(b, slots);
-    b.local_get(parent).binop(BinaryOp::I32Eq);
-    b.if_else(
-        None,
-        |same_parent| {
-            site_slot(same_parent, s);
-            mem.load32(same_parent, slots + 4);
-            same_parent
-                .local_tee(node)
-                .i32_const(layout.first_context_node() as i32)
-                .binop(BinaryOp::I32GeU);
-            same_parent.if_else(
-                None,
-                |child| {
-                    node_addr(child, layout, node);
-                    mem.load32(child, layout.nodes_off + layout::NODE_FUNC);
-                    child.local_get(f).binop(BinaryOp::I32Eq).br_if(found);
-                },
-                |_| {},
-            );
-        },
-        |_| {},
-    );
+    mem.load32(b, layout.site_children_off);
+    b.local_set(node);
+    leave_if_child(b, layout, mem, [parent, f, node], found);
 }
 
 /// Leaves in `node` the child of `parent` for `f` from the list of its children, or a new
