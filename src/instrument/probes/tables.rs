@@ -169,7 +169,7 @@ pub(super) fn find_child(
             cached.if_else(
                 None,
                 |keep| {
-                    cache_slot(keep, h);
+                    word_slot(keep, h);
                     keep.local_get(node);
                     mem.store32(keep, layout.child_cache_off);
                 },
@@ -184,7 +184,7 @@ pub(super) fn find_child(
         remembered.if_else(
             None,
             |keep| {
-                site_slot(keep, s);
+                word_slot(keep, s);
                 keep.local_get(node);
                 mem.store32(keep, layout.site_children_off);
             },
@@ -210,23 +210,31 @@ fn cached_child(
     found: walrus::ir::InstrSeqId,
 ) {
     hash(b, parent, f, layout::CHILD_CACHE_SLOTS, h);
-    cache_slot(b, h);
-    mem.load32(b, layout.child_cache_off);
-    b.local_set(node);
-    leave_if_child(b, layout, mem, [parent, f, node], found);
+    remembered_child(
+        b,
+        layout,
+        mem,
+        (layout.child_cache_off, h),
+        [parent, f, node],
+        found,
+    );
 }
 
-/// Leaves (`found`) when `node`, a child that a slot remembered (0 where none was kept), is
-/// `parent`'s for `f`: a context node (a fold node is never kept) whose own parent and
-/// function are those.
-fn leave_if_child(
+/// Leaves (`found`) with `node` the child kept in slot `slot` of the region of u32 slots at
+/// `off` (`site_children`, `child_cache`; 0 where none was kept), when it is `parent`'s for
+/// `f`: a context node (a fold node is never kept) whose own parent and function are those.
+fn remembered_child(
     b: &mut InstrSeqBuilder,
     layout: &Layout,
     mem: &Mem,
+    (off, slot): (u32, LocalId),
     [parent, f, node]: [LocalId; 3],
     found: walrus::ir::InstrSeqId,
 ) {
     let nodes = layout.nodes_off;
+    word_slot(b, slot);
+    mem.load32(b, off);
+    b.local_set(node);
     push_is_context(b, layout, node);
     b.if_else(
         None,
@@ -245,9 +253,10 @@ fn leave_if_child(
     );
 }
 
-/// Pushes the address of slot `h` of `child_cache`, relative to the region.
-fn cache_slot(b: &mut InstrSeqBuilder, h: LocalId) {
-    b.local_get(h).i32_const(2).binop(BinaryOp::I32Shl);
+/// Pushes the address of slot `slot` of a region of u32 slots (`site_children`,
+/// `child_cache`), relative to the region.
+fn word_slot(b: &mut InstrSeqBuilder, slot: LocalId) {
+    b.local_get(slot).i32_const(2).binop(BinaryOp::I32Shl);
 }
 
 /// Pops a site id and pushes whether it is a direct call site's (not 0, the host's, nor an
@@ -259,11 +268,6 @@ pub(super) fn push_is_direct(b: &mut InstrSeqBuilder) {
         .binop(BinaryOp::I32LtU);
 }
 
-/// Pushes the address of direct site `s`'s slot in `site_children`, relative to the region.
-fn site_slot(b: &mut InstrSeqBuilder, s: LocalId) {
-    b.local_get(s).i32_const(2).binop(BinaryOp::I32Shl);
-}
-
 /// Leaves (`found`) with `node` the child that direct site `s`'s slot remembers, when it is
 /// `parent`'s for `f`.
 pub(super) fn site_child(
@@ -273,10 +277,8 @@ pub(super) fn site_child(
     [parent, f, s, node]: [LocalId; 4],
     found: walrus::ir::InstrSeqId,
 ) {
-    site_slot(b, s);
-    mem.load32(b, layout.site_children_off);
-    b.local_set(node);
-    leave_if_child(b, layout, mem, [parent, f, node], found);
+    let slot = (layout.site_children_off, s);
+    remembered_child(b, layout, mem, slot, [parent, f, node], found);
 }
 
 /// Leaves in `node` the child of `parent` for `f` from the list of its children, or a new
