@@ -1,9 +1,13 @@
 // cargo-wasmprof's sampler for the sampled time metric under a JS host, a function that
 // runs in a worker of its own (templates/wasmprof-runtime.js starts it with this source and
 // posts it `d`: the profiler's shared memory, its layout, the schedule, the interval).
-// Every interval (densely, spinning, at first, so that a short run still gets samples:
+// Every interval (more often at first, so that a short run still gets samples:
 // d.sampling, src/sampling.rs) it credits the time since the previous sample to the
 // context node that the probes say runs: the same accounting as src/host/sampler.rs.
+// It sleeps between samples, in the dense phase too, where a wait of 10 us lasts about
+// 90 on Linux (its timer slack): a worker that spins takes a CPU from V8's compiler and GC
+// threads, and on a machine of two CPUs the program it measures then stays longer in its
+// baseline code (BENCHMARKS.md, "Under node": the kernels took up to twice as long).
 function sampler(d) {
   var i32 = new Int32Array(d.memory.buffer);
   var u64 = new BigUint64Array(d.memory.buffer); // views: renewed when the memory grows
@@ -17,15 +21,9 @@ function sampler(d) {
   var phase = BigInt(S.dense_phase_ns), factor = BigInt(S.late_factor), slack = BigInt(S.late_slack_ns);
   var began = clock(), last = began;
   for (;;) {
-    var t, wait;
-    if (last - began < phase) {
-      wait = dense;
-      do { t = clock(); } while (t - last < dense);
-    } else {
-      wait = interval;
-      Atomics.wait(pause, 0, 0, d.interval_us / 1000);
-      t = clock();
-    }
+    var wait = last - began < phase ? dense : interval;
+    Atomics.wait(pause, 0, 0, Number(wait) / 1e6);
+    var t = clock();
     var ns = t - last;
     last = t;
     var node = Atomics.load(i32, L.where / 4) >>> 0;
