@@ -149,6 +149,7 @@ function watchWorkers() {
       var d = e.data;
       if (d && d.wasmprof === 'thread') {
         threads.push({ id: ++lastId, ids: [], memory: d.memory, status: d.status, archive: d.archive, worker: w, trap: null, frames: [] });
+        sampleThread(d.memory);
         return;
       }
       return onmessage.apply(this, arguments);

@@ -8,10 +8,37 @@
 // 90 on Linux (its timer slack): a worker that spins takes a CPU from V8's compiler and GC
 // threads, and on a machine of two CPUs the program it measures then stays longer in its
 // baseline code (BENCHMARKS.md, "Under node": the kernels took up to twice as long).
-function sampler(d) {
-  var i32 = new Int32Array(d.memory.buffer);
-  var u64 = new BigUint64Array(d.memory.buffer); // views: renewed when the memory grows
+// `more()` returns the memory of another thread to sample from the next sample on (a
+// pthread's, under node), or null: each thread's samples go to its own memory, each worth
+// the time that passed, as the embedded host's sampler does for its threads.
+function sampler(d, more) {
   var L = d.layout, S = d.sampling;
+  var threads = [];
+  function views(t) { // renewed when the memory grows
+    t.i32 = new Int32Array(t.memory.buffer);
+    t.u64 = new BigUint64Array(t.memory.buffer);
+  }
+  function add(memory) {
+    var t = { memory: memory, i32: null, u64: null };
+    views(t);
+    threads.push(t);
+  }
+  function take(t, ns, late) {
+    var node = Atomics.load(t.i32, L.where / 4) >>> 0;
+    Atomics.add(t.u64, L.samples / 8, 1n);
+    if (late) Atomics.add(t.u64, L.late_samples / 8, 1n);
+    if (node === L.in_probes) {
+      Atomics.add(t.u64, L.probe_samples / 8, 1n);
+    } else if (node === 0 || node >= d.max_nodes) {
+      Atomics.add(t.u64, L.idle_samples / 8, 1n);
+    } else {
+      var at = d.nodes_off + node * d.node_size;
+      if (at + d.node_size > t.u64.byteLength) views(t); // the tree grew the memory
+      Atomics.add(t.u64, (at + L.node_samples) / 8, 1n);
+      Atomics.add(t.u64, (at + L.node_sample_ns) / 8, ns);
+    }
+  }
+  add(d.memory);
   var pause = new Int32Array(new SharedArrayBuffer(4));
   var clock = typeof process === 'object' && process.hrtime ? process.hrtime.bigint
     : function () { return BigInt(Math.round(performance.now() * 1e6)); };
@@ -25,24 +52,11 @@ function sampler(d) {
     var t = clock();
     var ns = t - last;
     last = t;
-    var node = Atomics.load(i32, L.where / 4) >>> 0;
-    Atomics.add(u64, L.samples / 8, 1n);
     // Late: it waited for a CPU. Judged against the interval, also in the dense phase,
     // whose sleeps last what the system gives (90-300 us for 10 asked, on two CPUs shared
     // with V8's compiler threads).
-    if (ns > factor * interval + slack) Atomics.add(u64, L.late_samples / 8, 1n);
-    if (node === L.in_probes) {
-      Atomics.add(u64, L.probe_samples / 8, 1n);
-    } else if (node === 0 || node >= d.max_nodes) {
-      Atomics.add(u64, L.idle_samples / 8, 1n);
-    } else {
-      var at = d.nodes_off + node * d.node_size;
-      if (at + d.node_size > u64.byteLength) { // the tree grew the memory
-        i32 = new Int32Array(d.memory.buffer);
-        u64 = new BigUint64Array(d.memory.buffer);
-      }
-      Atomics.add(u64, (at + L.node_samples) / 8, 1n);
-      Atomics.add(u64, (at + L.node_sample_ns) / 8, ns);
-    }
+    var late = ns > factor * interval + slack;
+    for (var i = 0; i < threads.length; i++) take(threads[i], ns, late);
+    for (var memory; (memory = more()) !== null;) add(memory);
   }
 }
