@@ -270,37 +270,34 @@ var wasmprof = (function () {
 
   // The worker starts with the runtime, so that it is up by the time the program runs (a
   // worker takes tens of milliseconds to start); it waits for the memory, and says when it
-  // has it. Under node the main thread's sampler samples the pthreads too: their workers
-  // send it their memories, which it takes between samples (fixtures/emcc/threads.c, a pool
-  // of three workers, took 126 ms under node 26 with a sampler's worker per pthread's, 102
-  // with the one). In a page, where a worker's loop cannot take a message until it yields,
-  // each pthread's worker starts a sampler of its own.
+  // has it. The main thread's sampler samples the pthreads too: their workers send it their
+  // memories, which it takes between its slices (fixtures/emcc/threads.c, a pool of three
+  // workers, took 126 ms under node 26 with a sampler's worker per pthread's, 102 with the
+  // one).
   var SOURCE = '(' + SAMPLER + ')';
   var early = null;
   var noSampler = null; // why none runs, when the metric is sampled (the dump says)
   var ready = Promise.resolve(); // the sampler has the memory
   var isolated = isNode || (typeof Worker === 'function' && !!self.crossOriginIsolated);
-  var sampledByMain = isNode && isPthread;
-  if (METRIC.sampled && isolated && !sampledByMain) {
+  if (METRIC.sampled && isolated && !isPthread) {
     try {
       if (isNode) {
         early = new (require('worker_threads').Worker)(
-          'var threads = require("worker_threads"), port = threads.parentPort; ' +
-          'port.once("message", function (d) { port.postMessage("sampling"); ' + SOURCE +
-          '(d, function () { var m = threads.receiveMessageOnPort(port); return m ? m.message : null; }); });',
+          'var port = require("worker_threads").parentPort; port.once("message", function (d) { ' +
+          'port.postMessage("sampling"); ' + SOURCE + '(d, function (take) { port.on("message", take); }); });',
           { eval: true });
         early.unref(); // the program's end ends the process
       } else {
         early = new Worker(URL.createObjectURL(new Blob(
           ['onmessage = function (e) { postMessage("sampling"); ' + SOURCE +
-            '(e.data, function () { return null; }); };'],
+            '(e.data, function (take) { onmessage = function (e) { take(e.data); }; }); };'],
           { type: 'text/javascript' })));
       }
     } catch (e) {
       noSampler = 'worker_failed';
       console.error('wasmprof: cannot start the sampler, so the profile has no times: ' + e.message);
     }
-  } else if (METRIC.sampled && !sampledByMain) {
+  } else if (METRIC.sampled && !isPthread) {
     noSampler = typeof Worker === 'function' ? 'not_isolated' : 'no_worker';
   }
 
@@ -320,11 +317,11 @@ var wasmprof = (function () {
     });
   }
 
-  // Under node, a pthread's memory for the main thread's sampler, which takes it from the
-  // next sample on (after the main thread's own, which it starts with).
+  // A pthread's memory for the main thread's sampler, which takes it from its next slice
+  // on (after the main thread's own, which it starts with).
   var pendingThreads = [];
   function sampleThread(memory) {
-    if (!isNode || !early) return;
+    if (!early) return;
     if (pendingThreads) pendingThreads.push(memory);
     else early.postMessage(memory);
   }
@@ -342,7 +339,7 @@ var wasmprof = (function () {
       interval_us: Number(isNode && process.env[ENV.sample_interval]) || SAMPLING.default_interval_us
     };
     if (early) {
-      if (!isPthread) ready = sampling(early);
+      ready = sampling(early);
       early.postMessage(data);
       pendingThreads.forEach(function (memory) { early.postMessage(memory); });
       pendingThreads = null;

@@ -8,10 +8,13 @@
 // 90 on Linux (its timer slack): a worker that spins takes a CPU from V8's compiler and GC
 // threads, and on a machine of two CPUs the program it measures then stays longer in its
 // baseline code (BENCHMARKS.md, "Under node": the kernels took up to twice as long).
-// `more()` returns the memory of another thread to sample from the next sample on (a
-// pthread's, under node), or null: each thread's samples go to its own memory, each worth
-// the time that passed, as the embedded host's sampler does for its threads.
-function sampler(d, more) {
+// It samples in slices of SLICE_NS and lets its worker take its messages between them:
+// `inbox(take)` has each later message (another thread's memory, a pthread's) given to
+// `take`, and the sampler samples that thread too from the next slice on. Each thread's
+// samples go to its own memory, each worth the time that passed, as the embedded host's
+// sampler does for its threads.
+function sampler(d, inbox) {
+  var SLICE_NS = 10000000n;
   var L = d.layout, S = d.sampling;
   var threads = [];
   function views(t) { // renewed when the memory grows
@@ -47,16 +50,31 @@ function sampler(d, more) {
   var dense = divided > floor ? divided : floor;
   var phase = BigInt(S.dense_phase_ns), factor = BigInt(S.late_factor), slack = BigInt(S.late_slack_ns);
   var began = clock(), last = began;
-  for (;;) {
-    Atomics.wait(pause, 0, 0, Number(last - began < phase ? dense : interval) / 1e6);
-    var t = clock();
-    var ns = t - last;
-    last = t;
-    // Late: it waited for a CPU. Judged against the interval, also in the dense phase,
-    // whose sleeps last what the system gives (90-300 us for 10 asked, on two CPUs shared
-    // with V8's compiler threads).
-    var late = ns > factor * interval + slack;
-    for (var i = 0; i < threads.length; i++) take(threads[i], ns, late);
-    for (var memory; (memory = more()) !== null;) add(memory);
+  var added = [];
+  inbox(function (memory) { added.push(memory); });
+  // The next slice, once the worker's messages are taken: node's setImmediate (node 20
+  // would deliver a MessageChannel's messages one after another and none of the worker's),
+  // a message to itself in a browser.
+  var again = typeof setImmediate === 'function' ? function () { setImmediate(slice); }
+    : (function (next) {
+      next.port1.onmessage = slice;
+      return function () { next.port2.postMessage(null); };
+    })(new MessageChannel());
+  function slice() {
+    while (added.length) add(added.shift());
+    var end = last + SLICE_NS;
+    while (last < end) {
+      Atomics.wait(pause, 0, 0, Number(last - began < phase ? dense : interval) / 1e6);
+      var t = clock();
+      var ns = t - last;
+      last = t;
+      // Late: it waited for a CPU. Judged against the interval, also in the dense phase,
+      // whose sleeps last what the system gives (90-300 us for 10 asked, on two CPUs
+      // shared with V8's compiler threads).
+      var late = ns > factor * interval + slack;
+      for (var i = 0; i < threads.length; i++) take(threads[i], ns, late);
+    }
+    again();
   }
+  slice();
 }

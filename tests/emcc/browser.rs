@@ -199,7 +199,8 @@ window.onerror = function (message) {{ printed.push('uncaught: ' + message); }};
 "#,
         serde_json::to_string(args).unwrap()
     );
-    let html = format!("page-{program}.html");
+    // A page of its own for each program and its arguments: tests run side by side.
+    let html = format!("page-{program}{}.html", args.concat());
     std::fs::write(dir.join(&html), page).unwrap();
     let port = serve(dir.to_path_buf(), isolated);
     let chromium = Chromium::start();
@@ -288,6 +289,39 @@ fn pthreads_in_a_page_have_exact_counts_per_thread() {
     );
     assert_eq!(calls(p, "work"), 5);
     check_invariants(p);
+}
+
+/// With the sampled metric (the fixture's build), the page's one sampler samples every
+/// pthread in its own profile: with `long` each thread takes its steps 100,000 times over,
+/// and every pthread's profile has sampled time in `work` or `step`, as under node
+/// (tests/emcc/threads.rs).
+#[test]
+fn pthreads_in_a_page_are_sampled_each_in_its_own_profile() {
+    if !browser_ready() {
+        return;
+    }
+    const ROUNDS: u64 = 100_000; // threads.c's
+    let run = page_run(built(), "threads", &["long"]);
+    let p = &run.profile;
+    let sum: u64 = [100u64, 200, 300, 50, 7]
+        .iter()
+        .map(|n| n * (n - 1) / 2)
+        .sum();
+    // The program's int sum wraps, as C's does here.
+    let printed = format!("sum {}", (sum * ROUNDS) as u32 as i32);
+    assert!(run.printed.contains(&printed), "{}", run.printed);
+    assert_eq!(p.threads.len(), 5, "main and four pthreads");
+    assert_eq!(calls(p, "step"), 657 * ROUNDS);
+    for t in p.threads.iter().filter(|t| t.id != 0) {
+        let q = &t.profile;
+        let own = |name| q.function_named(name).map_or(0, |f| f.cost.self_ns);
+        assert!(
+            own("work") + own("step") > 0,
+            "thread {}: {:?}",
+            t.id,
+            q.sampling
+        );
+    }
 }
 
 /// C++ exceptions through instrumented frames in a page, as wasm exceptions
