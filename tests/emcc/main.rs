@@ -160,6 +160,20 @@ fn the_sampled_metric_samples_under_node() {
     }
 }
 
+/// How many times over threads.c takes its threads' steps with `long`.
+const LONG_ROUNDS: u64 = 100_000;
+
+/// Every pthread of a sampled profile of `threads.js long` has sampled time of its own in
+/// `work` or `step` (`what` names the run).
+fn each_pthread_sampled(p: &Profile, what: &str) {
+    for t in p.threads.iter().filter(|t| t.id != 0) {
+        let q = &t.profile;
+        let own = |name| q.function_named(name).map_or(0, |f| f.cost.self_ns);
+        let sampled = own("work") + own("step");
+        assert!(sampled > 0, "{what}: thread {}: {:?}", t.id, q.sampling);
+    }
+}
+
 /// Self instructions of `name`.
 fn self_instructions(p: &Profile, name: &str) -> u64 {
     p.function_named(name)
