@@ -322,7 +322,10 @@ impl TimedOps {
 /// Each store is followed by an atomic load of the word, whose value is dropped: without
 /// it Cranelift removes a store that a later store to the word overwrites with no load in
 /// between (a leaf function's entry mark, overwritten by its exit's), and the sampler never
-/// sees that function run. The load costs a cycle; an atomic store would fence.
+/// sees that function run. The entry's first mark needs its load too, though the lookup's
+/// loads follow it: without that one, the samples of the entry probe's work went to the
+/// caller (BENCHMARKS.md, "Run time in the embedded wasmtime"). The loads cost about a tenth
+/// of fib's run; an atomic store would fence.
 #[derive(Clone, Copy)]
 pub(super) struct SampleWord(pub(super) MemoryId);
 
