@@ -271,34 +271,38 @@ var wasmprof = (function () {
   // The worker starts with the runtime, so that it is up by the time the program runs (a
   // worker takes tens of milliseconds to start); it waits for the memory, and says when it
   // has it. The main thread's sampler samples the pthreads too: their workers send it their
-  // memories, which it takes between its slices (fixtures/emcc/threads.c, a pool of three
-  // workers, took 126 ms under node 26 with a sampler's worker per pthread's, 102 with the
-  // one).
+  // memories, which it takes between its slices (one worker instead of one per pthread's:
+  // BENCHMARKS.md, "Under node").
   var SOURCE = '(' + SAMPLER + ')';
   var early = null;
   var noSampler = null; // why none runs, when the metric is sampled (the dump says)
   var ready = Promise.resolve(); // the sampler has the memory
   var isolated = isNode || (typeof Worker === 'function' && !!self.crossOriginIsolated);
-  if (METRIC.sampled && isolated && !isPthread) {
+  if (METRIC.sampled && !isPthread) {
+    if (isolated) early = startWorker();
+    else noSampler = typeof Worker === 'function' ? 'not_isolated' : 'no_worker';
+  }
+
+  // The sampler's worker, or null when it cannot start.
+  function startWorker() {
     try {
       if (isNode) {
-        early = new (require('worker_threads').Worker)(
+        var worker = new (require('worker_threads').Worker)(
           'var port = require("worker_threads").parentPort; port.once("message", function (d) { ' +
           'port.postMessage("sampling"); ' + SOURCE + '(d, function (take) { port.on("message", take); }); });',
           { eval: true });
-        early.unref(); // the program's end ends the process
-      } else {
-        early = new Worker(URL.createObjectURL(new Blob(
-          ['onmessage = function (e) { postMessage("sampling"); ' + SOURCE +
-            '(e.data, function (take) { onmessage = function (e) { take(e.data); }; }); };'],
-          { type: 'text/javascript' })));
+        worker.unref(); // the program's end ends the process
+        return worker;
       }
+      return new Worker(URL.createObjectURL(new Blob(
+        ['onmessage = function (e) { postMessage("sampling"); ' + SOURCE +
+          '(e.data, function (take) { onmessage = function (e) { take(e.data); }; }); };'],
+        { type: 'text/javascript' })));
     } catch (e) {
       noSampler = 'worker_failed';
       console.error('wasmprof: cannot start the sampler, so the profile has no times: ' + e.message);
+      return null;
     }
-  } else if (METRIC.sampled && !isPthread) {
-    noSampler = typeof Worker === 'function' ? 'not_isolated' : 'no_worker';
   }
 
   // When `worker` says it samples, or a second from now: the program waits for that. A
