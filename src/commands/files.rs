@@ -42,7 +42,7 @@ pub(super) fn report(args: ReportFileRequest, status: Status) -> Result<(), Erro
     use std::io::{IsTerminal as _, Write as _};
     let (source, profile) = read_merged(&args.profiles)?;
     let profile = profile
-        .view(&args.filter)
+        .into_view(&args.filter)
         .map_err(|e| Error::input(&source, format!("{e:#}")))?;
     if args.format == Format::Text && args.output.is_none() {
         format::print_text(&profile, &args.emit);
@@ -120,7 +120,7 @@ pub(super) fn diff(args: DiffRequest) -> Result<(), Error> {
     let read = |path: &Path| Profile::read(path).map_err(|e| Error::input(path, format!("{e:#}")));
     let view = |path: &Path| {
         read(path)?
-            .view(&args.filter)
+            .into_view(&args.filter)
             .map_err(|e| Error::input(path, format!("{e:#}")))
     };
     let (base, new) = (view(&args.base)?, view(&args.new)?);

@@ -131,7 +131,7 @@ pub(super) fn finish(
     }
     let options = &args.emit;
     let merged = merged
-        .view(&args.filter)
+        .into_view(&args.filter)
         .map_err(|e| anyhow::anyhow!("cannot show the profile: {e:#}"))?;
     for &format in &args.formats {
         if format == Format::Text {

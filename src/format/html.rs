@@ -30,7 +30,7 @@ const CONTEXT: u32 = 2;
 /// files: `{file: [[first line, [text...]], ...]}`.
 fn annotated(
     profile: &Profile,
-    index: &std::collections::HashMap<&str, usize>,
+    index: &rustc_hash::FxHashMap<&str, usize>,
 ) -> (serde_json::Value, serde_json::Value) {
     use std::collections::{BTreeMap, BTreeSet};
     let mut lines: BTreeMap<usize, Vec<serde_json::Value>> = BTreeMap::new();
@@ -110,7 +110,7 @@ pub(super) fn write(
     out: &mut dyn Write,
 ) -> anyhow::Result<()> {
     let metric = profile.metric;
-    let index: std::collections::HashMap<&str, usize> = profile.index_by_name();
+    let index = profile.index_by_name();
     let function_of = |name: &str| index.get(name).map_or(-1, |&i| i as i64);
     let functions: Vec<_> = profile
         .functions

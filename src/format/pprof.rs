@@ -138,7 +138,7 @@ struct Builder<'a> {
     inlined: HashMap<String, u64>,
     /// Call-site line of the first site of each arc, by (caller, callee) name.
     sites: HashMap<(&'a str, &'a str), u32>,
-    by_name: HashMap<&'a str, usize>,
+    by_name: rustc_hash::FxHashMap<&'a str, usize>,
 }
 
 impl<'a> Builder<'a> {
@@ -151,7 +151,7 @@ impl<'a> Builder<'a> {
             inlined: HashMap::new(),
             locations: HashMap::new(),
             sites: HashMap::new(),
-            by_name: HashMap::new(),
+            by_name: Default::default(),
         };
         b.read(profile);
         b.string(""); // string_table[0] must be ""

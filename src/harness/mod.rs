@@ -349,7 +349,7 @@ pub fn program_view(p: &Profile) -> Option<Profile> {
 /// other runtime functions (but not through a harness's: what criterion does when the
 /// program calls it is criterion's), indexed by function id.
 fn unreached(p: &Profile, program: &[bool]) -> Vec<bool> {
-    let by_name: HashMap<&str, usize> = p.index_by_name();
+    let by_name = p.index_by_name();
     let mut callees: Vec<Vec<usize>> = vec![Vec::new(); p.functions.len()];
     for a in &p.arcs {
         if let (Some(&caller), Some(&callee)) = (
@@ -379,6 +379,8 @@ fn unreached(p: &Profile, program: &[bool]) -> Vec<bool> {
 /// (`tests::foo::{closure#0}` calls `tests::foo`); wasm-bindgen-test's, named by the
 /// exports that run them.
 pub fn test_functions(p: &Profile) -> Vec<&Function> {
+    let by_name = p.index_by_name();
+    let named = |name: &str| by_name.get(name).map(|&i| &p.functions[i]);
     let mut found: Vec<&Function> = p
         .arcs
         .iter()
@@ -389,12 +391,12 @@ pub fn test_functions(p: &Profile) -> Vec<&Function> {
                     rest.starts_with("::{{closure}}") || rest.starts_with("::{closure#")
                 })
         })
-        .filter_map(|a| p.function_named(&a.callee))
+        .filter_map(|a| named(&a.callee))
         .chain(
             p.functions
                 .iter()
                 .filter_map(|f| wasm_bindgen_test_of(&f.name))
-                .filter_map(|path| p.function_named(path)),
+                .filter_map(named),
         )
         .collect();
     let metric = p.metric;

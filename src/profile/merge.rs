@@ -1,7 +1,7 @@
 //! Merging: the profiles of several runs (the test binaries of one `cargo wasmprof test`)
 //! as one.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap;
 
 use super::{
     Allocations, Arc, Benchmark, Context, Costs, Function, LineCost, Profile, FORMAT,
@@ -85,10 +85,10 @@ fn article(word: &str) -> &'static str {
 /// and line of it is by its key.
 struct Merger {
     out: Profile,
-    function_ids: HashMap<FnKey, u32>,
-    arc_ids: HashMap<(String, String), usize>,
-    context_ids: HashMap<(u32, Option<u32>, bool), u32>,
-    line_ids: HashMap<LineKey, usize>,
+    function_ids: FxHashMap<FnKey, u32>,
+    arc_ids: FxHashMap<(String, String), usize>,
+    context_ids: FxHashMap<(u32, Option<u32>, bool), u32>,
+    line_ids: FxHashMap<LineKey, usize>,
 }
 
 /// What makes two lines' costs one: the function, the file and line, the inlined chain.
@@ -146,10 +146,10 @@ impl Merger {
                 allocations,
                 benchmarks: Vec::new(),
             },
-            function_ids: HashMap::new(),
-            arc_ids: HashMap::new(),
-            context_ids: HashMap::new(),
-            line_ids: HashMap::new(),
+            function_ids: FxHashMap::default(),
+            arc_ids: FxHashMap::default(),
+            context_ids: FxHashMap::default(),
+            line_ids: FxHashMap::default(),
         }
     }
 
@@ -167,7 +167,7 @@ impl Merger {
                 .get_or_insert_with(Default::default)
                 .add(sampling);
         }
-        let mut renamed: HashMap<&str, &str> = HashMap::new();
+        let mut renamed: FxHashMap<&str, &str> = FxHashMap::default();
         let fmap: Vec<u32> = p
             .functions
             .iter()
@@ -357,12 +357,12 @@ fn tail(file: &str) -> &str {
 /// The name each function of some profiles has once they are merged: one name per
 /// identity, its base name, or, where identities share one, the base name and where it is
 /// defined. `diff` compares functions by these names too.
-pub struct MergedNames(HashMap<FnKey, String>);
+pub struct MergedNames(FxHashMap<FnKey, String>);
 
 impl MergedNames {
     /// The names of the functions of `profiles`.
     pub fn of<'a>(profiles: impl IntoIterator<Item = &'a Profile>) -> MergedNames {
-        let mut by_base: HashMap<String, Vec<FnKey>> = HashMap::new();
+        let mut by_base: FxHashMap<String, Vec<FnKey>> = FxHashMap::default();
         for f in profiles.into_iter().flat_map(|p| &p.functions) {
             let key = identity(f);
             let keys = by_base.entry(key.0.clone()).or_default();
@@ -370,7 +370,7 @@ impl MergedNames {
                 keys.push(key);
             }
         }
-        let mut names = HashMap::new();
+        let mut names = FxHashMap::default();
         for (base, keys) in by_base {
             let shared = keys.len() > 1;
             for key in keys {

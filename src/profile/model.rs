@@ -507,12 +507,66 @@ impl Profile {
     }
 
     /// Each function's index in `functions`, by name (names are unique in a profile).
-    pub fn index_by_name(&self) -> std::collections::HashMap<&str, usize> {
+    pub fn index_by_name(&self) -> rustc_hash::FxHashMap<&str, usize> {
         self.functions
             .iter()
             .enumerate()
             .map(|(i, f)| (f.name.as_str(), i))
             .collect()
+    }
+
+    /// This profile with other tables (a view's functions, arcs, contexts and lines), the
+    /// rest of it cloned; the tables it replaces are not copied.
+    pub fn with_tables(
+        &self,
+        functions: Vec<Function>,
+        arcs: Vec<Arc>,
+        contexts: Vec<Context>,
+        lines: Vec<LineCost>,
+    ) -> Profile {
+        // Every field named, so that a new one is not forgotten here.
+        let Profile {
+            format,
+            version,
+            modules,
+            complete,
+            runs,
+            metric,
+            functions: _,
+            arcs: _,
+            contexts: _,
+            folded_entries,
+            arcs_dropped,
+            compensation,
+            uncompensated,
+            sampling,
+            lines: _,
+            view,
+            threads,
+            allocations,
+            benchmarks,
+        } = self;
+        Profile {
+            format: format.clone(),
+            version: *version,
+            modules: modules.clone(),
+            complete: *complete,
+            runs: runs.clone(),
+            metric: *metric,
+            functions,
+            arcs,
+            contexts,
+            folded_entries: *folded_entries,
+            arcs_dropped: *arcs_dropped,
+            compensation: *compensation,
+            uncompensated: uncompensated.clone(),
+            sampling: *sampling,
+            lines,
+            view: view.clone(),
+            threads: threads.clone(),
+            allocations: allocations.clone(),
+            benchmarks: benchmarks.clone(),
+        }
     }
 
     /// The arc from `caller` to `callee`, by name.

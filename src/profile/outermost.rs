@@ -5,7 +5,7 @@
 //! of its own, whose costs their ancestors' already hold. Counting only the nodes with no
 //! ancestor of the same key counts every unit of cost once.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap;
 
 /// One node of a calling-context tree: its parent (`None` for the root, which is node 0) and
 /// its function (`None` for the root).
@@ -60,7 +60,7 @@ pub(super) fn arc_keys(
     nodes: &[TreeNode],
     caller_known: impl Fn(usize) -> bool,
 ) -> (Vec<Option<usize>>, Vec<TreeArc>) {
-    let mut index: HashMap<TreeArc, usize> = HashMap::new();
+    let mut index: FxHashMap<TreeArc, usize> = FxHashMap::default();
     let mut arcs = Vec::new();
     let keys = nodes
         .iter()

@@ -3,7 +3,7 @@
 //! [`Profile`], rebuilt from the calling-context tree, so every format draws it as it
 //! draws any profile, and every figure in it is an exact sum of the whole profile's.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap;
 
 use regex::Regex;
 use serde::{Deserialize, Serialize};
@@ -151,13 +151,18 @@ impl Profile {
             _ => Vec::new(),
         };
         Ok(Profile {
-            functions,
-            arcs,
-            contexts,
-            lines,
             view: Some(view),
-            ..self.clone()
+            ..self.with_tables(functions, arcs, contexts, lines)
         })
+    }
+
+    /// [`Profile::view`] of a profile not needed whole any more: the profile itself, not a
+    /// copy, when `filter` asks for nothing.
+    pub fn into_view(self, filter: &Filter) -> anyhow::Result<Profile> {
+        match filter.is_identity() {
+            true => Ok(self),
+            false => self.view(filter),
+        }
     }
 
     /// The stacks through the functions `chosen` marks (by function id), re-rooted at the
@@ -173,25 +178,19 @@ impl Profile {
         let (functions, arcs, contexts) =
             self.view_tree(Some(chosen), &none, Grouping::Function, &groups, &group_of);
         let lines = self.lines_of_whole(&functions);
-        Profile {
-            functions,
-            arcs,
-            contexts,
-            lines,
-            ..self.clone()
-        }
+        self.with_tables(functions, arcs, contexts, lines)
     }
 
     /// The per-line costs of the view's `functions` that kept all their calls: a
     /// segment's runs are not told apart by calling context, so a function some of whose
     /// calls the view left out has no lines in it.
     fn lines_of_whole(&self, functions: &[Function]) -> Vec<super::LineCost> {
-        let whole: HashMap<&str, u64> = self
+        let whole: FxHashMap<&str, u64> = self
             .functions
             .iter()
             .map(|f| (f.name.as_str(), f.calls))
             .collect();
-        let all_calls: std::collections::HashSet<&str> = functions
+        let all_calls: rustc_hash::FxHashSet<&str> = functions
             .iter()
             .filter(|f| whole.get(f.name.as_str()) == Some(&f.calls))
             .map(|f| f.name.as_str())
@@ -270,7 +269,7 @@ impl Profile {
         let mut nodes = vec![Node::default()];
         let mut new_of = vec![usize::MAX; n];
         new_of[0] = 0;
-        let mut index: HashMap<(usize, usize, bool), usize> = HashMap::new();
+        let mut index: FxHashMap<(usize, usize, bool), usize> = FxHashMap::default();
         for (i, c) in self.contexts.iter().enumerate().skip(1) {
             let (Some(parent), Some(f)) = (c.parent.map(|p| p as usize), c.function) else {
                 continue;
@@ -345,10 +344,19 @@ impl Profile {
                 .zip(outermost_sums(parents, &arc_of, total, tree_arcs.len()))
         {
             arc.cost.set_total(metric, sum);
-            // The call sites stay where the view kept every call of the arc.
-            if let Some(whole) = self.arc(&arc.caller, &arc.callee) {
-                if by == Grouping::Function && whole.count == arc.count {
-                    arc.sites = whole.sites.clone();
+        }
+        // The call sites stay where the view kept every call of the arc.
+        if by == Grouping::Function {
+            let whole: FxHashMap<(&str, &str), &Arc> = self
+                .arcs
+                .iter()
+                .map(|a| ((a.caller.as_str(), a.callee.as_str()), a))
+                .collect();
+            for arc in &mut arcs {
+                if let Some(whole) = whole.get(&(arc.caller.as_str(), arc.callee.as_str())) {
+                    if whole.count == arc.count {
+                        arc.sites = whole.sites.clone();
+                    }
                 }
             }
         }
@@ -358,7 +366,7 @@ impl Profile {
     /// Grouped counts without a tree (the calls metric): a group's calls are the calls
     /// into it from outside, its arcs those between groups.
     fn group_counts(&self, groups: &[Function], group_of: &[usize]) -> (Vec<Function>, Vec<Arc>) {
-        let group_named: HashMap<&str, usize> = self
+        let group_named: FxHashMap<&str, usize> = self
             .functions
             .iter()
             .map(|f| (f.name.as_str(), group_of[f.id as usize]))
@@ -367,7 +375,7 @@ impl Profile {
         for f in &self.functions {
             calls[group_of[f.id as usize]] += f.calls;
         }
-        let mut between: HashMap<(String, String), u64> = HashMap::new();
+        let mut between: FxHashMap<(String, String), u64> = FxHashMap::default();
         for a in &self.arcs {
             let Some(&callee) = group_named.get(a.callee.as_str()) else {
                 continue;
@@ -443,7 +451,7 @@ fn groups(p: &Profile, by: Grouping) -> (Vec<Function>, Vec<usize>) {
         let groups = p.functions.clone();
         return (groups, (0..p.functions.len()).collect());
     }
-    let mut index: HashMap<String, usize> = HashMap::new();
+    let mut index: FxHashMap<String, usize> = FxHashMap::default();
     let mut groups: Vec<Function> = Vec::new();
     let group_of: Vec<usize> = p
         .functions

@@ -7,7 +7,6 @@
 //! program's allocations, `notes` the notes that say what the figures leave out or how far
 //! to trust them.
 
-use std::collections::HashMap;
 use std::fmt::Write as _;
 
 use anstyle::Style;
@@ -136,7 +135,7 @@ pub(super) fn render(p: &Profile, options: &EmitOptions) -> String {
 fn inlined_rows(p: &Profile) -> Profile {
     let mut q = p.clone();
     let metric = p.metric;
-    let index: HashMap<&str, usize> = p.index_by_name();
+    let index = p.index_by_name();
     // Each inlined function's cost, and samples (the stack sampler's).
     let mut rows: std::collections::BTreeMap<&str, (u64, Option<u64>)> = Default::default();
     for l in &p.lines {
