@@ -1,11 +1,11 @@
 //! The probes as code: what an entry and an exit probe emit for each metric, inline in a
 //! function or as a call of the state module, and the arc counting every entry does.
 
-use walrus::ir::{BinaryOp, Instr};
+use walrus::ir::{BinaryOp, Instr, InstrSeqId};
 use walrus::{FunctionId, GlobalId, InstrSeqBuilder, LocalId, MemoryId};
 
 use super::mem::Mem;
-use super::tables::{node_addr, push_is_direct, site_child};
+use super::tables::{node_addr, push_is_direct};
 use crate::layout::{self, Layout};
 
 /// The calls metric's entry probe.
@@ -193,65 +193,64 @@ impl TimedOps {
     }
 
     /// Counts the arc into `f`, moves the current context node (left in `parent`) to its
-    /// child for `f` (left in `node`) and counts the call there. The child is looked up
-    /// where it is most likely, cheapest first: inline (`f` a constant), among the parent's
-    /// children the first, where a function that keeps calling the same callee finds it
-    /// (two loads and a comparison); out of line (`enter`, whose code is shared, `f` a
-    /// local), first in the call site's slot, which also finds the callees of a function
-    /// that calls several in turn, then the first child. Else `find_child` looks in the
-    /// site's slot, the child cache and the list.
+    /// child for `f` (left in `node`) and counts the call there. The inline probe looks
+    /// first among the parent's children at the first, where a function that keeps calling
+    /// the same callee finds it (two loads and a comparison); else `find_child` looks in
+    /// the site's slot, the child cache and the list. (`enter`, the probe out of line,
+    /// looks in the site's slot before the first child: see `build_enter`.)
     pub(super) fn enter(
         &self,
         b: &mut InstrSeqBuilder,
         f: Func,
         [parent, node, addr]: [LocalId; 3],
     ) {
-        let mem = Mem(self.mem);
-        let nodes = self.layout.nodes_off;
         self.mark_probes(b);
         // The call site stays in `addr` for `find_child`.
         self.counter.count_arc(b, f, [addr, node]);
         b.global_get(self.cur).local_set(parent);
         b.block(None, |found| {
             let found_id = found.id();
-            if let Func::Local(f) = f {
-                found.local_get(addr);
-                push_is_direct(found);
-                found.if_else(
-                    None,
-                    |direct| {
-                        site_child(
-                            direct,
-                            &self.layout,
-                            &mem,
-                            [parent, f, addr, node],
-                            found_id,
-                        )
-                    },
-                    |_| {},
-                );
-            }
-            node_addr(found, &self.layout, parent);
-            mem.load32(found, nodes + layout::NODE_FIRST_CHILD);
-            found.local_tee(node);
-            found.if_else(
-                None,
-                |first| {
-                    node_addr(first, &self.layout, node);
-                    mem.load32(first, nodes + layout::NODE_FUNC);
-                    push_func(first, f);
-                    first.binop(BinaryOp::I32Eq).br_if(found_id);
-                },
-                |_| {},
-            );
+            self.first_child(found, f, [parent, node], found_id);
             found.local_get(parent);
             push_func(found, f);
             found.local_get(addr);
             found.call(self.find_child).local_set(node);
         });
+        self.entered(b, [node, addr]);
+    }
+
+    /// Leaves (`found`) with `node` the first child of `parent` when it is f's.
+    pub(super) fn first_child(
+        &self,
+        b: &mut InstrSeqBuilder,
+        f: Func,
+        [parent, node]: [LocalId; 2],
+        found: InstrSeqId,
+    ) {
+        let mem = Mem(self.mem);
+        let nodes = self.layout.nodes_off;
+        node_addr(b, &self.layout, parent);
+        mem.load32(b, nodes + layout::NODE_FIRST_CHILD);
+        b.local_tee(node);
+        b.if_else(
+            None,
+            |first| {
+                node_addr(first, &self.layout, node);
+                mem.load32(first, nodes + layout::NODE_FUNC);
+                push_func(first, f);
+                first.binop(BinaryOp::I32Eq).br_if(found);
+            },
+            |_| {},
+        );
+    }
+
+    /// The entry's end, once the activation's node is in `node`: counts the call there,
+    /// makes the node current and says so to the sampler; leaves the node's address in
+    /// `addr`.
+    pub(super) fn entered(&self, b: &mut InstrSeqBuilder, [node, addr]: [LocalId; 2]) {
         node_addr(b, &self.layout, node);
         b.local_set(addr);
-        mem.add64(b, addr, nodes + layout::NODE_COUNT, |b| {
+        Mem(self.mem).add64(b, addr, self.layout.nodes_off + layout::NODE_COUNT, |b| {
             b.i64_const(1);
         });
         b.local_get(node).global_set(self.cur);
@@ -278,7 +277,7 @@ impl TimedOps {
     }
 
     /// With the sampled metric, says that the probes' own work runs.
-    fn mark_probes(&self, b: &mut InstrSeqBuilder) {
+    pub(super) fn mark_probes(&self, b: &mut InstrSeqBuilder) {
         SampleWord::mark_probes(self.sample, b);
     }
 
@@ -380,27 +379,37 @@ impl ArcCounter {
     /// entry nobody announced is the host's) and counts it (a counter per direct site, the
     /// dynamic table for the rest). Uses locals `s` and `addr`.
     pub(super) fn count_arc(&self, b: &mut InstrSeqBuilder, f: Func, [s, addr]: [LocalId; 2]) {
-        let mem = Mem(self.mem);
-        let l = &self.layout;
-        b.global_get(self.site)
-            .local_set(s)
-            .i32_const(0)
-            .global_set(self.site);
+        self.take_site(b, s);
         b.local_get(s);
         push_is_direct(b);
         b.if_else(
             None,
-            |direct| {
-                mem.add64_element(direct, l.direct_arcs_off, s, addr, |b| {
-                    b.i64_const(1);
-                });
-            },
-            |other| {
-                other.local_get(s);
-                push_func(other, f);
-                other.call(self.dyn_arc);
-            },
+            |direct| self.count_direct(direct, [s, addr]),
+            |other| self.count_other(other, f, s),
         );
+    }
+
+    /// Takes the call site into `s`, clearing it, so that an entry nobody announced is the
+    /// host's.
+    pub(super) fn take_site(&self, b: &mut InstrSeqBuilder, s: LocalId) {
+        b.global_get(self.site)
+            .local_set(s)
+            .i32_const(0)
+            .global_set(self.site);
+    }
+
+    /// Counts the arc of direct call site `s` in its counter, using `addr`.
+    pub(super) fn count_direct(&self, b: &mut InstrSeqBuilder, [s, addr]: [LocalId; 2]) {
+        Mem(self.mem).add64_element(b, self.layout.direct_arcs_off, s, addr, |b| {
+            b.i64_const(1);
+        });
+    }
+
+    /// Counts the arc into `f` from indirect site `s` or from the host (`s` 0).
+    pub(super) fn count_other(&self, b: &mut InstrSeqBuilder, f: Func, s: LocalId) {
+        b.local_get(s);
+        push_func(b, f);
+        b.call(self.dyn_arc);
     }
 }
 
