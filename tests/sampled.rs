@@ -210,6 +210,38 @@ fn the_sampler_thread_finds_the_loop_that_runs() {
     );
 }
 
+/// With the sampler's thread on: a program of 20 M calls of a one-instruction function
+/// spends most of its profiled time in the probes, and the report says that the times of
+/// such call-dense code are the least exact, naming the exact alternative.
+#[test]
+fn the_report_says_when_dense_calls_make_the_times_least_exact() {
+    let wat = r#"(module
+  (func $tiny (param i32) (result i32) (i32.add (local.get 0) (i32.const 1)))
+  (func (export "_start") (local i32) (local i32)
+    (loop $again
+      (local.set 0 (call $tiny (local.get 0)))
+      (local.set 1 (i32.add (local.get 1) (i32.const 1)))
+      (br_if $again (i32.lt_u (local.get 1) (i32.const 20000000))))))"#;
+    let (p, outcome) = sampled(
+        wat,
+        StateLocation::OwnMemory,
+        std::time::Duration::from_micros(100),
+    );
+    assert_eq!(outcome.exit_code, 0);
+    check_invariants(&p);
+    assert_eq!(calls(&p, "tiny"), 20_000_000);
+    let sampling = p.sampling.unwrap();
+    let all = sampling.samples + sampling.in_probes + sampling.idle;
+    assert!(sampling.in_probes * 10 >= all, "{sampling:?}");
+    let text = Format::Text.render(&p, &EmitOptions::default()).unwrap();
+    let text = String::from_utf8(text).unwrap();
+    assert!(
+        text.contains("where calls are this dense, the times of small functions and of their callers are the least exact")
+            && text.contains("--metric instructions gives exact costs"),
+        "{text}"
+    );
+}
+
 /// With the sampler's thread on: the allocation probes' work (the live table's lookups and
 /// its growths, ten of them for 500,000 blocks kept) is the probes', left out of the times
 /// as the entry and exit probes' is, not the allocator's.
