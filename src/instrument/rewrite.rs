@@ -172,6 +172,12 @@ impl FunctionRewrite<'_> {
                 }
                 if is_call(&instr) {
                     let site = *next_site.next().unwrap_or(&0);
+                    if let (true, Some(arcs)) = (is_direct(site), self.profiler.site_arcs) {
+                        let mut seq = self.func.builder_mut().dangling_instr_seq(None);
+                        arcs.count(&mut seq, site);
+                        let seq = seq.id();
+                        segment.instrs.push((Instr::Block(Block { seq }), probe()));
+                    }
                     if site != 0 {
                         segment.instrs.push((i32_const(site), probe()));
                         segment.instrs.push((
@@ -500,6 +506,12 @@ enum Exit {
 /// tells them from the program's code by this).
 fn probe() -> InstrLocId {
     InstrLocId::default()
+}
+
+/// Whether `site` is a direct call site's id (not 0, a call without one, nor an indirect
+/// site's).
+fn is_direct(site: u32) -> bool {
+    (1..crate::layout::INDIRECT_SITE).contains(&site)
 }
 
 fn i32_const(value: u32) -> Instr {

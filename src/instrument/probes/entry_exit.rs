@@ -370,21 +370,29 @@ pub struct ArcCounter {
     pub(super) mem: MemoryId,
     pub(super) layout: Layout,
     pub(super) site: GlobalId,
+    /// Whether the direct sites count their own arcs (see [`super::SiteArcs`]), so that the
+    /// entry counts only the others.
+    pub(super) at_sites: bool,
     /// `dyn_arc(site: i32, f: i32)`: counts an arc from an indirect site or the host.
     pub(super) dyn_arc: FunctionId,
 }
 
 impl ArcCounter {
     /// Emits the counting of the arc into `f`: takes the call site (clearing it, so that an
-    /// entry nobody announced is the host's) and counts it (a counter per direct site, the
-    /// dynamic table for the rest). Uses locals `s` and `addr`.
+    /// entry nobody announced is the host's) and counts it (a counter per direct site,
+    /// unless the site counts it, the dynamic table for the rest). Uses locals `s` and
+    /// `addr`.
     pub(super) fn count_arc(&self, b: &mut InstrSeqBuilder, f: Func, [s, addr]: [LocalId; 2]) {
         self.take_site(b, s);
         b.local_get(s);
         push_is_direct(b);
         b.if_else(
             None,
-            |direct| self.count_direct(direct, [s, addr]),
+            |direct| {
+                if !self.at_sites {
+                    self.count_direct(direct, [s, addr]);
+                }
+            },
             |other| self.count_other(other, f, s),
         );
     }

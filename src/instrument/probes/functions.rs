@@ -308,7 +308,9 @@ pub(super) fn build_enter(
             other_entry.local_get(f).local_get(s).call(other).return_();
         },
     );
-    ops.counter.count_direct(&mut b, [s, addr]);
+    if !ops.counter.at_sites {
+        ops.counter.count_direct(&mut b, [s, addr]);
+    }
     b.global_get(ops.cur).local_set(parent);
     b.block(None, |found| {
         let found_id = found.id();

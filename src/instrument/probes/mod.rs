@@ -88,6 +88,8 @@ pub struct Profiler {
     pub wait: Option<WaitProbe>,
     /// With the stack sampler, what each import's thunk does around its import.
     pub in_import: Option<InImport>,
+    /// Where a direct call site counts its own arc before its call (see [`SiteArcs`]).
+    pub site_arcs: Option<SiteArcs>,
     /// When the program's allocations are recorded (the layout has the live table), the
     /// probes of its allocators and `memory.grow`s.
     pub alloc: Option<AllocProbes>,
@@ -117,6 +119,35 @@ impl InImport {
     }
 }
 
+/// Where each direct call site counts its arc itself, before its call, in its counter at an
+/// address known when the code is generated, instead of the callee's entry probe at an
+/// address the site's id gives: the callee's count then waits on no value just stored. On
+/// the module's own memory, for the metrics whose times this cannot move: `calls`,
+/// `instructions` and the stack sampler's `time` (whose samples tell the count's code by
+/// its address). The word sampler's and `exact-time`'s would charge it to the caller.
+#[derive(Clone, Copy)]
+pub struct SiteArcs {
+    memory: MemoryId,
+    direct_arcs_off: u32,
+}
+
+impl SiteArcs {
+    /// The count of direct call site `site`'s arc.
+    pub fn count(&self, b: &mut InstrSeqBuilder, site: u32) {
+        Mem(self.memory).bump64(b, self.direct_arcs_off + 8 * site);
+    }
+}
+
+/// Whether `options`' probes count each direct call site's arc at the site (see
+/// [`SiteArcs`]).
+fn arcs_at_sites(options: &Options) -> bool {
+    match options.metric {
+        Metric::Calls | Metric::Instructions => true,
+        Metric::Time => options.sampler == Sampler::Stacks,
+        Metric::ExactTime => false,
+    }
+}
+
 /// The probes of a metric.
 pub enum MetricProbes {
     /// The calls metric: an entry probe that counts the call and its arc, and the global in
@@ -139,7 +170,8 @@ pub fn add(
     threaded: bool,
 ) -> Profiler {
     let program_memory = module.memories.iter().next().map(|m| m.id());
-    let pieces = ProfilerState::build(module, layout, options, host, threaded);
+    let at_sites = arcs_at_sites(options);
+    let pieces = ProfilerState::build(module, layout, options, host, (threaded, at_sites));
     let state = (pieces.memory, pieces.cur, pieces.sample());
     let alloc =
         (layout.live_slots > 0).then(|| AllocProbes::build(module, layout, state, program_memory));
@@ -179,6 +211,10 @@ pub fn add(
         probes,
         wait,
         in_import: stacks.then_some(InImport(pieces.memory)),
+        site_arcs: at_sites.then_some(SiteArcs {
+            memory: pieces.memory,
+            direct_arcs_off: layout.direct_arcs_off,
+        }),
         alloc,
     }
 }
@@ -207,7 +243,7 @@ pub fn import_state_module(
     threaded: bool,
 ) -> (Profiler, Vec<u8>) {
     let mut state = Module::default();
-    let pieces = ProfilerState::build(&mut state, layout, options, host, threaded);
+    let pieces = ProfilerState::build(&mut state, layout, options, host, (threaded, false));
     let wait = threaded.then(|| import_wait_probe(module, &mut state, &pieces));
     let exports = &mut state.exports;
     exports.add(meta::MEMORY_EXPORT, ExportItem::Memory(pieces.memory));
@@ -229,6 +265,7 @@ pub fn import_state_module(
         probes,
         wait,
         in_import: None,
+        site_arcs: None,
         alloc,
     };
     (profiler, state.emit_wasm())
@@ -419,13 +456,14 @@ impl ProfilerState {
         }
     }
 
-    /// The pieces for `metric` in `module`, whose `host` functions run in the host.
+    /// The pieces for `metric` in `module`, whose `host` functions run in the host; `at_sites`
+    /// when the direct call sites count their own arcs.
     fn build(
         module: &mut Module,
         layout: &Layout,
         options: &Options,
         host: &HostFunctions,
-        threaded: bool,
+        (threaded, at_sites): (bool, bool),
     ) -> ProfilerState {
         let metric = options.metric;
         // The word sampler reads the memory from another thread, and so does the host that
@@ -458,6 +496,7 @@ impl ProfilerState {
             mem: memory,
             layout: *layout,
             site,
+            at_sites,
             dyn_arc: build_dyn_arc(module, layout, &mem, &host_entry),
         };
         let timing = unwind_to.map(|unwind_to| Timed {
