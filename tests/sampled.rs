@@ -177,6 +177,19 @@ fn samples_before_a_trap_and_a_proc_exit_stay_in_the_profile() {
     assert_eq!(p.function_named("leave").unwrap().cost.total_ns, 2 * NS);
 }
 
+/// Runs `wat` on its own memory with the sampler's thread on, every 100 us, and checks that
+/// it ran to its end with a consistent profile.
+fn sampled_by_the_thread(wat: &str) -> Profile {
+    let (p, outcome) = sampled(
+        wat,
+        StateLocation::OwnMemory,
+        std::time::Duration::from_micros(100),
+    );
+    assert_eq!(outcome.exit_code, 0);
+    check_invariants(&p);
+    p
+}
+
 /// With the sampler's thread on: a program that spends its time in one loop has its time
 /// there, and the calls stay exact.
 #[test]
@@ -190,13 +203,7 @@ fn the_sampler_thread_finds_the_loop_that_runs() {
   (func (export "_start")
     (drop (call $tiny (call $tiny (i32.const 0))))
     (call $spin)))"#;
-    let (p, outcome) = sampled(
-        wat,
-        StateLocation::OwnMemory,
-        std::time::Duration::from_micros(100),
-    );
-    assert_eq!(outcome.exit_code, 0);
-    check_invariants(&p);
+    let p = sampled_by_the_thread(wat);
     assert_eq!(calls(&p, "tiny"), 2);
     let sampling = p.sampling.unwrap();
     assert!(sampling.samples > 10, "{sampling:?}");
@@ -222,13 +229,7 @@ fn the_report_says_when_dense_calls_make_the_times_least_exact() {
       (local.set 0 (call $tiny (local.get 0)))
       (local.set 1 (i32.add (local.get 1) (i32.const 1)))
       (br_if $again (i32.lt_u (local.get 1) (i32.const 20000000))))))"#;
-    let (p, outcome) = sampled(
-        wat,
-        StateLocation::OwnMemory,
-        std::time::Duration::from_micros(100),
-    );
-    assert_eq!(outcome.exit_code, 0);
-    check_invariants(&p);
+    let p = sampled_by_the_thread(wat);
     assert_eq!(calls(&p, "tiny"), 20_000_000);
     let sampling = p.sampling.unwrap();
     let all = sampling.samples + sampling.in_probes + sampling.idle;
