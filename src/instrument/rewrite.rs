@@ -10,7 +10,7 @@ use walrus::{LocalFunction, Module, ValType};
 
 use super::counting::{ends_segment, InstructionCounter, Segment, SegmentCounters};
 use super::probes;
-use super::sites::sequences;
+use super::sites::{is_direct, sequences};
 use super::Plan;
 
 /// How an exception that leaves a function reaches its exit probe, in a module that uses
@@ -506,12 +506,6 @@ enum Exit {
 /// tells them from the program's code by this).
 fn probe() -> InstrLocId {
     InstrLocId::default()
-}
-
-/// Whether `site` is a direct call site's id (not 0, a call without one, nor an indirect
-/// site's).
-fn is_direct(site: u32) -> bool {
-    (1..crate::layout::INDIRECT_SITE).contains(&site)
 }
 
 fn i32_const(value: u32) -> Instr {

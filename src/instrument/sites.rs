@@ -97,6 +97,12 @@ impl Sites {
     }
 }
 
+/// Whether `site` is a direct call site's id (not 0, a call without one, nor an indirect
+/// site's, which has [`INDIRECT_SITE`] set).
+pub(super) fn is_direct(site: u32) -> bool {
+    (1..INDIRECT_SITE).contains(&site)
+}
+
 /// Every instruction sequence of `func`, in a fixed order.
 pub(super) fn sequences(func: &LocalFunction) -> Vec<InstrSeqId> {
     let mut found = Vec::new();

@@ -171,7 +171,7 @@ pub fn add(
 ) -> Profiler {
     let program_memory = module.memories.iter().next().map(|m| m.id());
     let at_sites = arcs_at_sites(options);
-    let pieces = ProfilerState::build(module, layout, options, host, (threaded, at_sites));
+    let pieces = ProfilerState::build(module, layout, options, host, threaded, at_sites);
     let state = (pieces.memory, pieces.cur, pieces.sample());
     let alloc =
         (layout.live_slots > 0).then(|| AllocProbes::build(module, layout, state, program_memory));
@@ -243,7 +243,7 @@ pub fn import_state_module(
     threaded: bool,
 ) -> (Profiler, Vec<u8>) {
     let mut state = Module::default();
-    let pieces = ProfilerState::build(&mut state, layout, options, host, (threaded, false));
+    let pieces = ProfilerState::build(&mut state, layout, options, host, threaded, false);
     let wait = threaded.then(|| import_wait_probe(module, &mut state, &pieces));
     let exports = &mut state.exports;
     exports.add(meta::MEMORY_EXPORT, ExportItem::Memory(pieces.memory));
@@ -463,7 +463,8 @@ impl ProfilerState {
         layout: &Layout,
         options: &Options,
         host: &HostFunctions,
-        (threaded, at_sites): (bool, bool),
+        threaded: bool,
+        at_sites: bool,
     ) -> ProfilerState {
         let metric = options.metric;
         // The word sampler reads the memory from another thread, and so does the host that
