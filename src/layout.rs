@@ -240,6 +240,10 @@ pub const NO_PARENT: u32 = u32::MAX;
 /// Site ids with this bit set are indirect sites (`call_indirect`, `call_ref` and their tail
 /// forms); site ids without it are direct sites, and 0 means "entered from the host".
 pub const INDIRECT_SITE: u32 = 0x8000_0000;
+/// What a small function's re-entry stub leaves in the site global for the function's
+/// inline entry probe, which it tail-calls once `enter` has entered it: no site's id (the
+/// indirect sites stop far below it), and the probe clears it at once.
+pub const REENTRY_SITE: u32 = u32::MAX;
 /// A dynamic arc whose site has this bit set (and not [`INDIRECT_SITE`]) is an entry from
 /// the host while the import whose function id is in the other bits was running: the host
 /// called back into the module (Emscripten's `invoke_*` trampolines, a callback). Only the

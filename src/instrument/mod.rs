@@ -25,6 +25,7 @@ mod bindgen;
 mod cache;
 mod check;
 mod counting;
+mod frames;
 mod in_place;
 mod lines;
 mod one_memory;
@@ -46,10 +47,11 @@ use crate::symbols::SymbolTable;
 pub use cache::instrument_cached;
 pub use check::validate;
 use check::{check_input, check_proposals};
+use frames::add_frame_table;
 pub use in_place::{instrument_in_place, original_path};
 use lines::LineInterner;
 pub use probes::INLINE_ENTRY_BELOW;
-use rewrite::{rewrite_function, ProbeLocals, Unwind};
+use rewrite::{rewrite_function, ProbeLocals, Setting, Unwind};
 use sites::{sequences, Site, Sites};
 pub use state_import::{import_state_from, StateImport};
 use thunks::{add_import_thunks, host_functions, redirect_to_thunks};
@@ -406,6 +408,8 @@ fn plan(
             };
             let waits = any(&probes::is_wait);
             let grows = allocs.records() && any(&|instr| allocators::is_grow32(module, instr));
+            let alloc = allocs.kinds.get(&id).copied();
+            let leaf = !any(&rewrite::is_call) && !waits && !grows && alloc.is_none();
             plans.push(Plan {
                 id,
                 f,
@@ -413,9 +417,10 @@ fn plan(
                 seqs,
                 thunk: false,
                 waits,
-                alloc: allocs.kinds.get(&id).copied(),
+                alloc,
                 grows,
                 inline_entry: probes::inline_entry(func),
+                leaf,
             });
         }
     }
@@ -433,6 +438,7 @@ fn plan(
             alloc: None,
             grows: allocs.records() && allocators::grows_from_host(module, import),
             inline_entry: true,
+            leaf: false,
         });
     }
     (sites, plans)
@@ -493,10 +499,20 @@ fn rewrite_functions(
             [one] => InstrSeqType::Simple(Some(*one)),
             many => InstrSeqType::MultiValue(module.types.add(&[], many)),
         };
+        let reentry = match &profiler.probes {
+            probes::MetricProbes::Timed(timing) if plan.inline_entry && plan.leaf => {
+                timing.reentry_stub(module, plan.f, plan.id)
+            }
+            _ => None,
+        };
+        let setting = Setting {
+            body_ty,
+            unwind: if plan.thunk { thunk_unwind } else { unwind },
+            reentry,
+        };
         let FunctionKind::Local(func) = &mut module.funcs.get_mut(plan.id).kind else {
             unreachable!("planned functions are defined functions");
         };
-        let unwind = if plan.thunk { thunk_unwind } else { unwind };
         let next = segment_offsets.len() as u32;
         let mut counters = match (options.counts_lines() && !plan.thunk, profiler.memory) {
             (true, Some(memory)) => Some(counting::SegmentCounters {
@@ -507,75 +523,10 @@ fn rewrite_functions(
             }),
             _ => None,
         };
-        rewrite_function(func, plan, body_ty, profiler, unwind, locals, &mut counters);
+        rewrite_function(func, plan, setting, profiler, locals, &mut counters);
         segment_functions.resize(segment_offsets.len(), plan.f);
     }
     segment_functions.into_iter().zip(segment_offsets).collect()
-}
-
-/// Adds the [`meta::FRAMES_SECTION`]: every function index of the output back to its
-/// function id, for hosts' backtraces (walrus assigns the indices as it emits, largest
-/// functions first). With `catch`, the section also catches walrus's code transform.
-fn add_frame_table(
-    module: &mut Module,
-    original_funcs: &[FunctionId],
-    thunks: &std::collections::BTreeMap<FunctionId, FunctionId>,
-    catch: Option<addresses::Catch>,
-) {
-    let mut frames: Vec<(FunctionId, u32)> = original_funcs
-        .iter()
-        .filter(|&&id| matches!(module.funcs.get(id).kind, FunctionKind::Local(_)))
-        .map(|&id| (id, id.index() as u32))
-        .collect();
-    frames.extend(
-        thunks
-            .iter()
-            .map(|(&import, &thunk)| (thunk, import.index() as u32)),
-    );
-    module.customs.add(FrameTable { frames, catch });
-}
-
-/// The [`meta::FRAMES_SECTION`]: each function of the program (and each import's thunk),
-/// with its function id; written once walrus knows the output's function indices. It
-/// catches the code transform for the address map, when asked (`catch`).
-#[derive(Debug)]
-struct FrameTable {
-    frames: Vec<(FunctionId, u32)>,
-    catch: Option<addresses::Catch>,
-}
-
-impl walrus::CustomSection for FrameTable {
-    fn name(&self) -> &str {
-        meta::FRAMES_SECTION
-    }
-
-    fn apply_code_transform(&mut self, transform: &walrus::CodeTransform) {
-        if let Some(catch) = &self.catch {
-            catch.keep(transform);
-        }
-    }
-
-    fn data(&self, ids: &walrus::IdsToIndices) -> std::borrow::Cow<'_, [u8]> {
-        let indexed: Vec<(u32, u32)> = self
-            .frames
-            .iter()
-            .map(|&(id, f)| (ids.get_func_index(id), f))
-            .collect();
-        let len = indexed
-            .iter()
-            .map(|&(index, _)| index + 1)
-            .max()
-            .unwrap_or(0);
-        let mut table = vec![meta::NO_FUNCTION; len as usize];
-        for (index, f) in indexed {
-            table[index as usize] = f;
-        }
-        table
-            .into_iter()
-            .flat_map(u32::to_le_bytes)
-            .collect::<Vec<u8>>()
-            .into()
-    }
 }
 
 /// One function to rewrite: its walrus id, its function id, the ids of its call sites, its
@@ -583,7 +534,9 @@ impl walrus::CustomSection for FrameTable {
 /// an import's thunk, whether it waits (`memory.atomic.wait`), the allocator it is (when
 /// allocations are recorded), whether it grows a memory whose growth they record (with
 /// `memory.grow`, or, a thunk, by calling the host that does), and whether its entry probe
-/// goes inline ([`probes::inline_entry`]; a thunk's does).
+/// goes inline ([`probes::inline_entry`]; a thunk's does), and whether its probes may call
+/// nothing: it calls no function, waits on nothing, allocates and grows no memory (see
+/// [`probes::Reentry`]).
 struct Plan {
     id: FunctionId,
     f: u32,
@@ -594,4 +547,5 @@ struct Plan {
     alloc: Option<meta::AllocKind>,
     grows: bool,
     inline_entry: bool,
+    leaf: bool,
 }

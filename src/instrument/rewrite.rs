@@ -55,12 +55,16 @@ impl Unwind {
 pub(super) fn rewrite_function(
     func: &mut LocalFunction,
     plan: &Plan,
-    body_ty: InstrSeqType,
+    setting: Setting,
     profiler: &probes::Profiler,
-    unwind: Option<Unwind>,
     locals: ProbeLocals,
     segments: &mut Option<SegmentCounters>,
 ) {
+    let Setting {
+        body_ty,
+        unwind,
+        reentry,
+    } = setting;
     let timing = match &profiler.probes {
         probes::MetricProbes::Timed(timing) => Some(timing),
         probes::MetricProbes::Count(..) => None,
@@ -81,6 +85,7 @@ pub(super) fn rewrite_function(
         timing,
         counter,
         body,
+        reentry,
     };
     rewrite.sequences(segments);
     match (body, &profiler.probes) {
@@ -107,6 +112,8 @@ struct FunctionRewrite<'a> {
     counter: Option<InstructionCounter>,
     /// The block the body moves into, with a cost metric.
     body: Option<InstrSeqId>,
+    /// A leaf's stub, through which its inline entry probe re-enters it.
+    reentry: Option<walrus::FunctionId>,
 }
 
 impl FunctionRewrite<'_> {
@@ -293,13 +300,17 @@ impl FunctionRewrite<'_> {
         }
         let at = InstrLocId::default();
         let params = self.func.args.clone();
+        let reentry = self.reentry.map(|stub| probes::Reentry {
+            stub,
+            params: params.clone(),
+        });
+        let place = match (&reentry, self.plan.inline_entry) {
+            (Some(reentry), _) => probes::EntryPlace::Leaf(reentry),
+            (None, true) => probes::EntryPlace::Inline,
+            (None, false) => probes::EntryPlace::Call,
+        };
         let mut entry_probe = self.func.builder_mut().dangling_instr_seq(None);
-        timing.entry(
-            &mut entry_probe,
-            self.plan.f,
-            self.locals.timed,
-            self.plan.inline_entry,
-        );
+        timing.entry(&mut entry_probe, self.plan.f, self.locals.timed, place);
         if let (Some(_), Some(alloc)) = (self.plan.alloc, &self.profiler.alloc) {
             alloc.enter(&mut entry_probe, &params, &self.locals.alloc_args);
         }
@@ -443,6 +454,17 @@ fn legacy_try(
     )
 }
 
+/// What one function's rewrite needs besides its plan, its profiler and its locals.
+pub(super) struct Setting {
+    /// The type of its body block: its results.
+    pub(super) body_ty: InstrSeqType,
+    /// How an exception that leaves it reaches its exit probe.
+    pub(super) unwind: Option<Unwind>,
+    /// A leaf's stub, through which its inline entry probe re-enters it
+    /// ([`probes::Reentry`]).
+    pub(super) reentry: Option<walrus::FunctionId>,
+}
+
 /// The locals the probes use in one function.
 pub(super) struct ProbeLocals {
     /// The timed probes' locals; the calls metric's probe uses two of them as scratch.
@@ -514,7 +536,7 @@ fn i32_const(value: u32) -> Instr {
     })
 }
 
-fn is_call(instr: &Instr) -> bool {
+pub(super) fn is_call(instr: &Instr) -> bool {
     matches!(
         instr,
         Instr::Call(_)

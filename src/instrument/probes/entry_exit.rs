@@ -2,10 +2,11 @@
 //! function or as a call of the state module, and the arc counting every entry does.
 
 use walrus::ir::{BinaryOp, Instr, InstrSeqId};
-use walrus::{FunctionId, GlobalId, InstrSeqBuilder, LocalId, MemoryId};
+use walrus::{FunctionBuilder, FunctionId, GlobalId, InstrSeqBuilder, LocalId, MemoryId, Module};
 
 use super::mem::Mem;
-use super::tables::{node_addr, push_is_direct};
+use super::tables::{node_addr, push_is_direct, site_child};
+use super::Func;
 use crate::layout::{self, Layout};
 
 /// The calls metric's entry probe.
@@ -46,8 +47,9 @@ pub struct Timing {
 pub enum TimedProbes {
     /// On the module's own profiler memory: the exit probe inline in each function, the
     /// entry probe inline in a small function (see [`inline_entry`]) and a call of `enter`
-    /// in the others; the rare path of the entry (a context node that is not its parent's
-    /// first child) calls out either way.
+    /// in the others; the inline entry's rare path (an entry from elsewhere than a direct
+    /// site, a context node that is not its parent's first child) goes through `enter` by
+    /// the function's [`Reentry`] stub.
     Own {
         /// The inline probes' work.
         ops: Box<TimedOps>,
@@ -73,27 +75,73 @@ pub enum TimedProbes {
 }
 
 impl Timing {
-    /// Emits the entry probe of function `f` into `b`, inline when `inline` and the probes
-    /// are on the module's own memory: `parent` gets the current context node, `node` the
-    /// activation's own, `t0` the clock (kept in the node too); `scratch` is a spare i32
-    /// local.
-    pub fn entry(&self, b: &mut InstrSeqBuilder, f: u32, l: TimedLocals, inline: bool) {
-        let (enter, cur, parent) = match &self.probes {
-            TimedProbes::Own { ops, .. } if inline => {
+    /// Emits the entry probe of function `f` into `b`, placed as `place` says where the
+    /// probes are on the module's own memory (a call of the state module's `enter`
+    /// otherwise): `parent` gets the current context node, `node` the activation's own,
+    /// `t0` the clock (kept in the node too); `scratch` is a spare i32 local.
+    pub fn entry(&self, b: &mut InstrSeqBuilder, f: u32, l: TimedLocals, place: EntryPlace) {
+        let (enter, cur, parent) = match (&self.probes, place) {
+            (TimedProbes::Own { ops, .. }, EntryPlace::Inline) => {
                 ops.enter(b, Func::Const(f), [l.parent, l.node, l.scratch]);
-                if let Some(clock) = self.clock {
-                    ops.start(b, clock, l.scratch, l.t0);
-                }
+                self.start(ops, b, l);
                 return;
             }
-            TimedProbes::Own { ops, enter, parent } => (*enter, ops.cur, *parent),
-            TimedProbes::Call {
-                enter, cur, parent, ..
-            } => (*enter, *cur, *parent),
+            (TimedProbes::Own { ops, parent, .. }, EntryPlace::Leaf(reentry)) => {
+                ops.enter_leaf(b, f, [l.parent, l.node, l.scratch], *parent, reentry);
+                self.start(ops, b, l);
+                return;
+            }
+            (TimedProbes::Own { ops, enter, parent }, _) => (*enter, ops.cur, *parent),
+            (
+                TimedProbes::Call {
+                    enter, cur, parent, ..
+                },
+                _,
+            ) => (*enter, *cur, *parent),
         };
         b.i32_const(f as i32).call(enter).local_set(l.t0);
         b.global_get(parent).local_set(l.parent);
         b.global_get(cur).local_set(l.node);
+    }
+
+    /// An inline entry's clock reading, when there is a clock.
+    fn start(&self, ops: &TimedOps, b: &mut InstrSeqBuilder, l: TimedLocals) {
+        if let Some(clock) = self.clock {
+            ops.start(b, clock, l.scratch, l.t0);
+        }
+    }
+
+    /// Adds the stub through which `func`, function `f`, gets back into itself when its
+    /// inline entry probe's common path does not apply (see [`Reentry`]): it runs `enter`,
+    /// says so in the site global ([`layout::REENTRY_SITE`]) and tail-calls `func` with the
+    /// arguments it was given. `None` where the probes call out anyway: the state module's,
+    /// and those that read the host's clock.
+    pub fn reentry_stub(
+        &self,
+        module: &mut Module,
+        f: u32,
+        func: FunctionId,
+    ) -> Option<FunctionId> {
+        let TimedProbes::Own { ops, enter, .. } = &self.probes else {
+            return None;
+        };
+        if let Some(Reading::Host(_)) = self.clock {
+            return None;
+        }
+        let ty = module.types.get(module.funcs.get(func).ty());
+        let (params, results) = (ty.params().to_vec(), ty.results().to_vec());
+        let args: Vec<LocalId> = params.iter().map(|&t| module.locals.add(t)).collect();
+        let mut builder = FunctionBuilder::new(&mut module.types, &params, &results);
+        builder.name("__wasmprof_reenter".into());
+        let mut b = builder.func_body();
+        b.i32_const(f as i32).call(*enter).drop();
+        b.i32_const(layout::REENTRY_SITE as i32)
+            .global_set(ops.counter.site);
+        for &arg in &args {
+            b.local_get(arg);
+        }
+        b.return_call(func);
+        Some(builder.finish(args, &mut module.funcs))
     }
 
     /// Emits, for an import's thunk, the repair of the context after the import returned
@@ -164,6 +212,33 @@ pub struct TimedLocals {
     pub scratch: LocalId,
 }
 
+/// Where a function's entry probe goes, on the module's own memory.
+#[derive(Clone, Copy)]
+pub enum EntryPlace<'a> {
+    /// A call of `enter`: a larger function's.
+    Call,
+    /// Inline, its rare path a call of `find_child`: a small function that calls others.
+    Inline,
+    /// Inline, calling nothing: a small function that calls nothing, which gets back into
+    /// itself as [`Reentry`] says.
+    Leaf(&'a Reentry),
+}
+
+/// How a leaf whose entry probe is inline gets back into itself when the probe's common
+/// path does not apply: it tail-calls its stub ([`Timing::reentry_stub`]), which runs
+/// `enter` and tail-calls the function again with the same arguments. So the probe calls
+/// nothing, and the leaf stays a leaf: Cranelift saves the callee-saved registers a
+/// function uses in its prologue whenever it has a call, taken or not, and those saves and
+/// their restores, outside the probes' marks, were charged to the program: the small
+/// function of the accuracy benchmark's calls part (BENCHMARKS.md, "The entry probe:
+/// inline or a call").
+pub struct Reentry {
+    /// The stub, of the function's type.
+    pub stub: FunctionId,
+    /// The function's parameters, passed on to the stub.
+    pub params: Vec<LocalId>,
+}
+
 /// The timed probes' work on the profiler's memory, for a function id known when the code
 /// is generated (inline probes) or held in a local (the state module's `enter`, `exit`).
 #[derive(Clone, Copy)]
@@ -212,11 +287,86 @@ impl TimedOps {
             let found_id = found.id();
             self.first_child(found, f, [parent, node], found_id);
             found.local_get(parent);
-            push_func(found, f);
+            f.push(found);
             found.local_get(addr);
             found.call(self.find_child).local_set(node);
         });
         self.entered(b, [node, addr]);
+    }
+
+    /// A leaf's inline entry probe, which calls nothing (see [`Reentry`]): when the call
+    /// comes from a direct site and `f`'s context node is the current node's first child
+    /// (where a function that keeps calling the same callee finds it) or the one the site's
+    /// slot remembers (where a function calls its callees in turn), two loads and a
+    /// comparison each, it counts the arc (unless the site counts it), moves to that node
+    /// (left in `node`, the parent in `parent`) and counts the call there. Otherwise it
+    /// changes nothing and tail-calls `reentry`'s stub, whose `enter` does it all (the child
+    /// cache, the list, an entry from an indirect site or the host) and which calls the
+    /// function again: the probe then finds [`layout::REENTRY_SITE`] in the site global,
+    /// the node `enter` made current and its parent in `parent_global`.
+    pub(super) fn enter_leaf(
+        &self,
+        b: &mut InstrSeqBuilder,
+        f: u32,
+        [parent, node, addr]: [LocalId; 3],
+        parent_global: GlobalId,
+        reentry: &Reentry,
+    ) {
+        self.mark_probes(b);
+        let site = self.counter.site;
+        b.block(None, |entered| {
+            let entered_id = entered.id();
+            entered.block(None, |missed| {
+                let miss = missed.id();
+                // The site stays in `addr` until the arc is counted.
+                missed.global_get(site).local_tee(addr);
+                push_is_direct(missed);
+                missed.if_else(
+                    None,
+                    |direct| {
+                        direct.global_get(self.cur).local_set(parent);
+                        direct.block(None, |found| {
+                            let found_id = found.id();
+                            let (layout, mem) = (&self.layout, &Mem(self.mem));
+                            self.first_child(found, Func::Const(f), [parent, node], found_id);
+                            let s = addr;
+                            site_child(
+                                found,
+                                layout,
+                                mem,
+                                [parent, s, node],
+                                Func::Const(f),
+                                found_id,
+                            );
+                            found.br(miss);
+                        });
+                        direct.i32_const(0).global_set(site);
+                        if !self.counter.at_sites {
+                            self.counter.count_direct(direct, [addr, addr]);
+                        }
+                        self.entered(direct, [node, addr]);
+                    },
+                    |other| {
+                        other
+                            .local_get(addr)
+                            .i32_const(layout::REENTRY_SITE as i32)
+                            .binop(BinaryOp::I32Ne)
+                            .br_if(miss);
+                        other.i32_const(0).global_set(site);
+                        other.global_get(parent_global).local_set(parent);
+                        other.global_get(self.cur).local_set(node);
+                        node_addr(other, &self.layout, node);
+                        other.local_set(addr);
+                        self.mark_context(other, node);
+                    },
+                );
+                missed.br(entered_id);
+            });
+            for &param in &reentry.params {
+                entered.local_get(param);
+            }
+            entered.return_call(reentry.stub);
+        });
     }
 
     /// Leaves (`found`) with `node` the first child of `parent` when it is f's.
@@ -237,7 +387,7 @@ impl TimedOps {
             |first| {
                 node_addr(first, &self.layout, node);
                 mem.load32(first, nodes + layout::NODE_FUNC);
-                push_func(first, f);
+                f.push(first);
                 first.binop(BinaryOp::I32Eq).br_if(found);
             },
             |_| {},
@@ -355,15 +505,6 @@ impl SampleWord {
     }
 }
 
-/// A function id, known when the code is generated or held in a local.
-#[derive(Clone, Copy)]
-pub(super) enum Func {
-    /// A constant.
-    Const(u32),
-    /// A local.
-    Local(LocalId),
-}
-
 /// Counts calls and arcs: the part of the entry probe that every metric has.
 #[derive(Clone, Copy)]
 pub struct ArcCounter {
@@ -416,16 +557,9 @@ impl ArcCounter {
     /// Counts the arc into `f` from indirect site `s` or from the host (`s` 0).
     pub(super) fn count_other(&self, b: &mut InstrSeqBuilder, f: Func, s: LocalId) {
         b.local_get(s);
-        push_func(b, f);
+        f.push(b);
         b.call(self.dyn_arc);
     }
-}
-
-fn push_func(b: &mut InstrSeqBuilder, f: Func) {
-    match f {
-        Func::Const(f) => b.i32_const(f as i32),
-        Func::Local(f) => b.local_get(f),
-    };
 }
 
 /// A source of monotonic `i64` readings.

@@ -5,9 +5,10 @@
 use walrus::ir::{BinaryOp, UnaryOp};
 use walrus::{FunctionBuilder, FunctionId, GlobalId, InstrSeqBuilder, LocalId, Module, ValType};
 
-use super::entry_exit::{ArcCounter, Func, Reading, SampleWord, TimedOps};
+use super::entry_exit::{ArcCounter, Reading, SampleWord, TimedOps};
 use super::mem::Mem;
 use super::tables::{count_dyn_arc, find_child, node_addr, push_is_direct, site_child};
+use super::Func;
 use crate::layout::{self, Layout};
 
 /// `count_call(f: i32)`: the calls metric's entry probe, out of line.
@@ -314,11 +315,13 @@ pub(super) fn build_enter(
     b.global_get(ops.cur).local_set(parent);
     b.block(None, |found| {
         let found_id = found.id();
+        let (layout, mem) = (&ops.layout, &Mem(ops.mem));
         site_child(
             found,
-            &ops.layout,
-            &Mem(ops.mem),
-            [parent, f, s, node],
+            layout,
+            mem,
+            [parent, s, node],
+            Func::Local(f),
             found_id,
         );
         ops.first_child(found, Func::Local(f), [parent, node], found_id);
@@ -354,18 +357,26 @@ impl Entry<'_> {
 
     /// `enter_other(f: i32, s: i32) -> i64`: `enter` for an entry from an indirect site or
     /// the host (`s` 0), whose arc `dyn_arc` counts (closing first, for an entry from the
-    /// host, what an unwinding left open); then `enter_miss` from the current node.
+    /// host, what an unwinding left open); then the current node's first child, where a
+    /// function called through the same pointer again and again finds its node, or
+    /// `enter_miss`.
     fn build_other(&self, module: &mut Module, miss: FunctionId) -> FunctionId {
-        let [f, s] = [(); 2].map(|()| module.locals.add(ValType::I32));
+        let [f, s, parent, node, addr] = [(); 5].map(|()| module.locals.add(ValType::I32));
+        let t0 = module.locals.add(ValType::I64);
         let i32s = [ValType::I32; 2];
         let mut builder = FunctionBuilder::new(&mut module.types, &i32s, &[ValType::I64]);
         builder.name("__wasmprof_enter_other".into());
         let mut b = builder.func_body();
         self.ops.counter.count_other(&mut b, Func::Local(f), s);
-        b.local_get(f)
-            .local_get(s)
-            .global_get(self.ops.cur)
-            .call(miss);
+        b.global_get(self.ops.cur).local_set(parent);
+        b.block(None, |found| {
+            let found_id = found.id();
+            self.ops
+                .first_child(found, Func::Local(f), [parent, node], found_id);
+            found.local_get(f).local_get(s).local_get(parent);
+            found.call(miss).return_();
+        });
+        self.finish(&mut b, [parent, node, addr], t0);
         builder.finish(vec![f, s], &mut module.funcs)
     }
 

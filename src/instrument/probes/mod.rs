@@ -44,8 +44,8 @@ use crate::meta::{self, Metric, Sampler};
 pub use alloc::AllocProbes;
 use entry_exit::SampleWord;
 pub use entry_exit::{
-    inline_entry, ArcCounter, CallCounter, Reading, TimedLocals, TimedOps, TimedProbes, Timing,
-    INLINE_ENTRY_BELOW,
+    inline_entry, ArcCounter, CallCounter, EntryPlace, Reading, Reentry, TimedLocals, TimedOps,
+    TimedProbes, Timing, INLINE_ENTRY_BELOW,
 };
 pub use functions::HostFunctions;
 use functions::{
@@ -93,6 +93,25 @@ pub struct Profiler {
     /// When the program's allocations are recorded (the layout has the live table), the
     /// probes of its allocators and `memory.grow`s.
     pub alloc: Option<AllocProbes>,
+}
+
+/// A function id, known when the code is generated or held in a local.
+#[derive(Clone, Copy)]
+enum Func {
+    /// A constant.
+    Const(u32),
+    /// A local.
+    Local(LocalId),
+}
+
+impl Func {
+    /// Pushes the id.
+    fn push(self, b: &mut InstrSeqBuilder) {
+        match self {
+            Func::Const(f) => b.i32_const(f as i32),
+            Func::Local(f) => b.local_get(f),
+        };
+    }
 }
 
 /// With the stack sampler, what an import's thunk does around the import: it says, in the

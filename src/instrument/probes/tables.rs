@@ -6,6 +6,7 @@ use walrus::ir::{BinaryOp, UnaryOp};
 use walrus::{InstrSeqBuilder, LocalId, ValType};
 
 use super::mem::Mem;
+use super::Func;
 use crate::layout::{self, Layout};
 
 /// Multipliers of the two multiplicative hashes.
@@ -158,7 +159,10 @@ pub(super) fn find_child(
         push_is_direct(remembered);
         remembered.if_else(
             None,
-            |direct| site_child(direct, layout, mem, [parent, f, s, node], remembered_id),
+            |direct| {
+                let f = Func::Local(f);
+                site_child(direct, layout, mem, [parent, s, node], f, remembered_id)
+            },
             |_| {},
         );
         remembered.block(None, |cached| {
@@ -210,14 +214,8 @@ fn cached_child(
     found: walrus::ir::InstrSeqId,
 ) {
     hash(b, parent, f, layout::CHILD_CACHE_SLOTS, h);
-    remembered_child(
-        b,
-        layout,
-        mem,
-        (layout.child_cache_off, h),
-        [parent, f, node],
-        found,
-    );
+    let slot = (layout.child_cache_off, h);
+    remembered_child(b, layout, mem, slot, [parent, node], Func::Local(f), found);
 }
 
 /// Leaves (`found`) with `node` the child kept in slot `slot` of the region of u32 slots at
@@ -228,7 +226,8 @@ fn remembered_child(
     layout: &Layout,
     mem: &Mem,
     (off, slot): (u32, LocalId),
-    [parent, f, node]: [LocalId; 3],
+    [parent, node]: [LocalId; 2],
+    f: Func,
     found: walrus::ir::InstrSeqId,
 ) {
     let nodes = layout.nodes_off;
@@ -244,8 +243,8 @@ fn remembered_child(
             held.local_get(parent).binop(BinaryOp::I32Eq);
             node_addr(held, layout, node);
             mem.load32(held, nodes + layout::NODE_FUNC);
-            held.local_get(f)
-                .binop(BinaryOp::I32Eq)
+            f.push(held);
+            held.binop(BinaryOp::I32Eq)
                 .binop(BinaryOp::I32And)
                 .br_if(found);
         },
@@ -274,11 +273,12 @@ pub(super) fn site_child(
     b: &mut InstrSeqBuilder,
     layout: &Layout,
     mem: &Mem,
-    [parent, f, s, node]: [LocalId; 4],
+    [parent, s, node]: [LocalId; 3],
+    f: Func,
     found: walrus::ir::InstrSeqId,
 ) {
     let slot = (layout.site_children_off, s);
-    remembered_child(b, layout, mem, slot, [parent, f, node], found);
+    remembered_child(b, layout, mem, slot, [parent, node], f, found);
 }
 
 /// Leaves in `node` the child of `parent` for `f` from the list of its children, or a new
