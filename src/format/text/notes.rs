@@ -135,7 +135,7 @@ fn sampling(notes: &mut Vec<String>, p: &Profile) {
         let lean = match s.sampler {
             _ if share < 10.0 => "",
             Sampler::Stacks => "; where calls are this dense, the times of small functions and of their callers are the least exact: the CPU runs part of a small function's work in the shadow of the probes around it, and those samples leave with the probes' (fixtures/parts' 60 M small calls have read from 14 points under their true share to 9 over, by machine); --metric instructions gives exact costs",
-            Sampler::Word => "; where calls are this dense, the times of small functions and of their callers are the least exact: work outside the probes' marks counts as the caller's: in wasmtime's code, the register saves of a small function that calls others and the instructions the compiler moves past an exit's mark (fixtures/parts' 60 M calls of a small leaf read within 3 points of their true share, but up to 13 over in runs that the machine slowed); --metric instructions gives exact costs",
+            Sampler::Word => "; where calls are this dense, the times of small functions and of their callers are the least exact: work outside the probes' marks counts as the caller's: in wasmtime's code, the register saves of a small function that calls others and the instructions the compiler moves past an exit's mark (fixtures/parts' 60 M calls of a small leaf read within 2 points of their true share in most runs, but up to 18 over in runs that the machine slowed); --metric instructions gives exact costs",
         };
         notes.push(format!(
             "{} samples ({share:.1}%) found the profiler's probes running and were left out of the times{lean}",
