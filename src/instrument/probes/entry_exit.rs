@@ -48,8 +48,8 @@ pub enum TimedProbes {
     /// On the module's own profiler memory: the exit probe inline in each function, the
     /// entry probe inline in a small function (see [`inline_entry`]) and a call of `enter`
     /// in the others; the inline entry's rare path (an entry from elsewhere than a direct
-    /// site, a context node that is not its parent's first child) goes through `enter` by
-    /// the function's [`Reentry`] stub.
+    /// site, a context node that is not its parent's first child) calls `dyn_arc` and
+    /// `find_child`, or, in a leaf, goes through `enter` by the leaf's [`Reentry`] stub.
     Own {
         /// The inline probes' work.
         ops: Box<TimedOps>,
@@ -326,18 +326,9 @@ impl TimedOps {
                     |direct| {
                         direct.global_get(self.cur).local_set(parent);
                         direct.block(None, |found| {
-                            let found_id = found.id();
-                            let (layout, mem) = (&self.layout, &Mem(self.mem));
-                            self.first_child(found, Func::Const(f), [parent, node], found_id);
-                            let s = addr;
-                            site_child(
-                                found,
-                                layout,
-                                mem,
-                                [parent, s, node],
-                                Func::Const(f),
-                                found_id,
-                            );
+                            let (f, found_id) = (Func::Const(f), found.id());
+                            self.first_child(found, f, [parent, node], found_id);
+                            self.site_child(found, f, [parent, addr, node], found_id);
                             found.br(miss);
                         });
                         direct.i32_const(0).global_set(site);
@@ -392,6 +383,18 @@ impl TimedOps {
             },
             |_| {},
         );
+    }
+
+    /// Leaves (`found`) with `node` the child that direct site `s`'s slot remembers, when it
+    /// is `parent`'s for `f`.
+    pub(super) fn site_child(
+        &self,
+        b: &mut InstrSeqBuilder,
+        f: Func,
+        [parent, s, node]: [LocalId; 3],
+        found: InstrSeqId,
+    ) {
+        site_child(b, &self.layout, &Mem(self.mem), [parent, s, node], f, found);
     }
 
     /// The entry's end, once the activation's node is in `node`: counts the call there,

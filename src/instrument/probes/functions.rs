@@ -7,7 +7,7 @@ use walrus::{FunctionBuilder, FunctionId, GlobalId, InstrSeqBuilder, LocalId, Mo
 
 use super::entry_exit::{ArcCounter, Reading, SampleWord, TimedOps};
 use super::mem::Mem;
-use super::tables::{count_dyn_arc, find_child, node_addr, push_is_direct, site_child};
+use super::tables::{count_dyn_arc, find_child, node_addr, push_is_direct};
 use super::Func;
 use crate::layout::{self, Layout};
 
@@ -315,15 +315,7 @@ pub(super) fn build_enter(
     b.global_get(ops.cur).local_set(parent);
     b.block(None, |found| {
         let found_id = found.id();
-        let (layout, mem) = (&ops.layout, &Mem(ops.mem));
-        site_child(
-            found,
-            layout,
-            mem,
-            [parent, s, node],
-            Func::Local(f),
-            found_id,
-        );
+        ops.site_child(found, Func::Local(f), [parent, s, node], found_id);
         ops.first_child(found, Func::Local(f), [parent, node], found_id);
         found.local_get(f).local_get(s).local_get(parent);
         found.call(miss).return_();
