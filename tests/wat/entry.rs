@@ -130,7 +130,7 @@ fn a_leafs_inline_entry_calls_nothing_and_counts_on_every_path() {
                 .count();
             assert_eq!(probes_called == 0, stub, "{name}: {leaf}");
         }
-        let stubs = callers_of(&done.wasm, "__wasmprof_enter")
+        let stubs = callers_of(&done.wasm, "__wasmprof_enter_from_stub")
             .iter()
             .filter(|caller| caller.starts_with("__wasmprof_reenter"))
             .count();

@@ -55,6 +55,9 @@ pub enum TimedProbes {
         ops: Box<TimedOps>,
         /// `enter(f: i32) -> i64`, as [`TimedProbes::Call`]'s, in the module itself.
         enter: FunctionId,
+        /// `enter_from_stub(f: i32) -> i64`, what a leaf's [`Reentry`] stub calls: `enter`
+        /// without the mark and the lookups the leaf's probe made.
+        enter_from_stub: FunctionId,
         /// The context node `enter` entered from.
         parent: GlobalId,
     },
@@ -91,7 +94,12 @@ impl Timing {
                 self.start(ops, b, l);
                 return;
             }
-            (TimedProbes::Own { ops, enter, parent }, _) => (*enter, ops.cur, *parent),
+            (
+                TimedProbes::Own {
+                    ops, enter, parent, ..
+                },
+                _,
+            ) => (*enter, ops.cur, *parent),
             (
                 TimedProbes::Call {
                     enter, cur, parent, ..
@@ -112,17 +120,20 @@ impl Timing {
     }
 
     /// Adds the stub through which `func`, function `f`, gets back into itself when its
-    /// inline entry probe's common path does not apply (see [`Reentry`]): it runs `enter`,
-    /// says so in the site global ([`layout::REENTRY_SITE`]) and tail-calls `func` with the
-    /// arguments it was given. `None` where the probes call out anyway: the state module's,
-    /// and those that read the host's clock.
+    /// inline entry probe's common path does not apply (see [`Reentry`]): it runs
+    /// `enter_from_stub`, says so in the site global ([`layout::REENTRY_SITE`]) and
+    /// tail-calls `func` with the arguments it was given. `None` where the probes call out
+    /// anyway: the state module's, and those that read the host's clock.
     pub fn reentry_stub(
         &self,
         module: &mut Module,
         f: u32,
         func: FunctionId,
     ) -> Option<FunctionId> {
-        let TimedProbes::Own { ops, enter, .. } = &self.probes else {
+        let TimedProbes::Own {
+            ops, enter_from_stub, ..
+        } = &self.probes
+        else {
             return None;
         };
         if let Some(Reading::Host(_)) = self.clock {
@@ -134,7 +145,7 @@ impl Timing {
         let mut builder = FunctionBuilder::new(&mut module.types, &params, &results);
         builder.name("__wasmprof_reenter".into());
         let mut b = builder.func_body();
-        b.i32_const(f as i32).call(*enter).drop();
+        b.i32_const(f as i32).call(*enter_from_stub).drop();
         b.i32_const(layout::REENTRY_SITE as i32)
             .global_set(ops.counter.site);
         for &arg in &args {
@@ -226,12 +237,12 @@ pub enum EntryPlace<'a> {
 
 /// How a leaf whose entry probe is inline gets back into itself when the probe's common
 /// path does not apply: it tail-calls its stub ([`Timing::reentry_stub`]), which runs
-/// `enter` and tail-calls the function again with the same arguments. So the probe calls
-/// nothing, and the leaf stays a leaf: Cranelift saves the callee-saved registers a
-/// function uses in its prologue whenever it has a call, taken or not, and those saves and
-/// their restores, outside the probes' marks, were charged to the program: the small
-/// function of the accuracy benchmark's calls part (BENCHMARKS.md, "The entry probe:
-/// inline or a call").
+/// `enter_from_stub` and tail-calls the function again with the same arguments. So the
+/// probe calls nothing, and the leaf stays a leaf: Cranelift saves the callee-saved
+/// registers a function uses in its prologue whenever it has a call, taken or not, and
+/// those saves and their restores, outside the probes' marks, were charged to the program:
+/// the small function of the accuracy benchmark's calls part (BENCHMARKS.md, "The entry
+/// probe: inline or a call").
 pub struct Reentry {
     /// The stub, of the function's type.
     pub stub: FunctionId,
@@ -300,10 +311,11 @@ impl TimedOps {
     /// slot remembers (where a function calls its callees in turn), two loads and a
     /// comparison each, it counts the arc (unless the site counts it), moves to that node
     /// (left in `node`, the parent in `parent`) and counts the call there. Otherwise it
-    /// changes nothing and tail-calls `reentry`'s stub, whose `enter` does it all (the child
-    /// cache, the list, an entry from an indirect site or the host) and which calls the
-    /// function again: the probe then finds [`layout::REENTRY_SITE`] in the site global,
-    /// the node `enter` made current and its parent in `parent_global`.
+    /// changes nothing and tail-calls `reentry`'s stub, whose `enter_from_stub` does the
+    /// rest (the child cache, the list, an entry from an indirect site or the host) and
+    /// which calls the function again: the probe then finds [`layout::REENTRY_SITE`] in the
+    /// site global, the node `enter_from_stub` made current and its parent in
+    /// `parent_global`.
     pub(super) fn enter_leaf(
         &self,
         b: &mut InstrSeqBuilder,

@@ -267,11 +267,24 @@ pub(super) fn build_unwind_to(
     builder.finish(vec![target], &mut module.funcs)
 }
 
+/// The entry probe's functions: `enter`, the global where it leaves the node it entered
+/// from, and, where small leaves have their own inline entry, the function their stubs call.
+pub(super) struct EnterFunctions {
+    /// `enter(f: i32) -> i64`.
+    pub(super) enter: FunctionId,
+    /// The node the last entry entered from.
+    pub(super) parent: GlobalId,
+    /// `enter_from_stub(f: i32) -> i64`, when asked for.
+    pub(super) enter_from_stub: Option<FunctionId>,
+}
+
 /// `enter(f: i32) -> i64`, the entry probe as a function (the state module's, and the
 /// larger functions' on an own memory): [`TimedOps::enter`] for a function id in a
 /// parameter, then the clock's reading, kept in the node and returned. The activation's
-/// node is current then, and the node it entered from is left in the global returned
-/// beside the function.
+/// node is current then, and the node it entered from is left in the global returned beside
+/// the function. With `leaves`, also `enter_from_stub`, `enter` for a leaf's
+/// [`super::Reentry`] stub: the leaf's inline probe has marked the probes' time and looked
+/// in the first child and the site's slot already, so it does neither again.
 ///
 /// Its code is shared, so it can look in the call site's slot before the parent's first
 /// child, which finds the callees of a function that calls several in turn. It calls
@@ -283,7 +296,8 @@ pub(super) fn build_enter(
     module: &mut Module,
     ops: &TimedOps,
     clock: Option<Reading>,
-) -> (FunctionId, GlobalId) {
+    leaves: bool,
+) -> EnterFunctions {
     let zero = walrus::ConstExpr::Value(walrus::ir::Value::I32(0));
     let parent_global = module.globals.add_local(ValType::I32, true, false, zero);
     let entry = Entry {
@@ -293,35 +307,11 @@ pub(super) fn build_enter(
     };
     let miss = entry.build_miss(module);
     let other = entry.build_other(module, miss);
-    let [f, s, parent, node, addr] = [(); 5].map(|()| module.locals.add(ValType::I32));
-    let t0 = module.locals.add(ValType::I64);
-    let mut builder = FunctionBuilder::new(&mut module.types, &[ValType::I32], &[ValType::I64]);
-    builder.name("__wasmprof_enter".into());
-    let mut b = builder.func_body();
-    ops.mark_probes(&mut b);
-    ops.counter.take_site(&mut b, s);
-    b.local_get(s);
-    push_is_direct(&mut b);
-    b.if_else(
-        None,
-        |_| {},
-        |other_entry| {
-            other_entry.local_get(f).local_get(s).call(other).return_();
-        },
-    );
-    if !ops.counter.at_sites {
-        ops.counter.count_direct(&mut b, [s, addr]);
+    EnterFunctions {
+        enter: entry.build_enter(module, [miss, other], false),
+        parent: parent_global,
+        enter_from_stub: leaves.then(|| entry.build_enter(module, [miss, other], true)),
     }
-    b.global_get(ops.cur).local_set(parent);
-    b.block(None, |found| {
-        let found_id = found.id();
-        ops.site_child(found, Func::Local(f), [parent, s, node], found_id);
-        ops.first_child(found, Func::Local(f), [parent, node], found_id);
-        found.local_get(f).local_get(s).local_get(parent);
-        found.call(miss).return_();
-    });
-    entry.finish(&mut b, [parent, node, addr], t0);
-    (builder.finish(vec![f], &mut module.funcs), parent_global)
 }
 
 /// What `enter` and its rare paths share.
@@ -332,6 +322,57 @@ struct Entry<'a> {
 }
 
 impl Entry<'_> {
+    /// `enter`, or, `for_leaf`, `enter_from_stub` (see [`build_enter`]), which go on in
+    /// `miss` and `other`.
+    fn build_enter(
+        &self,
+        module: &mut Module,
+        [miss, other]: [FunctionId; 2],
+        for_leaf: bool,
+    ) -> FunctionId {
+        let ops = self.ops;
+        let [f, s, parent, node, addr] = [(); 5].map(|()| module.locals.add(ValType::I32));
+        let t0 = module.locals.add(ValType::I64);
+        let mut builder = FunctionBuilder::new(&mut module.types, &[ValType::I32], &[ValType::I64]);
+        let name = if for_leaf {
+            "__wasmprof_enter_from_stub"
+        } else {
+            "__wasmprof_enter"
+        };
+        builder.name(name.into());
+        let mut b = builder.func_body();
+        if !for_leaf {
+            ops.mark_probes(&mut b);
+        }
+        ops.counter.take_site(&mut b, s);
+        b.local_get(s);
+        push_is_direct(&mut b);
+        b.if_else(
+            None,
+            |_| {},
+            |other_entry| {
+                other_entry.local_get(f).local_get(s).call(other).return_();
+            },
+        );
+        if !ops.counter.at_sites {
+            ops.counter.count_direct(&mut b, [s, addr]);
+        }
+        b.global_get(ops.cur).local_set(parent);
+        if for_leaf {
+            b.local_get(f).local_get(s).local_get(parent).call(miss);
+            return builder.finish(vec![f], &mut module.funcs);
+        }
+        b.block(None, |found| {
+            let found_id = found.id();
+            ops.site_child(found, Func::Local(f), [parent, s, node], found_id);
+            ops.first_child(found, Func::Local(f), [parent, node], found_id);
+            found.local_get(f).local_get(s).local_get(parent);
+            found.call(miss).return_();
+        });
+        self.finish(&mut b, [parent, node, addr], t0);
+        builder.finish(vec![f], &mut module.funcs)
+    }
+
     /// `enter_miss(f: i32, s: i32, parent: i32) -> i64`: `enter`'s end for an arc already
     /// counted, when `find_child` has to find the child of `parent` for `f`.
     fn build_miss(&self, module: &mut Module) -> FunctionId {

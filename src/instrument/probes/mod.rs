@@ -50,7 +50,7 @@ pub use entry_exit::{
 pub use functions::HostFunctions;
 use functions::{
     build_count_call, build_dyn_arc, build_enter, build_exit, build_find_child, build_unwind_to,
-    HostEntry, EXIT_PARAMS,
+    EnterFunctions, HostEntry, EXIT_PARAMS,
 };
 use mem::Mem;
 pub use wait::{is_wait, WaitLocals, WaitProbe};
@@ -210,12 +210,13 @@ pub fn add(
             if let Some(Reading::Instructions(counter)) = clock {
                 exports.add(meta::INSTRUCTIONS_EXPORT, ExportItem::Global(counter));
             }
-            let (enter, parent) = build_enter(module, &ops, clock);
+            let enter = build_enter(module, &ops, clock, true);
             MetricProbes::Timed(Timing {
                 probes: TimedProbes::Own {
                     ops: Box::new(ops),
-                    enter,
-                    parent,
+                    enter: enter.enter,
+                    enter_from_stub: enter.enter_from_stub.expect("asked for"),
+                    parent: enter.parent,
                 },
                 clock,
                 unwind_to,
@@ -357,7 +358,7 @@ fn import_timed_probes(
     }: Timed,
     cur: GlobalId,
 ) -> MetricProbes {
-    let (enter, parent) = build_enter(state, &ops, clock);
+    let EnterFunctions { enter, parent, .. } = build_enter(state, &ops, clock, false);
     let exit = build_exit(state, &ops, clock);
     let exports = &mut state.exports;
     exports.add(ENTER_EXPORT, ExportItem::Function(enter));
