@@ -121,6 +121,7 @@ impl InstrumentFlags {
             one_memory_variant: false,
             allocations: !self.no_alloc,
             max_live_allocations: self.max_live_allocations,
+            inlining_budget: false,
         }
     }
 }

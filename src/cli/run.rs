@@ -142,6 +142,7 @@ mod tests {
                             one_memory_variant: false,
                             allocations,
                             max_live_allocations: 777,
+                            inlining_budget: false,
                         },
                         sample_interval: Duration::from_micros(250),
                         compensation,

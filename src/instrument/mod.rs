@@ -16,7 +16,8 @@
 //! (one function's probes), `counting` (the instructions metric), `probes` (the probes'
 //! code and the profiler's state), `in_place` (a module file made instrumented, keeping
 //! its original), `one_memory` (the variant a JS host's module carries for hosts that allow
-//! one memory), `state_import` (an instrumented module's state imported from another
+//! one memory), `inlining_budget` (what keeps V8 inlining the program as in its plain run),
+//! `state_import` (an instrumented module's state imported from another
 //! module name, for a browser page), `cache` (instrumented modules kept for the next run).
 
 mod addresses;
@@ -27,6 +28,7 @@ mod check;
 mod counting;
 mod frames;
 mod in_place;
+mod inlining_budget;
 mod lines;
 mod one_memory;
 mod probes;
@@ -84,6 +86,10 @@ pub struct Options {
     /// Room in the live table for this many allocations live at once; past it, allocations
     /// are counted but not followed to their frees.
     pub max_live_allocations: u32,
+    /// The module is for V8 (node, browsers): it gets the empty functions that keep V8's
+    /// inlining budget as the original module's, which the probes' larger bodies would cut
+    /// (see `inlining_budget`).
+    pub inlining_budget: bool,
 }
 
 /// The calling contexts a profile keeps unless told otherwise: 4 M, at most 192 MB of the
@@ -101,6 +107,7 @@ impl Default for Options {
             one_memory_variant: false,
             allocations: true,
             max_live_allocations: crate::layout::MAX_LIVE,
+            inlining_budget: false,
         }
     }
 }
@@ -110,13 +117,14 @@ impl Options {
     /// as in wasmtime, where the host allows a module two memories (node 22 and later,
     /// current browsers), the variant with a state module carried for those that allow one
     /// (node 20); handlers for the JS exceptions that the glue throws through imports
-    /// (longjmp, C++ exceptions); the word sampler.
+    /// (longjmp, C++ exceptions); the word sampler; V8's inlining budget kept.
     pub fn for_js_host(self) -> Options {
         Options {
             state: StateLocation::OwnMemory,
             one_memory_variant: true,
             host_exceptions: true,
             sampler: Sampler::Word,
+            inlining_budget: true,
             ..self
         }
     }
@@ -220,7 +228,10 @@ fn instrument_once(original: &[u8], options: &Options) -> Result<Instrumented, I
         };
         checked?;
         let module = module.map_err(invalid)?;
-        let rewritten = rewrite(module, options)?;
+        let budget = options
+            .inlining_budget
+            .then(|| inlining_budget::SmallBodies::of(original));
+        let rewritten = rewrite(module, options, budget)?;
         let symbols = match symbols.join() {
             Ok(Some(loaded)) => loaded.map_err(invalid)?,
             Ok(None) => unreachable!("the proposals were accepted"),
@@ -311,8 +322,14 @@ impl Rewritten {
     }
 }
 
-/// Adds the profiler and the probes to `module`; emits and validates the result.
-fn rewrite(mut module: Module, options: &Options) -> Result<Rewritten, InstrumentError> {
+/// Adds the profiler and the probes to `module`, and the functions that keep V8's inlining
+/// budget where the `original` module's small bodies are given; emits and validates the
+/// result.
+fn rewrite(
+    mut module: Module,
+    options: &Options,
+    original: Option<inlining_budget::SmallBodies>,
+) -> Result<Rewritten, InstrumentError> {
     // Function ids: walrus allocates functions in index order when it parses.
     let original_funcs: Vec<FunctionId> = module.funcs.iter().map(|f| f.id()).collect();
     debug_assert!(original_funcs
@@ -361,6 +378,9 @@ fn rewrite(mut module: Module, options: &Options) -> Result<Rewritten, Instrumen
         addresses::Catch::default()
     });
     add_frame_table(&mut module, &original_funcs, &thunks, catch.clone());
+    if let Some(original) = original {
+        inlining_budget::keep(&mut module, original);
+    }
     let wasm = module.emit_wasm();
     validate(&wasm).map_err(InstrumentError::Produced)?;
     let frames = meta::frames(&wasm).map_err(|e| InstrumentError::Produced(e.to_string()))?;

@@ -6,6 +6,7 @@ mod common;
 mod allocs;
 mod ends;
 mod entry;
+mod inlining;
 mod metrics;
 mod tables;
 

@@ -131,7 +131,9 @@ impl Timing {
         func: FunctionId,
     ) -> Option<FunctionId> {
         let TimedProbes::Own {
-            ops, enter_from_stub, ..
+            ops,
+            enter_from_stub,
+            ..
         } = &self.probes
         else {
             return None;
