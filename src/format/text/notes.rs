@@ -126,7 +126,7 @@ fn sampling(notes: &mut Vec<String>, p: &Profile) {
         .is_some_and(|s| s.sampler == Sampler::Word && s.samples > 0);
     if word_sampled && js_host(p) {
         // Measured (BENCHMARKS.md, accuracy of time under node): fixtures/emcc/parts.c.
-        notes.push("under a JS host the probes' calls, and what they slow around them, count as the functions' own time, so the shares of call-dense functions lean high (measured on a program of a loop, small calls and a recursion: the recursion 12-18 points high under node 20 and 5-8 under node 26, the loop 21-25 and 6-13 points low); --metric instructions gives exact costs".to_string());
+        notes.push("under a JS host the probes' calls, and what they slow around them, count as the functions' own time, so the shares of call-dense functions lean high (measured on a program of a loop, small calls and a recursion: under node 20 the recursion 12-18 points high and the loop 20-25 points low; under node 26 the medians of several runs 1-6 points off, single runs up to 10); --metric instructions gives exact costs".to_string());
     }
     if let Some(s) = p.sampling.filter(|s| s.in_probes > 0) {
         let share = percent(s.in_probes, s.samples + s.in_probes + s.idle);
