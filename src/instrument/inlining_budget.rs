@@ -6,8 +6,8 @@
 //! a toolchain that has inlined already. At a share of 25% or less it takes its lowest
 //! budget, at 50% or more its highest, and mixes the two in between (`InliningTree::
 //! BudgetScaleFactor`; node 26 traces the two budgets as twice the caller's size up to 600
-//! bytes and five times up to 6,000 bytes). The probes make nearly every body larger than
-//! that, so an instrumented module got the lowest budget where its program had the highest,
+//! bytes and five times up to 6,000 bytes). The probes make nearly every body 50 bytes or
+//! more, so an instrumented module got the lowest budget where its program had the highest,
 //! and V8 inlined less of the program's own code than in the plain run: in
 //! `fixtures/emcc/parts.c`, `fib` no longer into itself and `small` no longer into its
 //! caller. That is an observer effect beyond the probes' own cost, and it made the
@@ -53,7 +53,7 @@ impl SmallBodies {
     /// inlining budget of the `original` module: none where the original's share is at
     /// most a quarter (the lowest budget either way), else enough for the original's share
     /// or half, whichever is less.
-    pub(super) fn fillers_for(self, original: SmallBodies) -> u64 {
+    fn fillers_for(self, original: SmallBodies) -> u64 {
         if 4 * original.small <= original.defined {
             return 0;
         }
@@ -70,7 +70,7 @@ impl SmallBodies {
 }
 
 /// Adds `count` empty functions to `module`, named in a declarative element segment.
-pub(super) fn add_fillers(module: &mut Module, count: u64) {
+fn add_fillers(module: &mut Module, count: u64) {
     if count == 0 {
         return;
     }
