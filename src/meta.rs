@@ -305,6 +305,10 @@ pub struct Meta {
     /// [`ONE_MEMORY_SECTION`] ([`crate::instrument::Options::one_memory_variant`]).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub one_memory_variant: bool,
+    /// Whether the module keeps V8's inlining budget with functions nothing calls
+    /// ([`crate::instrument::Options::inlining_budget`]).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub inlining_budget: bool,
     /// How a host samples it, with the sampled time metric.
     #[serde(default)]
     pub sampler: Sampler,

@@ -150,13 +150,15 @@ impl Options {
     }
 
     /// Whether these options produced `meta`: a module that carries it was instrumented
-    /// with the same metric, state location, import handlers and room for contexts.
+    /// with the same metric, state location, import handlers, functions for V8's inlining
+    /// budget and room for contexts.
     pub fn produced(&self, meta: &Meta) -> bool {
         let l = &meta.layout;
         meta.metric == self.metric
             && meta.state == self.state
             && meta.host_exceptions == self.host_exceptions
             && meta.one_memory_variant == self.carries_one_memory_variant()
+            && meta.inlining_budget == self.inlining_budget
             && (!self.metric.facts().sampled || meta.sampler == self.sampler)
             && (meta.allocations.not_recorded.as_deref() == Some(allocators::NOT_ASKED))
                 != self.allocations
@@ -290,6 +292,7 @@ impl Rewritten {
             state: options.state,
             host_exceptions: options.host_exceptions,
             one_memory_variant: options.carries_one_memory_variant(),
+            inlining_budget: options.inlining_budget,
             sampler: options.sampler,
             layout: self.layout,
             functions,

@@ -296,6 +296,7 @@ mod tests {
             state: Default::default(),
             host_exceptions: false,
             one_memory_variant: false,
+            inlining_budget: false,
             sampler: Default::default(),
             layout: crate::layout::Layout::new(0, 0, 0, 0, 1, 0),
             functions: Vec::new(),

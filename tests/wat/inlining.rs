@@ -77,6 +77,8 @@ fn a_module_for_v8_keeps_half_its_bodies_small_with_functions_nothing_calls() {
         }
         // They are none of the program's functions.
         assert_eq!(done.meta.functions.len(), 2 + 9, "{metric:?}");
+        // A module instrumented in place without them is instrumented again.
+        assert!(options.produced(&done.meta) && !without.produced(&done.meta));
     }
 }
 
