@@ -9,6 +9,7 @@ mod common;
 
 mod browser;
 mod c;
+mod inlining;
 mod rust;
 mod threads;
 mod unwinding;
