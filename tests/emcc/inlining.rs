@@ -2,30 +2,16 @@
 //! of small function bodies by which V8 scales its inlining budget
 //! (`instrument::inlining_budget`), so the probes' larger bodies do not cut the budget.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
+
+use cargo_wasmprof::symbols::SymbolTable;
 
 use super::*;
 
-/// The names of `wasm`'s functions, by index, from its name section.
-fn function_names(wasm: &[u8]) -> HashMap<u32, String> {
-    let mut names = HashMap::new();
-    for payload in wasmparser::Parser::new(0).parse_all(wasm) {
-        let wasmparser::Payload::CustomSection(section) = payload.unwrap() else {
-            continue;
-        };
-        let wasmparser::KnownCustom::Name(reader) = section.as_known() else {
-            continue;
-        };
-        for name in reader {
-            if let wasmparser::Name::Function(map) = name.unwrap() {
-                for naming in map {
-                    let naming = naming.unwrap();
-                    names.insert(naming.index, naming.name.to_string());
-                }
-            }
-        }
-    }
-    names
+/// The names of `wasm`'s functions, by index, as the profiler reads them.
+fn function_names(wasm: &[u8]) -> Vec<String> {
+    let symbols = SymbolTable::load(wasm, false).unwrap();
+    symbols.functions().iter().map(|s| s.name.clone()).collect()
 }
 
 /// The calls V8 inlined in a run of `dir/BUILD/parts.js` under node `n`, as `node
@@ -53,7 +39,7 @@ fn inlined(
         "{build}/parts.js runs under node {}",
         n.major
     );
-    let name = |index: &str| names.get(&index.parse::<u32>().unwrap()).cloned();
+    let name = |index: &str| names.get(index.parse::<usize>().unwrap()).cloned();
     // "[function 39: inlining direct call #2 to function 22]", and for a call inside an
     // inlined function "[function 22 (inlined): inlining direct tail call #0 to function 68]".
     String::from_utf8_lossy(&out.stdout)
@@ -109,7 +95,7 @@ fn v8_inlines_the_profiled_program_where_it_inlines_the_plain_one() {
     validate(&std::fs::read(dir.path().join("profiled/parts.wasm")).unwrap());
     let program: BTreeSet<String> =
         function_names(&std::fs::read(dir.path().join("plain/parts.wasm")).unwrap())
-            .into_values()
+            .into_iter()
             .collect();
     let plain = inlined(&n, dir.path(), "plain", &program);
     assert!(
