@@ -29,7 +29,7 @@ use super::{instrumenting_took, Host, Outcome, Prepared, RunConfig};
 use crate::error::{Error, HostError};
 use crate::fsutil::relative;
 use crate::instrument::{import_state_from, instrument_cached, Options};
-use crate::meta::{self, Meta, StateLocation};
+use crate::meta::{self, Meta};
 use crate::status::Status;
 
 /// The runner's name on PATH.
@@ -286,18 +286,9 @@ impl Host for Bindgen {
         }
         let started = Instant::now();
         let spinner = status.spinner("Instrumenting", relative(path));
-        // No exception handlers of ours in the thunks: bindgen tells how the module
-        // handles exceptions by the instructions it finds (legacy `try` = a panic=unwind
-        // build) and would generate other glue for its `catch` imports. A JS exception
-        // thrown through the module's frames is closed at the next entry from JS instead.
-        // bindgen's glue, not the runtime, instantiates the module, so nothing chooses a
-        // variant at start-up: the state is in a state module, which every host runs.
-        let options = Options {
-            host_exceptions: false,
-            state: StateLocation::StateModule,
-            one_memory_variant: false,
-            ..options.clone().for_js_host()
-        };
+        // No exception handlers of ours in the thunks: a JS exception thrown through the
+        // module's frames is closed at the next entry from JS instead.
+        let options = options.clone().for_wasm_bindgen();
         let (done, cached) =
             instrument_cached(&original, &options).map_err(|e| Error::input(path, e))?;
         drop(spinner);

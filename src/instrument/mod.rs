@@ -129,6 +129,21 @@ impl Options {
         }
     }
 
+    /// These options for a wasm-bindgen module, whose glue, not our runtime, instantiates it:
+    /// [`Options::for_js_host`]'s, with the state in a state module, which every host runs
+    /// (nothing chooses a variant at start-up), and no exception handlers of ours in the
+    /// thunks (bindgen tells how the module handles exceptions by the instructions it
+    /// finds, a legacy `try` meaning a panic=unwind build, and would generate other glue for
+    /// its `catch` imports).
+    pub fn for_wasm_bindgen(self) -> Options {
+        Options {
+            host_exceptions: false,
+            state: StateLocation::StateModule,
+            one_memory_variant: false,
+            ..self.for_js_host()
+        }
+    }
+
     /// Whether the module is sampled by its stacks: its code's addresses are mapped, and
     /// its thunks say which import runs.
     pub fn samples_stacks(&self) -> bool {

@@ -10,6 +10,7 @@ mod common;
 
 mod benches;
 mod browser;
+mod inlining;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

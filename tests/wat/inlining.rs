@@ -6,19 +6,7 @@
 use super::*;
 use cargo_wasmprof::instrument::instrument;
 use cargo_wasmprof::meta;
-use common::validate;
-
-/// The bodies under 50 bytes of `wasm`'s defined functions, and how many those are.
-fn small_bodies(wasm: &[u8]) -> (usize, usize) {
-    let bodies: Vec<usize> = wasmparser::Parser::new(0)
-        .parse_all(wasm)
-        .filter_map(|p| match p.unwrap() {
-            wasmparser::Payload::CodeSectionEntry(body) => Some(body.range().len()),
-            _ => None,
-        })
-        .collect();
-    (bodies.iter().filter(|&&len| len < 50).count(), bodies.len())
-}
+use common::{small_bodies, validate};
 
 #[test]
 fn a_module_for_v8_keeps_half_its_bodies_small_with_functions_nothing_calls() {
