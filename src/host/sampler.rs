@@ -165,7 +165,12 @@ impl Sampler {
                     interval
                 };
                 let now = if wait == dense {
-                    let deadline = last + dense;
+                    // The dense phase's waits end with it: a long interval's tenth would
+                    // otherwise spin past it (100 ms for an interval of a second).
+                    let mut deadline = last + dense;
+                    if last - began < DENSE_PHASE {
+                        deadline = deadline.min(began + DENSE_PHASE);
+                    }
                     let mut now = Instant::now();
                     while now < deadline && !stopped.load(Ordering::Relaxed) {
                         std::thread::yield_now();
