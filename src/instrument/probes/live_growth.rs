@@ -41,6 +41,14 @@ pub(super) fn build_grow_live(
     old.slots(&mut b);
     b.i32_const(1).binop(BinaryOp::I32Shl);
     new.set_size(&mut b);
+    // Its table, copy and log written with the zeros they hold, so that each fresh page's
+    // first touch is a write: a lookup's read would map the kernel's zero page and the
+    // insert after it would replace that, a second fault and a flush of every CPU's TLB
+    // entries for the page, which interrupts the sampler's thread on its CPU.
+    new.base(&mut b);
+    b.i32_const(0);
+    new.bytes(&mut b);
+    b.i32_const(3).binop(BinaryOp::I32Mul).memory_fill(mem.0);
     rehash(&mut b, mem, (&old, &new), [i, e, j, f, to, key]);
     // The copy: with a log, the peak's blocks first.
     b.i32_const(0);
