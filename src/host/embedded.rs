@@ -13,8 +13,8 @@ use wasmtime::{Caller, Linker, Store};
 use wasmtime_wasi::p1::WasiP1Ctx;
 
 use super::instance::{
-    collect, compile, frames_of, link_host, provide_memories, snapshot, wasi_context, Compiled,
-    Ending, HostLinks, RunEnd,
+    collect, compile, frames_of, link_host, populate_for_writing, provide_memories, snapshot,
+    wasi_context, Compiled, Ending, HostLinks, RunEnd,
 };
 use super::marks::{self, Marks};
 use super::sampler::{SampleTarget, Sampler, Targets};
@@ -160,6 +160,8 @@ fn run_single(compiled: Compiled, config: &RunConfig) -> anyhow::Result<Outcome>
     let memory = state_instance.get_export(&mut store, meta::MEMORY_EXPORT);
     let sampling = match (&memory, meta.as_ref()) {
         (Some(memory), Some(meta)) => {
+            let (base, accessible) = profiler_memory_span(&store, memory);
+            populate_for_writing(base, accessible, meta.layout.nodes_off);
             let started = (&links, meta, memory, &target);
             RunSampling::start(started, &store, code_map, config)?
         }
@@ -232,12 +234,14 @@ fn instantiate(
     Ok((instance, state_instance.unwrap_or(instance)))
 }
 
-/// Where the profiler's memory starts.
-fn profiler_memory_ptr(store: &Store<WasiP1Ctx>, memory: &wasmtime::Extern) -> *const u8 {
+/// Where the profiler's memory starts, and its accessible bytes.
+fn profiler_memory_span(store: &Store<WasiP1Ctx>, memory: &wasmtime::Extern) -> (*const u8, usize) {
     match memory {
-        wasmtime::Extern::Memory(memory) => memory.data_ptr(store),
-        wasmtime::Extern::SharedMemory(memory) => memory.data().as_ptr().cast(),
-        _ => std::ptr::null(),
+        wasmtime::Extern::Memory(memory) => (memory.data_ptr(store), memory.data_size(store)),
+        wasmtime::Extern::SharedMemory(memory) => {
+            (memory.data().as_ptr().cast(), memory.data().len())
+        }
+        _ => (std::ptr::null(), 0),
     }
 }
 
@@ -269,7 +273,7 @@ impl RunSampling {
         let interval = config.sample_interval;
         if let (true, Some(map), false) = (links.stacks, code_map, interval.is_zero()) {
             let sampler = StackSampler::start(map, interval);
-            let sampling = sampler.sample_this_thread(profiler_memory_ptr(store, memory))?;
+            let sampling = sampler.sample_this_thread(profiler_memory_span(store, memory).0)?;
             return Ok(RunSampling::Stacks(sampler, sampling));
         }
         let wasmtime::Extern::SharedMemory(memory) = memory else {

@@ -35,7 +35,8 @@ use wasmtime::{Engine, InstancePre, Linker, Module, SharedMemory, Store};
 use wasmtime_wasi::p1::WasiP1Ctx;
 
 use super::instance::{
-    collect, frames_of, link_host, shared_bytes, wasi_context, Compiled, Ending, HostLinks, RunEnd,
+    collect, frames_of, link_host, populate_for_writing, shared_bytes, wasi_context, Compiled,
+    Ending, HostLinks, RunEnd,
 };
 use super::sampler::{SampleTarget, Sampler, Targets};
 use super::stacks::StackSampler;
@@ -354,6 +355,8 @@ impl Program {
             _ => SharedMemory::new(&self.engine, wasmtime::MemoryType::shared(1, 1))
                 .map_err(anyhow::Error::from)?,
         };
+        let data = profiler.data();
+        populate_for_writing(data.as_ptr().cast(), data.len(), self.layout.nodes_off);
         if self.links.sampled {
             self.targets
                 .add(tid, SampleTarget::new(profiler.clone(), self.layout));
