@@ -34,7 +34,7 @@ const POPULATE_AT_MOST: usize = 16 << 20;
 /// kernel's zero page, and the write after it replaces that page: a second fault and a
 /// flush of every CPU's TLB entries for the page, which interrupts the CPU of the word
 /// sampler's thread too (BENCHMARKS.md, "Run time in the embedded wasmtime": a 0.5 ms test
-/// binary took 1.8 ms with `time` for those flushes, 0.7 ms with its pages faulted in).
+/// binary took 1.9 ms with `time` for those flushes, 0.8 ms with its pages faulted in).
 pub(super) fn populate_for_writing(base: *const u8, accessible: usize, below: u32) {
     let len = accessible.min(below as usize).min(POPULATE_AT_MOST);
     #[cfg(target_os = "linux")]
