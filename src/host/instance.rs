@@ -35,6 +35,8 @@ const POPULATE_AT_MOST: usize = 16 << 20;
 /// flush of every CPU's TLB entries for the page, which interrupts the CPU of the word
 /// sampler's thread too (BENCHMARKS.md, "Run time in the embedded wasmtime": a 0.5 ms test
 /// binary took 1.9 ms with `time` for those flushes, 0.8 ms with its pages faulted in).
+/// The live table's later chunks, above the nodes, are written first by the probes that
+/// grow it, on every host (`instrument::probes::live_growth`).
 pub(super) fn populate_for_writing(base: *const u8, accessible: usize, below: u32) {
     let len = accessible.min(below as usize).min(POPULATE_AT_MOST);
     #[cfg(target_os = "linux")]

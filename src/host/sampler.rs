@@ -159,16 +159,13 @@ impl Sampler {
             let dense = sampling::dense_wait(crate::meta::Sampler::Word, interval);
             let mut last = began;
             while !stopped.load(Ordering::Relaxed) {
-                let wait = if last - began < DENSE_PHASE {
-                    dense
-                } else {
-                    interval
-                };
+                let in_dense_phase = last - began < DENSE_PHASE;
+                let wait = if in_dense_phase { dense } else { interval };
                 let now = if wait == dense {
                     // The dense phase's waits end with it: a long interval's tenth would
                     // otherwise spin past it (100 ms for an interval of a second).
                     let mut deadline = last + dense;
-                    if last - began < DENSE_PHASE {
+                    if in_dense_phase {
                         deadline = deadline.min(began + DENSE_PHASE);
                     }
                     let mut now = Instant::now();

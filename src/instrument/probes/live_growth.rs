@@ -44,11 +44,10 @@ pub(super) fn build_grow_live(
     // Its table, copy and log written with the zeros they hold, so that each fresh page's
     // first touch is a write: a lookup's read would map the kernel's zero page and the
     // insert after it would replace that, a second fault and a flush of every CPU's TLB
-    // entries for the page, which interrupts the sampler's thread on its CPU.
-    new.base(&mut b);
-    b.i32_const(0);
-    new.bytes(&mut b);
-    b.i32_const(3).binop(BinaryOp::I32Mul).memory_fill(mem.0);
+    // entries for the page, which interrupts the sampler's thread on its CPU. (The regions
+    // below the nodes, there before the run, the embedded host faults in itself:
+    // `host::instance::populate_for_writing`.)
+    new.fill_zero_with_copy_and_log(&mut b, mem);
     rehash(&mut b, mem, (&old, &new), [i, e, j, f, to, key]);
     // The copy: with a log, the peak's blocks first.
     b.i32_const(0);
@@ -69,10 +68,7 @@ pub(super) fn build_grow_live(
     new_copy.region_of(&mut b, &new, 1);
     rehash(&mut b, mem, (&old_copy, &new_copy), [i, e, j, f, to, key]);
     // The old table, copy and log emptied.
-    old.base(&mut b);
-    b.i32_const(0);
-    old.bytes(&mut b);
-    b.i32_const(3).binop(BinaryOp::I32Mul).memory_fill(mem.0);
+    old.fill_zero_with_copy_and_log(&mut b, mem);
     b.i32_const(0);
     new.base(&mut b);
     mem.store32(&mut b, l::HDR_LIVE_TABLE);

@@ -58,6 +58,15 @@ impl Table {
         b.i32_const(4).binop(BinaryOp::I32Shl);
     }
 
+    /// Fills the table, its copy and its log (three regions of its size, one after another)
+    /// with zeros.
+    pub(super) fn fill_zero_with_copy_and_log(&self, b: &mut InstrSeqBuilder, mem: &Mem) {
+        self.base(b);
+        b.i32_const(0);
+        self.bytes(b);
+        b.i32_const(3).binop(BinaryOp::I32Mul).memory_fill(mem.0);
+    }
+
     /// Pushes the table's address.
     pub(super) fn base(&self, b: &mut InstrSeqBuilder) {
         b.local_get(self.base);
