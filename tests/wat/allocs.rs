@@ -126,3 +126,40 @@ fn the_live_table_grows_and_the_peak_is_exact() {
         assert_eq!(summary.at_peak_bytes, peak, "{state:?}");
     }
 }
+
+/// The regions the live table outgrew hold nothing but zeros at the end (so that a JS host's
+/// dump leaves them out), though the growths that left them wrote only their written parts'
+/// zeros: the first region, below the nodes, and every chunk but the table's own.
+#[test]
+fn outgrown_regions_are_left_empty() {
+    use cargo_wasmprof::layout as l;
+    let options = Options {
+        metric: Metric::Instructions,
+        ..Options::default()
+    };
+    let done = cargo_wasmprof::instrument::instrument(&wat::parse_str(CHURN).unwrap(), &options)
+        .expect("instruments");
+    common::validate(&done.wasm);
+    let memory = run(&done.wasm).dump.expect("a dump").memory;
+    let layout = &done.meta.layout;
+    let u32_at = |at: u32| {
+        let at = at as usize;
+        u32::from_le_bytes(memory[at..at + 4].try_into().unwrap())
+    };
+    let zeros = |from: u32, to: u32| memory[from as usize..to as usize].iter().all(|&b| b == 0);
+    let table = u32_at(l::HDR_LIVE_TABLE);
+    assert_ne!(table, layout.live_off, "the table grew");
+    assert!(zeros(layout.live_off, layout.nodes_off));
+    let mut chunk = u32_at(l::HDR_CHUNKS);
+    let mut outgrown = 0;
+    while chunk != 0 {
+        let head = layout.nodes_off + (chunk - 1) * layout.node_size;
+        let end = head + u32_at(head + 4) * layout.node_size;
+        if head + l::CHUNK_HEAD != table {
+            assert!(zeros(head + l::CHUNK_HEAD, end), "the chunk at {head}");
+            outgrown += 1;
+        }
+        chunk = u32_at(head);
+    }
+    assert!(outgrown >= 7, "{outgrown} chunks outgrown");
+}

@@ -12,17 +12,18 @@ use crate::layout::{self as l, Layout};
 
 /// `grow_live() -> i32`: the table moved into a chunk of twice its slots, its blocks
 /// rehashed there, and the copy too, as the blocks live at the peak (the log's entries
-/// before the peak taken into it first, the rest dropped); the old chunk emptied, so that
-/// a dump leaves it out. 1 when it grew, 0 when it may not (at [`Layout::live_slots_max`]
-/// already, or the memory cannot grow to the chunk).
+/// before the peak taken into it first, the rest dropped); the old chunk emptied where it
+/// was written, so that a dump leaves it out. 1 when it grew, 0 when it may not (at
+/// [`Layout::live_slots_max`] already, or the memory cannot grow to the chunk).
 pub(super) fn build_grow_live(
     module: &mut Module,
     layout: &Layout,
     mem: &Mem,
     rebase: FunctionId,
 ) -> FunctionId {
-    let [old, new, old_copy, new_copy] = [(); 4].map(|_| Table::locals(module));
+    let [old, new, old_copy, new_copy, old_log] = [(); 5].map(|_| Table::locals(module));
     let [first, nodes, i, e, j, f, to, key] = [I32; 8].map(|t| module.locals.add(t));
+    let [copied, logged] = [I32; 2].map(|t| module.locals.add(t));
     let mut builder = FunctionBuilder::new(&mut module.types, &[], &[I32]);
     builder.name("__wasmprof_grow_live".into());
     let mut b = builder.func_body();
@@ -32,6 +33,12 @@ pub(super) fn build_grow_live(
     b.i32_const(layout.live_slots_max as i32)
         .binop(BinaryOp::I32GeU);
     return_zero_if(&mut b);
+    // copied = whether a copy was taken (before, the copy's region holds only zeros).
+    b.i32_const(0);
+    mem.load32(&mut b, l::HDR_COPY_STATE);
+    b.i32_const(l::COPY_NONE as i32)
+        .binop(BinaryOp::I32Ne)
+        .local_set(copied);
     claim_chunk(&mut b, layout, mem, &old, [first, nodes, e]);
     // The new table, empty (the memory grew for it), after the head.
     b.local_get(e)
@@ -41,34 +48,33 @@ pub(super) fn build_grow_live(
     old.slots(&mut b);
     b.i32_const(1).binop(BinaryOp::I32Shl);
     new.set_size(&mut b);
-    // Its table, copy and log written with the zeros they hold, so that each fresh page's
-    // first touch is a write: a lookup's read would map the kernel's zero page and the
-    // insert after it would replace that, a second fault and a flush of every CPU's TLB
-    // entries for the page, which interrupts the sampler's thread on its CPU. (The regions
-    // below the nodes, there before the run, the embedded host faults in itself:
-    // `host::instance::populate_for_writing`.)
-    new.fill_zero_with_copy_and_log(&mut b, mem);
+    // Its table, and its copy where one is kept, written with the zeros they hold, so that
+    // each fresh page's first touch is a write: a lookup's read would map the kernel's zero
+    // page and the insert after it would replace that, a second fault and a flush of every
+    // CPU's TLB entries for the page, which interrupts the sampler's thread on its CPU. The
+    // log is only appended to, each entry written before it is read; its pages and those
+    // of a copy not taken stay untouched, so that a fault is paid only for a page in use.
+    // (The regions below the nodes, there before the run, the embedded host faults in
+    // itself: `host::instance::populate_for_writing`.)
+    new.fill_zero(&mut b, mem, copied);
     rehash(&mut b, mem, (&old, &new), [i, e, j, f, to, key]);
-    // The copy: with a log, the peak's blocks first.
-    b.i32_const(0);
-    mem.load32(&mut b, l::HDR_COPY_STATE);
-    b.i32_const(l::COPY_LOGGED as i32).binop(BinaryOp::I32Eq);
-    b.if_else(
-        None,
-        |logged| {
-            logged.call(rebase);
-            logged.i32_const(0).i32_const(l::COPY_AT_PEAK as i32);
-            mem.store32(logged, l::HDR_COPY_STATE);
-            logged.i32_const(0).i32_const(0);
-            mem.store32(logged, l::HDR_LOG_LEN);
-        },
-        |_| {},
+    move_copy(
+        &mut b,
+        (mem, rebase),
+        [(&old, &old_copy), (&new, &new_copy)],
+        [copied, logged],
+        [i, e, j, f, to, key],
     );
-    old_copy.region_of(&mut b, &old, 1);
-    new_copy.region_of(&mut b, &new, 1);
-    rehash(&mut b, mem, (&old_copy, &new_copy), [i, e, j, f, to, key]);
-    // The old table, copy and log emptied.
-    old.fill_zero_with_copy_and_log(&mut b, mem);
+    // The old table, copy and log emptied where they were written (a log's entries past
+    // its length are zeros: `rebase` empties those it moves).
+    old.fill_zero(&mut b, mem, copied);
+    old_log.region_of(&mut b, &old, 2);
+    old_log.base(&mut b);
+    b.i32_const(0)
+        .local_get(logged)
+        .i32_const(4)
+        .binop(BinaryOp::I32Shl)
+        .memory_fill(mem.0);
     b.i32_const(0);
     new.base(&mut b);
     mem.store32(&mut b, l::HDR_LIVE_TABLE);
@@ -77,6 +83,46 @@ pub(super) fn build_grow_live(
     mem.store32(&mut b, l::HDR_LIVE_SLOTS);
     b.i32_const(1);
     builder.finish(vec![], &mut module.funcs)
+}
+
+/// With a copy kept (`copied`), moves it from `old`'s chunk (as `old_copy`) into `new`'s (as
+/// `new_copy`): with a log, the peak's blocks taken into it first and the log's
+/// entries after the peak dropped, their count left in `logged` (0 without a log). Uses
+/// `scratch`.
+fn move_copy(
+    b: &mut InstrSeqBuilder,
+    (mem, rebase): (&Mem, FunctionId),
+    [(old, old_copy), (new, new_copy)]: [(&Table, &Table); 2],
+    [copied, logged]: [LocalId; 2],
+    scratch: [LocalId; 6],
+) {
+    b.i32_const(0).local_set(logged);
+    b.i32_const(0);
+    mem.load32(b, l::HDR_COPY_STATE);
+    b.i32_const(l::COPY_LOGGED as i32).binop(BinaryOp::I32Eq);
+    b.if_else(
+        None,
+        |is_logged| {
+            is_logged.call(rebase);
+            is_logged.i32_const(0);
+            mem.load32(is_logged, l::HDR_LOG_LEN);
+            is_logged.local_set(logged);
+            is_logged.i32_const(0).i32_const(l::COPY_AT_PEAK as i32);
+            mem.store32(is_logged, l::HDR_COPY_STATE);
+            is_logged.i32_const(0).i32_const(0);
+            mem.store32(is_logged, l::HDR_LOG_LEN);
+        },
+        |_| {},
+    );
+    b.local_get(copied).if_else(
+        None,
+        |with_copy| {
+            old_copy.region_of(with_copy, old, 1);
+            new_copy.region_of(with_copy, new, 1);
+            rehash(with_copy, mem, (old_copy, new_copy), scratch);
+        },
+        |_| {},
+    );
 }
 
 /// Takes the chunk for a table twice `old`'s size as the next nodes (`first`, `nodes` of

@@ -58,13 +58,15 @@ impl Table {
         b.i32_const(4).binop(BinaryOp::I32Shl);
     }
 
-    /// Fills the table, its copy and its log (three regions of its size, one after another)
-    /// with zeros.
-    pub(super) fn fill_zero_with_copy_and_log(&self, b: &mut InstrSeqBuilder, mem: &Mem) {
+    /// Fills the table and, when `with_copy` (an i32 local) is 1, its copy after it, with
+    /// zeros.
+    pub(super) fn fill_zero(&self, b: &mut InstrSeqBuilder, mem: &Mem, with_copy: LocalId) {
         self.base(b);
         b.i32_const(0);
         self.bytes(b);
-        b.i32_const(3).binop(BinaryOp::I32Mul).memory_fill(mem.0);
+        b.local_get(with_copy)
+            .binop(BinaryOp::I32Shl)
+            .memory_fill(mem.0);
     }
 
     /// Pushes the table's address.
