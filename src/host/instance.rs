@@ -101,10 +101,23 @@ pub(super) struct Compiled {
 /// else on, in the user's cache directory): a module compiled once, plain or instrumented,
 /// loads from it on the next run instead of compiling again. None when it cannot be set up
 /// (a configuration file that does not parse): the module is compiled, as without it.
+///
+/// Its worker thread never recompresses an entry here. Once a module has been loaded 256
+/// times (wasmtime's default threshold), every load of it until the recompression ends
+/// has that thread list the whole cache directory, a `stat` per entry, and then compress
+/// the entry again at zstd's level 20, on a thread beside the program being measured: it
+/// took the CPU of the word sampler's thread and of the program (BENCHMARKS.md, "Run time
+/// in the embedded wasmtime": a 2 ms kernel's `time` run read 2.8 ms, and single runs got
+/// no samples at all). The recompression only saves disk space; the wasmtime CLI still
+/// does it in its own runs.
 fn compile_cache() -> Option<wasmtime::Cache> {
     static CACHE: OnceLock<Option<wasmtime::Cache>> = OnceLock::new();
     CACHE
-        .get_or_init(|| wasmtime::Cache::from_file(None).ok())
+        .get_or_init(|| {
+            let mut config = wasmtime::CacheConfig::from_file(None).ok()?;
+            config.with_optimized_compression_usage_counter_threshold(u64::MAX);
+            wasmtime::Cache::new(config).ok()
+        })
         .clone()
 }
 
@@ -424,5 +437,19 @@ pub(super) fn trap_message(error: &wasmtime::Error) -> String {
             .next()
             .unwrap_or_default()
             .to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_compile_cache_never_recompresses_beside_a_run() {
+        let cache = compile_cache().expect("a cache: no configuration file here");
+        assert_eq!(
+            cache.optimized_compression_usage_counter_threshold(),
+            u64::MAX
+        );
     }
 }
