@@ -17,7 +17,7 @@ use super::instance::{
     wasi_context, Compiled, Ending, HostLinks, RunEnd,
 };
 use super::marks::{self, Marks};
-use super::sampler::{SampleTarget, Sampler, Targets};
+use super::sampler::{current_cpu, SampleTarget, Sampler, Targets};
 use super::stacks::{CodeMap, Sampling as StackSampling, StackSampler};
 use super::{instrumenting_took, Host, Outcome, Prepared, RunConfig};
 use crate::clock::Clock;
@@ -290,7 +290,9 @@ impl RunSampling {
         }
         let targets = Targets::default();
         targets.add(0, sample);
-        Ok(RunSampling::Word(Sampler::start(targets, interval)))
+        // This thread runs the program.
+        let sampler = Sampler::start(targets, interval, current_cpu());
+        Ok(RunSampling::Word(sampler))
     }
 
     /// Stops sampling; the stack sampler's samples.

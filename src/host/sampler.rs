@@ -106,6 +106,43 @@ fn least_timer_slack() {
     }
 }
 
+/// The CPU this thread runs on now, where the system says (Linux).
+pub(super) fn current_cpu() -> Option<usize> {
+    #[cfg(target_os = "linux")]
+    {
+        // SAFETY: sched_getcpu takes nothing and returns a CPU number or -1.
+        let cpu = unsafe { libc::sched_getcpu() };
+        usize::try_from(cpu).ok()
+    }
+    #[cfg(not(target_os = "linux"))]
+    None
+}
+
+/// Keeps this thread off `cpu` where it may run on another (Linux): the sampler's thread
+/// off the program's. A new thread starts on its parent's CPU, and the spin of the dense
+/// phase never sleeps, so the scheduler could leave the two on one CPU for a whole short
+/// run; the sampler then ran only when the program's time slice ended, a few samples in a
+/// run of 8 ms (BENCHMARKS.md, "Run time in the embedded wasmtime").
+fn keep_off_cpu(cpu: usize) {
+    #[cfg(target_os = "linux")]
+    // SAFETY: a CPU set of this thread's, read, changed and set back with its own size.
+    unsafe {
+        let size = std::mem::size_of::<libc::cpu_set_t>();
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        if libc::sched_getaffinity(0, size, &mut set) != 0
+            || cpu >= 8 * size
+            || !libc::CPU_ISSET(cpu, &set)
+            || libc::CPU_COUNT(&set) < 2
+        {
+            return;
+        }
+        libc::CPU_CLR(cpu, &mut set);
+        libc::sched_setaffinity(0, size, &set);
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = cpu;
+}
+
 /// The profilers' memories a sampler samples: one per live thread of the program, by
 /// thread id.
 #[derive(Clone, Default)]
@@ -142,19 +179,29 @@ pub(super) struct Sampler {
 impl Sampler {
     /// Starts sampling `targets` (each thread's) every `interval`, on the schedule of
     /// [`crate::sampling`]. In the dense phase it waits by spinning; then it sleeps between
-    /// samples, with the timer slack at its least on Linux (where a sleep would otherwise last 50 µs more). Measured on this project's
+    /// samples, with the timer slack at its least on Linux (where a sleep would otherwise
+    /// last 50 µs more). Measured on this project's
     /// 2-vCPU machines: sleeps of 10 µs slowed programs by up to half (the woken thread
     /// competes for the program's CPU), spinning for 20 ms and sleeps of 100 µs did not
     /// measurably; but a spin that never yields kept wasmtime-wasi's blocking helper threads
     /// (file system calls) off the CPU, so a `stat` took 1 ms instead of 0.15: the spin
-    /// yields.
-    pub(super) fn start(target: Targets, interval: Duration) -> Sampler {
+    /// yields. It keeps off `program_cpu`, the CPU of the program's thread when there is
+    /// one ([`keep_off_cpu`]).
+    pub(super) fn start(
+        target: Targets,
+        interval: Duration,
+        program_cpu: Option<usize>,
+    ) -> Sampler {
         let stop = Arc::new(AtomicBool::new(false));
         let stopped = Arc::clone(&stop);
-        let (up, is_up) = std::sync::mpsc::channel();
+        let up = Arc::new(AtomicBool::new(false));
+        let is_up = Arc::clone(&up);
         let thread = std::thread::spawn(move || {
             least_timer_slack();
-            let _ = up.send(());
+            if let Some(cpu) = program_cpu {
+                keep_off_cpu(cpu);
+            }
+            is_up.store(true, Ordering::Release);
             let began = Instant::now();
             let dense = sampling::dense_wait(crate::meta::Sampler::Word, interval);
             let mut last = began;
@@ -184,8 +231,12 @@ impl Sampler {
             }
         });
         // The program starts once the sampler runs: a new thread may otherwise get its
-        // first time slice after a short run has ended.
-        let _ = is_up.recv();
+        // first time slice after a short run has ended. This thread waits without
+        // sleeping: woken by the sampler, the scheduler would place it on the sampler's
+        // CPU, and it had kept it there for whole short runs.
+        while !up.load(Ordering::Acquire) {
+            std::thread::yield_now();
+        }
         Sampler { stop, thread }
     }
 

@@ -98,7 +98,7 @@ pub(super) fn run(compiled: Compiled, config: &RunConfig) -> anyhow::Result<Outc
     let pre = program.link()?;
     let _ = program.pre.set(pre);
     let sampler = (sampled && !config.sample_interval.is_zero())
-        .then(|| Sampler::start(program.targets.clone(), config.sample_interval));
+        .then(|| Sampler::start(program.targets.clone(), config.sample_interval, None));
     let started = Instant::now();
     // The main thread: `_start` on a thread of its own, so that the host can end the
     // program whatever it blocks in.
