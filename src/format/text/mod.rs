@@ -309,7 +309,8 @@ fn sampled(out: &mut String, s: &Sampling) {
     let _ = match s.samples {
         n if n < FEW_SAMPLES => writeln!(
             out,
-            "sampled by {by}: {n} samples only: the run was too short to sample, its times say nothing; for exact costs, profile with --metric instructions; calls and arcs are exact"
+            "sampled by {by}: {n} samples only: {}, its times say nothing; for exact costs, profile with --metric instructions; calls and arcs are exact",
+            few_samples_why(s)
         ),
         n if n < RANK_SAMPLES => writeln!(
             out,
@@ -321,6 +322,17 @@ fn sampled(out: &mut String, s: &Sampling) {
             super::units::time(s.interval_ns().round() as u64),
         ),
     };
+}
+
+/// Why a run got too few samples to say anything: it was short, or, when most of its
+/// samples came late, the sampler seldom got a CPU (a busy machine; a run of several
+/// milliseconds should get hundreds).
+fn few_samples_why(s: &Sampling) -> &'static str {
+    if s.late * 2 > s.samples + s.in_probes + s.idle {
+        "the sampler seldom got a CPU (most of its samples came late: the machine was busy)"
+    } else {
+        "the run was too short to sample"
+    }
 }
 
 /// A self cost as text, marked `~` when it is sampled from too few samples to rank by.
@@ -458,5 +470,31 @@ fn location(f: &Function) -> String {
         (Some(file), Some(line)) => format!("  ({}:{line})", short_path(file)),
         (Some(file), None) => format!("  ({})", short_path(file)),
         _ => String::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_run_with_few_samples_says_whether_it_was_short_or_the_sampler_starved() {
+        // A short run: its few samples came when asked.
+        let short = Sampling {
+            samples: 3,
+            idle: 1,
+            ..Sampling::default()
+        };
+        assert_eq!(few_samples_why(&short), "the run was too short to sample");
+        // A run of 8 ms whose sampler shared the program's CPU: two of its three samples
+        // came late, each after a time slice of the program's.
+        let starved = Sampling {
+            samples: 2,
+            idle: 1,
+            late: 2,
+            sampled_ns: 6_000_000,
+            ..Sampling::default()
+        };
+        assert!(few_samples_why(&starved).contains("seldom got a CPU"));
     }
 }
