@@ -180,13 +180,12 @@ impl Sampler {
     /// Starts sampling `targets` (each thread's) every `interval`, on the schedule of
     /// [`crate::sampling`]. In the dense phase it waits by spinning; then it sleeps between
     /// samples, with the timer slack at its least on Linux (where a sleep would otherwise
-    /// last 50 µs more). Measured on this project's
-    /// 2-vCPU machines: sleeps of 10 µs slowed programs by up to half (the woken thread
-    /// competes for the program's CPU), spinning for 20 ms and sleeps of 100 µs did not
-    /// measurably; but a spin that never yields kept wasmtime-wasi's blocking helper threads
-    /// (file system calls) off the CPU, so a `stat` took 1 ms instead of 0.15: the spin
-    /// yields. It keeps off `program_cpu`, the CPU of the program's thread when there is
-    /// one ([`keep_off_cpu`]).
+    /// last 50 µs more). Measured on this project's 2-vCPU machines: sleeps of 10 µs slowed
+    /// programs by up to half (the woken thread competes for the program's CPU), spinning
+    /// for 20 ms and sleeps of 100 µs did not measurably; but a spin that never yields kept
+    /// wasmtime-wasi's blocking helper threads (file system calls) off the CPU, so a `stat`
+    /// took 1 ms instead of 0.15: the spin yields. It keeps off `program_cpu`, the CPU of
+    /// the program's thread when there is one ([`keep_off_cpu`]).
     pub(super) fn start(
         target: Targets,
         interval: Duration,
@@ -234,7 +233,7 @@ impl Sampler {
         // first time slice after a short run has ended. This thread waits without
         // sleeping: woken by the sampler, the scheduler would place it on the sampler's
         // CPU, and it had kept it there for whole short runs.
-        while !up.load(Ordering::Acquire) {
+        while !up.load(Ordering::Acquire) && !thread.is_finished() {
             std::thread::yield_now();
         }
         Sampler { stop, thread }

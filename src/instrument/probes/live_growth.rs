@@ -85,10 +85,9 @@ pub(super) fn build_grow_live(
     builder.finish(vec![], &mut module.funcs)
 }
 
-/// With a copy kept (`copied`), moves it from `old`'s chunk (as `old_copy`) into `new`'s (as
-/// `new_copy`): with a log, the peak's blocks taken into it first and the log's
-/// entries after the peak dropped, their count left in `logged` (0 without a log). Uses
-/// `scratch`.
+/// With a copy kept (`copied`), moves it from `old`'s chunk (as `old_copy`) into `new`'s
+/// (as `new_copy`): with a log, the peak's blocks taken into it first and the log's entries
+/// after the peak dropped, their count left in `logged` (0 without a log). Uses `scratch`.
 fn move_copy(
     b: &mut InstrSeqBuilder,
     (mem, rebase): (&Mem, FunctionId),
