@@ -383,24 +383,34 @@ fn memory_bytes(store: impl AsContext, memory: &wasmtime::Extern) -> Option<Vec<
 }
 
 /// A copy of a shared memory's bytes, read eight at a time with atomic loads, so that a
-/// thread (the word sampler) may write them meanwhile.
+/// thread (the word sampler, another of the program's) may write them meanwhile. It
+/// writes into a buffer of the memory's size, a word at a time: a thread's profiler memory
+/// is a megabyte or more, and a threaded program's threads copy theirs as they end, while
+/// the program still runs.
 pub(super) fn shared_bytes(memory: &wasmtime::SharedMemory) -> Vec<u8> {
     let data = memory.data();
-    let mut bytes = Vec::with_capacity(data.len());
-    for word in data.chunks(8) {
-        let ptr = word.as_ptr() as *const AtomicU64;
-        if word.len() == 8 && ptr.align_offset(8) == 0 {
-            // SAFETY: eight bytes of the shared memory, aligned (checked), which live as
-            // long as `memory`; every thread accesses them as wasm's shared memory allows.
-            let value = unsafe { &*ptr }.load(Ordering::Relaxed);
-            bytes.extend_from_slice(&value.to_le_bytes());
-        } else {
-            for cell in word {
-                let byte = cell.get() as *const AtomicU8;
-                // SAFETY: as above, one byte.
-                bytes.push(unsafe { &*byte }.load(Ordering::Relaxed));
-            }
-        }
+    let mut bytes = vec![0u8; data.len()];
+    // A wasm memory starts on a page, so every word is aligned; the bytes before the first
+    // aligned word and after the last are read one by one all the same.
+    let head = (data.as_ptr() as *const u8).align_offset(8).min(data.len());
+    let words = (data.len() - head) / 8;
+    let byte_at = |i: usize| {
+        let byte = data[i].get() as *const AtomicU8;
+        // SAFETY: a byte of the shared memory, which lives as long as `memory`; every
+        // thread accesses it only as wasm's shared memory allows.
+        unsafe { &*byte }.load(Ordering::Relaxed)
+    };
+    for i in (0..head).chain(head + 8 * words..data.len()) {
+        bytes[i] = byte_at(i);
+    }
+    let aligned = &data[head..head + 8 * words];
+    for (out, word) in bytes[head..head + 8 * words]
+        .chunks_exact_mut(8)
+        .zip(aligned.chunks_exact(8))
+    {
+        // SAFETY: eight bytes of the shared memory, aligned (from `head` on), as above.
+        let value = unsafe { &*(word.as_ptr() as *const AtomicU64) }.load(Ordering::Relaxed);
+        out.copy_from_slice(&value.to_le_bytes());
     }
     bytes
 }
@@ -443,6 +453,23 @@ pub(super) fn trap_message(error: &wasmtime::Error) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_shared_memory_is_copied_whole() {
+        let mut config = wasmtime::Config::new();
+        config.wasm_threads(true).shared_memory(true);
+        let engine = Engine::new(&config).expect("an engine");
+        let memory = wasmtime::SharedMemory::new(&engine, wasmtime::MemoryType::shared(1, 1))
+            .expect("a shared memory");
+        let byte = |i: usize| (i * 7 % 251) as u8;
+        for (i, cell) in memory.data().iter().enumerate() {
+            // SAFETY: no other thread has the memory.
+            unsafe { *cell.get() = byte(i) };
+        }
+        let bytes = shared_bytes(&memory);
+        assert_eq!(bytes.len(), 65536);
+        assert!(bytes.iter().enumerate().all(|(i, &b)| b == byte(i)));
+    }
 
     #[test]
     fn the_compile_cache_never_recompresses_beside_a_run() {
