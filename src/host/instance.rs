@@ -4,7 +4,7 @@
 //! [`link_host`]), the program's WASI context, how a run ended ([`Ending`]), and the
 //! profiler's state read back out of an instance once its code has stopped ([`collect`]).
 
-use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use anyhow::Context as _;
@@ -16,6 +16,7 @@ use super::sampler::{self, SampleTarget};
 use super::stacks::CodeMap;
 use super::RunConfig;
 use crate::clock::Clock;
+use crate::layout;
 use crate::meta::{self, Meta, Sampler};
 use crate::profile::{Dump, StackSamples};
 
@@ -187,6 +188,11 @@ pub(super) struct HostLinks {
     pub(super) stacks: bool,
     /// It imports the sampler's test hook.
     pub(super) hooked: bool,
+    /// Where its profiler memory's context nodes start and how large each is (from the
+    /// meta's layout): past the last node the header counts (a context, or a chunk the
+    /// live table grew into) the memory holds only zeros, so a copy of the state stops
+    /// there, as the JS runtime's dump does.
+    pub(super) nodes: Option<(u32, u32)>,
 }
 
 impl HostLinks {
@@ -214,11 +220,21 @@ impl HostLinks {
             stacks: facts.is_some_and(|f| f.sampled)
                 && meta.is_some_and(|m| m.sampler == Sampler::Stacks),
             hooked: imports(sampler::HOOK),
+            nodes: meta.map(|m| (m.layout.nodes_off, m.layout.node_size)),
         };
         if links.sampled {
             meta.context("the instrumented module has no meta")?;
         }
         Ok(links)
+    }
+
+    /// How many of a profiler memory's `len` bytes hold its state, its header counting
+    /// `nodes` nodes: up to the end of the last, a whole word; all of them without a layout.
+    fn state_len(&self, len: usize, nodes: u32) -> usize {
+        self.nodes.map_or(len, |(nodes_off, node_size)| {
+            let end = nodes_off as usize + node_size as usize * nodes as usize;
+            end.next_multiple_of(8).min(len)
+        })
     }
 }
 
@@ -339,7 +355,7 @@ fn dump_of(
     end: RunEnd,
 ) -> anyhow::Result<Dump> {
     let memory = memory
-        .and_then(|memory| memory_bytes(&mut store, &memory))
+        .and_then(|memory| memory_bytes(&mut store, &memory, links))
         .context("the instrumented module exports no profiler memory")?;
     let mut global =
         |export: Option<wasmtime::Extern>| Some(export?.into_global()?.get(&mut store));
@@ -370,25 +386,46 @@ pub fn profiler_memory<T: 'static>(
     instance: &wasmtime::Instance,
 ) -> Option<Vec<u8>> {
     let memory = instance.get_export(&mut *store, meta::MEMORY_EXPORT)?;
-    memory_bytes(store, &memory)
+    memory_bytes(store, &memory, &HostLinks::default())
 }
 
-/// A copy of `memory`'s bytes, a plain or a shared memory's.
-fn memory_bytes(store: impl AsContext, memory: &wasmtime::Extern) -> Option<Vec<u8>> {
+/// A copy of the profiler's state in `memory`, a plain or a shared memory: its bytes up to
+/// the end of its last node where `links` knows the layout, else all of them.
+fn memory_bytes(
+    store: impl AsContext,
+    memory: &wasmtime::Extern,
+    links: &HostLinks,
+) -> Option<Vec<u8>> {
     match memory {
-        wasmtime::Extern::Memory(memory) => Some(memory.data(&store).to_vec()),
-        wasmtime::Extern::SharedMemory(memory) => Some(shared_bytes(memory)),
+        wasmtime::Extern::Memory(memory) => {
+            let data = memory.data(&store);
+            let at = layout::HDR_NODE_COUNT as usize;
+            let nodes = data
+                .get(at..at + 4)
+                .map_or(0, |b| u32::from_le_bytes(b.try_into().expect("four bytes")));
+            Some(data[..links.state_len(data.len(), nodes)].to_vec())
+        }
+        wasmtime::Extern::SharedMemory(memory) => Some(shared_bytes(memory, links)),
         _ => None,
     }
 }
 
-/// A copy of a shared memory's bytes, read eight at a time with atomic loads, so that a
+/// A copy of a shared profiler memory's state (its bytes up to the end of its last node,
+/// where `links` knows the layout), read eight at a time with atomic loads, so that a
 /// thread (the word sampler, another of the program's) may write them meanwhile. It
-/// writes into a buffer of the memory's size, a word at a time: a thread's profiler memory
-/// is a megabyte or more, and a threaded program's threads copy theirs as they end, while
-/// the program still runs.
-pub(super) fn shared_bytes(memory: &wasmtime::SharedMemory) -> Vec<u8> {
-    let data = memory.data();
+/// writes into a buffer of that size, a word at a time: a thread's profiler memory is a
+/// megabyte or more, and a threaded program's threads copy theirs as they end, while the
+/// program still runs.
+pub(super) fn shared_bytes(memory: &wasmtime::SharedMemory, links: &HostLinks) -> Vec<u8> {
+    let all = memory.data();
+    let at = layout::HDR_NODE_COUNT as usize;
+    let nodes = all.get(at..at + 4).map_or(0, |cell| {
+        let ptr = cell.as_ptr() as *const AtomicU32;
+        // SAFETY: four bytes of the shared memory, aligned (a wasm memory starts on a
+        // page), which the probes store and this thread only loads.
+        unsafe { &*ptr }.load(Ordering::Relaxed)
+    });
+    let data = &all[..links.state_len(all.len(), nodes)];
     let mut bytes = vec![0u8; data.len()];
     // A wasm memory starts on a page, so every word is aligned; the bytes before the first
     // aligned word and after the last are read one by one all the same.
@@ -455,7 +492,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_shared_memory_is_copied_whole() {
+    fn a_shared_memory_is_copied_whole_or_up_to_its_last_node() {
         let mut config = wasmtime::Config::new();
         config.wasm_threads(true).shared_memory(true);
         let engine = Engine::new(&config).expect("an engine");
@@ -466,9 +503,23 @@ mod tests {
             // SAFETY: no other thread has the memory.
             unsafe { *cell.get() = byte(i) };
         }
-        let bytes = shared_bytes(&memory);
+        let bytes = shared_bytes(&memory, &HostLinks::default());
         assert_eq!(bytes.len(), 65536);
         assert!(bytes.iter().enumerate().all(|(i, &b)| b == byte(i)));
+        // With the layout known, up to the end of the last node the header counts.
+        let count = &memory.data()[layout::HDR_NODE_COUNT as usize..][..4];
+        for (cell, b) in count.iter().zip(3u32.to_le_bytes()) {
+            // SAFETY: as above.
+            unsafe { *cell.get() = b };
+        }
+        let links = HostLinks {
+            nodes: Some((1000, 88)),
+            ..HostLinks::default()
+        };
+        let state = shared_bytes(&memory, &links);
+        assert_eq!(state.len(), 1000 + 3 * 88);
+        assert_eq!(state[..8], bytes[..8]);
+        assert_eq!(state[16..], bytes[16..1264]);
     }
 
     #[test]

@@ -454,7 +454,7 @@ impl Program {
         if before % 2 == 0 {
             return None;
         }
-        let memory = shared_bytes(&thread.profiler);
+        let memory = shared_bytes(&thread.profiler, &self.links);
         // The word changes the moment the thread wakes: unchanged, the copy is whole.
         if waiting_word(&thread.profiler)? != before {
             return None;
