@@ -108,9 +108,8 @@ pub(super) struct Compiled {
 /// has that thread list the whole cache directory, a `stat` per entry, and then compress
 /// the entry again at zstd's level 20, on a thread beside the program being measured: it
 /// took the CPU of the word sampler's thread and of the program (BENCHMARKS.md, "Run time
-/// in the embedded wasmtime": a 2 ms kernel's `time` run read 2.8 ms, and single runs got
-/// no samples at all). The recompression only saves disk space; the wasmtime CLI still
-/// does it in its own runs.
+/// in the embedded wasmtime": a 2 ms kernel's `time` run read up to 2.8 ms). The
+/// recompression only saves disk space; the wasmtime CLI still does it in its own runs.
 fn compile_cache() -> Option<wasmtime::Cache> {
     static CACHE: OnceLock<Option<wasmtime::Cache>> = OnceLock::new();
     CACHE
