@@ -49,20 +49,7 @@ impl CodeMap {
         let section = meta::custom_section(wasm, meta::ADDRESSES_SECTION)?.ok_or_else(|| {
             anyhow::anyhow!("the module has no {} section", meta::ADDRESSES_SECTION)
         })?;
-        let stretches: Vec<(u32, u32)> = section
-            .chunks_exact(8)
-            .map(|b| {
-                (
-                    u32::from_le_bytes([b[0], b[1], b[2], b[3]]),
-                    u32::from_le_bytes([b[4], b[5], b[6], b[7]]),
-                )
-            })
-            .collect();
-        let what_at = |wasm: u32| {
-            let at = stretches.partition_point(|&(o, _)| o <= wasm);
-            at.checked_sub(1)
-                .map_or(meta::PROBE_CODE, |i| stretches[i].1)
-        };
+        let mut stretches = Stretches::new(section);
         let mut native: Vec<(usize, u32)> = Vec::new();
         let mut function = 0;
         for (offset, wasm) in module.address_map().into_iter().flatten() {
@@ -74,7 +61,7 @@ impl CodeMap {
                 .get(function)
                 .is_some_and(|&(start, _, _)| native.last().is_none_or(|&(o, _)| o < start));
             let what = match (wasm, native.last()) {
-                (Some(wasm), _) => what_at(wasm),
+                (Some(wasm), _) => stretches.what_at(wasm),
                 (None, Some(&(_, before))) if !starts_function => before,
                 (None, _) => meta::NO_LINE,
             };
@@ -118,5 +105,77 @@ impl CodeMap {
     /// The compiled text's range of native addresses.
     pub(super) fn text(&self) -> (usize, usize) {
         self.text
+    }
+}
+
+/// The instrumented module's stretches of code ([`meta::ADDRESSES_SECTION`]): each wasm
+/// offset where what the code is changes, and what it is from there on.
+struct Stretches {
+    list: Vec<(u32, u32)>,
+    /// The stretch the last lookup found.
+    last: usize,
+}
+
+impl Stretches {
+    /// The stretches the section's bytes list (pairs of little-endian u32s).
+    fn new(section: &[u8]) -> Stretches {
+        let list = section
+            .chunks_exact(8)
+            .map(|b| {
+                (
+                    u32::from_le_bytes([b[0], b[1], b[2], b[3]]),
+                    u32::from_le_bytes([b[4], b[5], b[6], b[7]]),
+                )
+            })
+            .collect();
+        Stretches { list, last: 0 }
+    }
+
+    /// What the code at wasm offset `wasm` is: the stretch it falls in, or the probes'
+    /// before the first. The address map runs through a function's code mostly in the
+    /// order of its wasm offsets, so the stretch the lookup before found, and the one after
+    /// it, are tried first (a binary search for every entry was three quarters of building
+    /// the map).
+    fn what_at(&mut self, wasm: u32) -> u32 {
+        let list = &self.list;
+        let fits = |i: usize| {
+            list.get(i).is_some_and(|&(o, _)| o <= wasm)
+                && list.get(i + 1).is_none_or(|&(o, _)| wasm < o)
+        };
+        if fits(self.last + 1) {
+            self.last += 1;
+        } else if !fits(self.last) {
+            match list.partition_point(|&(o, _)| o <= wasm).checked_sub(1) {
+                Some(i) => self.last = i,
+                None => return meta::PROBE_CODE,
+            }
+        }
+        list[self.last].1
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_stretch_is_found_in_any_order_of_lookups() {
+        let list = [(10u32, 1u32), (20, 2), (20, 3), (35, 4), (50, 5)];
+        let section: Vec<u8> = list
+            .iter()
+            .flat_map(|&(o, w)| [o.to_le_bytes(), w.to_le_bytes()].concat())
+            .collect();
+        let mut stretches = Stretches::new(&section);
+        // The binary search alone, as the map was built before the hint.
+        let reference = |wasm: u32| {
+            let at = list.partition_point(|&(o, _)| o <= wasm);
+            at.checked_sub(1).map_or(meta::PROBE_CODE, |i| list[i].1)
+        };
+        let lookups = (0..60)
+            .chain((0..60).rev())
+            .chain([36, 5, 49, 20, 19, 60, 0, 35]);
+        for wasm in lookups {
+            assert_eq!(stretches.what_at(wasm), reference(wasm), "at {wasm}");
+        }
     }
 }
