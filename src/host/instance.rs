@@ -409,6 +409,16 @@ fn memory_bytes(
     }
 }
 
+/// The u32 at byte `at` of a shared memory, read atomically: a word another thread stores
+/// (a probe's, the wait probe's). `None` past the memory's end or where it is not aligned.
+pub(super) fn shared_u32(memory: &wasmtime::SharedMemory, at: u32) -> Option<u32> {
+    let cell = memory.data().get(at as usize..at as usize + 4)?;
+    let ptr = cell.as_ptr() as *const AtomicU32;
+    // SAFETY: four aligned bytes (checked) of a shared memory that outlives the borrow,
+    // which every thread accesses only as wasm's shared memory allows.
+    (ptr.align_offset(4) == 0).then(|| unsafe { &*ptr }.load(Ordering::SeqCst))
+}
+
 /// A copy of a shared profiler memory's state (its bytes up to the end of its last node,
 /// where `links` knows the layout), read eight at a time with atomic loads, so that a
 /// thread (the word sampler, another of the program's) may write them meanwhile. It
@@ -417,36 +427,22 @@ fn memory_bytes(
 /// program still runs.
 pub(super) fn shared_bytes(memory: &wasmtime::SharedMemory, links: &HostLinks) -> Vec<u8> {
     let all = memory.data();
-    let at = layout::HDR_NODE_COUNT as usize;
-    let nodes = all.get(at..at + 4).map_or(0, |cell| {
-        let ptr = cell.as_ptr() as *const AtomicU32;
-        // SAFETY: four bytes of the shared memory, aligned (a wasm memory starts on a
-        // page), which the probes store and this thread only loads.
-        unsafe { &*ptr }.load(Ordering::Relaxed)
-    });
+    let nodes = shared_u32(memory, layout::HDR_NODE_COUNT).unwrap_or(0);
     let data = &all[..links.state_len(all.len(), nodes)];
+    // A wasm memory starts on a page, so its words are aligned.
+    debug_assert_eq!(data.as_ptr().align_offset(8), 0);
     let mut bytes = vec![0u8; data.len()];
-    // A wasm memory starts on a page, so every word is aligned; the bytes before the first
-    // aligned word and after the last are read one by one all the same.
-    let head = (data.as_ptr() as *const u8).align_offset(8).min(data.len());
-    let words = (data.len() - head) / 8;
-    let byte_at = |i: usize| {
-        let byte = data[i].get() as *const AtomicU8;
-        // SAFETY: a byte of the shared memory, which lives as long as `memory`; every
-        // thread accesses it only as wasm's shared memory allows.
-        unsafe { &*byte }.load(Ordering::Relaxed)
-    };
-    for i in (0..head).chain(head + 8 * words..data.len()) {
-        bytes[i] = byte_at(i);
-    }
-    let aligned = &data[head..head + 8 * words];
-    for (out, word) in bytes[head..head + 8 * words]
-        .chunks_exact_mut(8)
-        .zip(aligned.chunks_exact(8))
-    {
-        // SAFETY: eight bytes of the shared memory, aligned (from `head` on), as above.
+    let words = data.chunks_exact(8);
+    let tail = words.remainder().len();
+    for (out, word) in bytes.chunks_exact_mut(8).zip(words) {
+        // SAFETY: eight aligned bytes of the shared memory, which lives as long as
+        // `memory`; every thread accesses them only as wasm's shared memory allows.
         let value = unsafe { &*(word.as_ptr() as *const AtomicU64) }.load(Ordering::Relaxed);
         out.copy_from_slice(&value.to_le_bytes());
+    }
+    for i in data.len() - tail..data.len() {
+        // SAFETY: as above, one byte.
+        bytes[i] = unsafe { &*(data[i].get() as *const AtomicU8) }.load(Ordering::Relaxed);
     }
     bytes
 }

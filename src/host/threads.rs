@@ -35,8 +35,8 @@ use wasmtime::{Engine, InstancePre, Linker, Module, SharedMemory, Store};
 use wasmtime_wasi::p1::WasiP1Ctx;
 
 use super::instance::{
-    collect, frames_of, link_host, populate_for_writing, shared_bytes, wasi_context, Compiled,
-    Ending, HostLinks, RunEnd,
+    collect, frames_of, link_host, populate_for_writing, shared_bytes, shared_u32, wasi_context,
+    Compiled, Ending, HostLinks, RunEnd,
 };
 use super::sampler::{SampleTarget, Sampler, Targets};
 use super::stacks::StackSampler;
@@ -514,13 +514,7 @@ fn program_end(tid: u32, ending: Ending, trap: Option<String>) -> Option<Ending>
 
 /// The wait probe's word: odd while the thread waits, changed by each wait and wake.
 fn waiting_word(memory: &SharedMemory) -> Option<u32> {
-    let cell = memory
-        .data()
-        .get(layout::HDR_WAITING as usize..layout::HDR_WAITING as usize + 4)?;
-    let ptr = cell.as_ptr() as *const AtomicU32;
-    // SAFETY: four aligned bytes of a shared memory that outlives the borrow, which the
-    // thread stores atomically.
-    (ptr.align_offset(4) == 0).then(|| unsafe { &*ptr }.load(Ordering::SeqCst))
+    shared_u32(memory, layout::HDR_WAITING)
 }
 
 /// The address a waiting thread waits on.
@@ -528,6 +522,6 @@ fn waiting_address(memory: &SharedMemory) -> Option<u64> {
     let at = layout::HDR_WAIT_ADDR as usize;
     let cell = memory.data().get(at..at + 8)?;
     let ptr = cell.as_ptr() as *const std::sync::atomic::AtomicU64;
-    // SAFETY: as in `waiting_word`; written before the word, which was read before.
+    // SAFETY: as in `shared_u32`; written before the word, which was read before.
     (ptr.align_offset(8) == 0).then(|| unsafe { &*ptr }.load(Ordering::SeqCst))
 }
