@@ -122,6 +122,7 @@ impl InstrumentFlags {
             allocations: !self.no_alloc,
             max_live_allocations: self.max_live_allocations,
             inlining_budget: false,
+            entries: crate::instrument::EntryProbes::BySize,
         }
     }
 }

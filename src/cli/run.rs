@@ -143,6 +143,7 @@ mod tests {
                             allocations,
                             max_live_allocations: 777,
                             inlining_budget: false,
+                            entries: crate::instrument::EntryProbes::BySize,
                         },
                         sample_interval: Duration::from_micros(250),
                         compensation,

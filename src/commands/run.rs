@@ -9,6 +9,7 @@ use crate::error::Error;
 use crate::fsutil::relative;
 use crate::harness::DocTest;
 use crate::host;
+use crate::instrument::{EntryProbes, Options};
 use crate::profile::Profile;
 use crate::status::Status;
 
@@ -57,7 +58,14 @@ fn run_doctest(
     config: &host::RunConfig,
 ) -> Result<(), Error> {
     let quiet = Status::new(crate::status::ColorChoice::Never, true);
-    let prepared = host.prepare(path, Some(&runner.instrument), quiet)?;
+    // Compiling a doc test is most of its run: every entry probe a call of `enter` gives
+    // the host the least code to compile (BENCHMARKS.md, "The entry probe: inline or a
+    // call").
+    let options = Options {
+        entries: EntryProbes::Calls,
+        ..runner.instrument.clone()
+    };
+    let prepared = host.prepare(path, Some(&options), quiet)?;
     let (mut profile, outcome) = profile_run(host, &prepared, config, &runner.compensation)?;
     let package = std::env::var("CARGO_PKG_NAME").unwrap_or_else(|_| "crate".into());
     let package_dir = std::env::var_os("CARGO_MANIFEST_DIR").map(PathBuf::from);

@@ -52,7 +52,7 @@ use check::{check_input, check_proposals};
 use frames::add_frame_table;
 pub use in_place::{instrument_in_place, original_path};
 use lines::LineInterner;
-pub use probes::INLINE_ENTRY_BELOW;
+pub use probes::{EntryProbes, INLINE_ENTRY_BELOW};
 use rewrite::{rewrite_function, ProbeLocals, Setting, Unwind};
 use sites::{sequences, Site, Sites};
 pub use state_import::{import_state_from, StateImport};
@@ -90,6 +90,8 @@ pub struct Options {
     /// inlining budget as the original module's, which the probes' larger bodies would cut
     /// (see `inlining_budget`).
     pub inlining_budget: bool,
+    /// Where the entry probes go: inline in small functions, or a call in every function.
+    pub entries: EntryProbes,
 }
 
 /// The calling contexts a profile keeps unless told otherwise: 4 M, at most 192 MB of the
@@ -108,6 +110,7 @@ impl Default for Options {
             allocations: true,
             max_live_allocations: crate::layout::MAX_LIVE,
             inlining_budget: false,
+            entries: EntryProbes::BySize,
         }
     }
 }
@@ -364,7 +367,14 @@ fn rewrite(
     let allocs = allocators::plan(&module, options, left_alone);
     let thunks = add_import_thunks(&mut module, &original_funcs, &bindgen);
     redirect_to_thunks(&mut module, &thunks, left_alone);
-    let (sites, plans) = plan(&module, &original_funcs, left_alone, &thunks, &allocs);
+    let (sites, plans) = plan(
+        &module,
+        &original_funcs,
+        left_alone,
+        &thunks,
+        &allocs,
+        options.entries,
+    );
 
     // Per-line costs: with the instructions metric, each segment of the program's code
     // (not the thunks') counts its runs in the profiler's own memory.
@@ -416,13 +426,15 @@ fn rewrite(
 
 /// The functions to rewrite, each with its call sites numbered (in two compact spaces), the
 /// program's functions (but those `left_alone`) first, then the imports' `thunks`; the
-/// allocators and the functions that grow a memory, as `allocs` says.
+/// allocators and the functions that grow a memory, as `allocs` says; each function's entry
+/// probe placed as `entries` says.
 fn plan(
     module: &Module,
     original_funcs: &[FunctionId],
     left_alone: &std::collections::HashSet<FunctionId>,
     thunks: &std::collections::BTreeMap<FunctionId, FunctionId>,
     allocs: &allocators::AllocPlan,
+    entries: EntryProbes,
 ) -> (Sites, Vec<Plan>) {
     // Thunks hold no sites of their own.
     let thunk_for: HashMap<FunctionId, u32> = thunks
@@ -457,7 +469,7 @@ fn plan(
                 waits,
                 alloc,
                 grows,
-                inline_entry: probes::inline_entry(func),
+                inline_entry: probes::inline_entry(func, entries),
                 leaf,
             });
         }

@@ -1,9 +1,11 @@
 //! The entry probe as a call: a function of `INLINE_ENTRY_BELOW` instructions or more calls
-//! the profiler's `enter` instead of carrying the probe inline, with the same answers; and
-//! a small leaf's inline probe, which calls nothing, on each of its paths.
+//! the profiler's `enter` instead of carrying the probe inline, with the same answers; a
+//! small leaf's inline probe, which calls nothing, on each of its paths; and every entry a
+//! call, as a doc test is instrumented.
 
 use super::*;
-use cargo_wasmprof::instrument::INLINE_ENTRY_BELOW;
+use cargo_wasmprof::instrument::{EntryProbes, INLINE_ENTRY_BELOW};
+use cargo_wasmprof::profile::Profile;
 use cargo_wasmprof::symbols::SymbolTable;
 use wasmparser::Operator;
 
@@ -46,18 +48,7 @@ fn a_large_functions_entry_probe_is_a_call_with_the_same_answers() {
             ["big_fib"],
             "{metric:?}: only the large function calls the entry probe"
         );
-        let (p, outcome) = profile_module_with(&wasm, &with_metric(metric));
-        assert_eq!(outcome.exit_code, 55 + 89 - 100, "{metric:?}");
-        check_invariants(&p);
-        for (name, n) in [("fib", 10), ("big_fib", 11)] {
-            assert_eq!(calls(&p, name), fib_calls(n), "{metric:?} {name}");
-            assert_eq!(arc(&p, name, name), fib_calls(n) - 1, "{metric:?} {name}");
-            assert_eq!(arc(&p, "main", name), 1, "{metric:?} {name}");
-            // One context per depth of the recursion: fib(n) is n deep.
-            let id = p.function_named(name).unwrap().id;
-            let contexts = p.contexts.iter().filter(|c| c.function == Some(id));
-            assert_eq!(contexts.count(), n as usize, "{metric:?} {name}");
-        }
+        let p = fib_answers(&wasm, &with_metric(metric), &format!("{metric:?}"));
         if metric == Metric::Instructions {
             // fib: 4 to test n, then 1 at a leaf or 9 more to recurse, and big_fib its
             // bumps before; fib(11) has F(12) = 144 leaves and 143 inner calls.
@@ -135,21 +126,73 @@ fn a_leafs_inline_entry_calls_nothing_and_counts_on_every_path() {
             .filter(|caller| caller.starts_with("__wasmprof_reenter"))
             .count();
         assert_eq!(stubs, if stub { 2 } else { 0 }, "{name}: a stub per leaf");
-        let (p, outcome) = profile_module_with(&wasm, &options);
-        assert_eq!(outcome.exit_code, 0, "{name}");
-        check_invariants(&p);
-        assert_eq!(calls(&p, "inc"), 2 * 5 + 7 + 2 * 5, "{name}");
-        assert_eq!(calls(&p, "dec"), 5, "{name}");
-        assert_eq!(arc(&p, "turns", "inc"), 10, "{name}");
-        assert_eq!(arc(&p, "turns", "dec"), 5, "{name}");
-        assert_eq!(arc(&p, "indirect", "inc"), 7, "{name}");
-        assert_eq!(arc(&p, "rec", "inc"), 10, "{name}");
-        assert_eq!(arc(&p, "rec", "rec"), 8, "{name}");
-        // inc's nodes: one under turns, one under indirect, one per depth of rec (5).
-        let id = p.function_named("inc").unwrap().id;
-        let nodes = p.contexts.iter().filter(|c| c.function == Some(id));
-        assert_eq!(nodes.count(), 7, "{name}");
+        leaves_answers(&wasm, &options, name);
     }
+}
+
+#[test]
+fn with_every_entry_a_call_every_function_calls_enter_with_the_same_answers() {
+    let fib = wat::parse_str(program()).unwrap();
+    let leaves = wat::parse_str(LEAVES).unwrap();
+    for metric in [Metric::Time, Metric::ExactTime, Metric::Instructions] {
+        let options = Options {
+            entries: EntryProbes::Calls,
+            ..with_metric(metric)
+        };
+        let done = cargo_wasmprof::instrument::instrument(&fib, &options).unwrap();
+        let callers = callers_of(&done.wasm, "__wasmprof_enter");
+        for small in ["fib", "main"] {
+            assert!(callers.iter().any(|c| c == small), "{metric:?}: {small}");
+        }
+        fib_answers(&fib, &options, &format!("{metric:?}"));
+        let done = cargo_wasmprof::instrument::instrument(&leaves, &options).unwrap();
+        for leaf in ["inc", "dec"] {
+            let callees = callees_of(&done.wasm, leaf);
+            assert!(
+                callees.iter().any(|c| c == "__wasmprof_enter"),
+                "{metric:?}: {leaf}"
+            );
+        }
+        let stubs = callers_of(&done.wasm, "__wasmprof_enter_from_stub");
+        assert!(stubs.is_empty(), "{metric:?}: no leaf's stub: {stubs:?}");
+        leaves_answers(&leaves, &options, &format!("{metric:?}"));
+    }
+}
+
+/// [`program`] profiled with `options`: its exit code, and the calls, arcs and contexts of
+/// its two fibs, fib(10) and fib(11).
+fn fib_answers(wasm: &[u8], options: &Options, label: &str) -> Profile {
+    let (p, outcome) = profile_module_with(wasm, options);
+    assert_eq!(outcome.exit_code, 55 + 89 - 100, "{label}");
+    check_invariants(&p);
+    for (name, n) in [("fib", 10), ("big_fib", 11)] {
+        assert_eq!(calls(&p, name), fib_calls(n), "{label} {name}");
+        assert_eq!(arc(&p, name, name), fib_calls(n) - 1, "{label} {name}");
+        assert_eq!(arc(&p, "main", name), 1, "{label} {name}");
+        // One context per depth of the recursion: fib(n) is n deep.
+        let id = p.function_named(name).unwrap().id;
+        let contexts = p.contexts.iter().filter(|c| c.function == Some(id));
+        assert_eq!(contexts.count(), n as usize, "{label} {name}");
+    }
+    p
+}
+
+/// [`LEAVES`] profiled with `options`: its exit code, and the leaves' calls, arcs and nodes.
+fn leaves_answers(wasm: &[u8], options: &Options, label: &str) {
+    let (p, outcome) = profile_module_with(wasm, options);
+    assert_eq!(outcome.exit_code, 0, "{label}");
+    check_invariants(&p);
+    assert_eq!(calls(&p, "inc"), 2 * 5 + 7 + 2 * 5, "{label}");
+    assert_eq!(calls(&p, "dec"), 5, "{label}");
+    assert_eq!(arc(&p, "turns", "inc"), 10, "{label}");
+    assert_eq!(arc(&p, "turns", "dec"), 5, "{label}");
+    assert_eq!(arc(&p, "indirect", "inc"), 7, "{label}");
+    assert_eq!(arc(&p, "rec", "inc"), 10, "{label}");
+    assert_eq!(arc(&p, "rec", "rec"), 8, "{label}");
+    // inc's nodes: one under turns, one under indirect, one per depth of rec (5).
+    let id = p.function_named("inc").unwrap().id;
+    let nodes = p.contexts.iter().filter(|c| c.function == Some(id));
+    assert_eq!(nodes.count(), 7, "{label}");
 }
 
 /// The names of the functions that function `caller` of `wasm` calls (not tail-calls), in

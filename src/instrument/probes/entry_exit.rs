@@ -206,10 +206,24 @@ impl Timing {
 /// BENCHMARKS.md ("The entry probe: inline or a call") has the figures.
 pub const INLINE_ENTRY_BELOW: u64 = 40;
 
+/// Where the entry probes go, where the probes are on the module's own memory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum EntryProbes {
+    /// Inline in the functions of fewer than [`INLINE_ENTRY_BELOW`] instructions, a call of
+    /// `enter` in the others: the code the host compiles weighed against the run time of
+    /// small functions called often.
+    #[default]
+    BySize,
+    /// A call of `enter` in every function: the least code to compile, for a module that
+    /// runs briefly once compiled (a doc test, whose compilation is most of its run); a call
+    /// of a small function costs a few nanoseconds more.
+    Calls,
+}
+
 /// Whether `func`'s entry probe goes inline (where the probes are on the module's own
-/// memory).
-pub fn inline_entry(func: &walrus::LocalFunction) -> bool {
-    func.size() < INLINE_ENTRY_BELOW
+/// memory), as `entries` says.
+pub fn inline_entry(func: &walrus::LocalFunction, entries: EntryProbes) -> bool {
+    entries == EntryProbes::BySize && func.size() < INLINE_ENTRY_BELOW
 }
 
 /// The locals of a function that its timed probes use.

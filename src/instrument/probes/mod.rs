@@ -44,8 +44,8 @@ use crate::meta::{self, Metric, Sampler};
 pub use alloc::AllocProbes;
 use entry_exit::SampleWord;
 pub use entry_exit::{
-    inline_entry, ArcCounter, CallCounter, EntryPlace, Reading, Reentry, TimedLocals, TimedOps,
-    TimedProbes, Timing, INLINE_ENTRY_BELOW,
+    inline_entry, ArcCounter, CallCounter, EntryPlace, EntryProbes, Reading, Reentry, TimedLocals,
+    TimedOps, TimedProbes, Timing, INLINE_ENTRY_BELOW,
 };
 pub use functions::HostFunctions;
 use functions::{
