@@ -31,15 +31,14 @@ mod in_place;
 mod inlining_budget;
 mod lines;
 mod one_memory;
+mod plan;
 mod probes;
 mod rewrite;
 mod sites;
 mod state_import;
 mod thunks;
 
-use std::collections::HashMap;
-
-use walrus::ir::{InstrSeqId, InstrSeqType};
+use walrus::ir::InstrSeqType;
 use walrus::{FunctionId, FunctionKind, Module};
 
 pub use crate::error::InstrumentError;
@@ -52,9 +51,10 @@ use check::{check_input, check_proposals};
 use frames::add_frame_table;
 pub use in_place::{instrument_in_place, original_path};
 use lines::LineInterner;
+use plan::{plan, Plan};
 pub use probes::{EntryProbes, INLINE_ENTRY_BELOW};
 use rewrite::{rewrite_function, ProbeLocals, Setting, Unwind};
-use sites::{sequences, Site, Sites};
+use sites::{Site, Sites};
 pub use state_import::{import_state_from, StateImport};
 use thunks::{add_import_thunks, host_functions, redirect_to_thunks};
 
@@ -424,76 +424,6 @@ fn rewrite(
     })
 }
 
-/// The functions to rewrite, each with its call sites numbered (in two compact spaces), the
-/// program's functions (but those `left_alone`) first, then the imports' `thunks`; the
-/// allocators and the functions that grow a memory, as `allocs` says; each function's entry
-/// probe placed as `entries` says.
-fn plan(
-    module: &Module,
-    original_funcs: &[FunctionId],
-    left_alone: &std::collections::HashSet<FunctionId>,
-    thunks: &std::collections::BTreeMap<FunctionId, FunctionId>,
-    allocs: &allocators::AllocPlan,
-    entries: EntryProbes,
-) -> (Sites, Vec<Plan>) {
-    // Thunks hold no sites of their own.
-    let thunk_for: HashMap<FunctionId, u32> = thunks
-        .iter()
-        .map(|(&import, &thunk)| (thunk, import.index() as u32))
-        .collect();
-    // What is still called as an import has no thunk, and what is left alone no probes.
-    let unprobed = |id: FunctionId| {
-        left_alone.contains(&id) || matches!(module.funcs.get(id).kind, FunctionKind::Import(_))
-    };
-    let mut sites = Sites::default();
-    let mut plans = Vec::new();
-    for &id in original_funcs.iter().filter(|id| !left_alone.contains(id)) {
-        if let FunctionKind::Local(func) = &module.funcs.get(id).kind {
-            let f = id.index() as u32;
-            let seqs = sequences(func);
-            let site_ids = sites.number(func, &seqs, f, &thunk_for, &unprobed);
-            let any = |pred: &dyn Fn(&walrus::ir::Instr) -> bool| {
-                seqs.iter()
-                    .any(|&seq| func.block(seq).instrs.iter().any(|(instr, _)| pred(instr)))
-            };
-            let waits = any(&probes::is_wait);
-            let grows = allocs.records() && any(&|instr| allocators::is_grow32(module, instr));
-            let alloc = allocs.kinds.get(&id).copied();
-            let leaf = !any(&rewrite::is_call) && !waits && !grows && alloc.is_none();
-            plans.push(Plan {
-                id,
-                f,
-                site_ids,
-                seqs,
-                thunk: false,
-                waits,
-                alloc,
-                grows,
-                inline_entry: probes::inline_entry(func, entries),
-                leaf,
-            });
-        }
-    }
-    for (&import, &thunk) in thunks {
-        let FunctionKind::Local(func) = &module.funcs.get(thunk).kind else {
-            unreachable!("a thunk is a defined function");
-        };
-        plans.push(Plan {
-            id: thunk,
-            f: import.index() as u32,
-            site_ids: Vec::new(),
-            seqs: sequences(func),
-            thunk: true,
-            waits: false,
-            alloc: None,
-            grows: allocs.records() && allocators::grows_from_host(module, import),
-            inline_entry: true,
-            leaf: false,
-        });
-    }
-    (sites, plans)
-}
-
 /// Adds the profiler to `module` where `options` say: its own memory, or a state module
 /// carried in a custom section (validated) whose exports the module imports.
 fn add_profiler(
@@ -577,25 +507,4 @@ fn rewrite_functions(
         segment_functions.resize(segment_offsets.len(), plan.f);
     }
     segment_functions.into_iter().zip(segment_offsets).collect()
-}
-
-/// One function to rewrite: its walrus id, its function id, the ids of its call sites, its
-/// instruction sequences (found once, for the numbering and the rewrite), whether it is
-/// an import's thunk, whether it waits (`memory.atomic.wait`), the allocator it is (when
-/// allocations are recorded), whether it grows a memory whose growth they record (with
-/// `memory.grow`, or, a thunk, by calling the host that does), and whether its entry probe
-/// goes inline ([`probes::inline_entry`]; a thunk's does), and whether its probes may call
-/// nothing: it calls no function, waits on nothing, allocates and grows no memory (see
-/// [`probes::Reentry`]).
-struct Plan {
-    id: FunctionId,
-    f: u32,
-    site_ids: Vec<u32>,
-    seqs: Vec<InstrSeqId>,
-    thunk: bool,
-    waits: bool,
-    alloc: Option<meta::AllocKind>,
-    grows: bool,
-    inline_entry: bool,
-    leaf: bool,
 }

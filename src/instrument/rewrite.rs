@@ -9,9 +9,9 @@ use walrus::ir::{
 use walrus::{LocalFunction, Module, ValType};
 
 use super::counting::{ends_segment, InstructionCounter, Segment, SegmentCounters};
+use super::plan::Plan;
 use super::probes;
-use super::sites::{is_direct, sequences};
-use super::Plan;
+use super::sites::{is_call, is_direct, sequences};
 
 /// How an exception that leaves a function reaches its exit probe, in a module that uses
 /// exceptions: a handler that catches everything, runs the exit probe and throws again.
@@ -534,18 +534,6 @@ fn i32_const(value: u32) -> Instr {
     Instr::Const(Const {
         value: Value::I32(value as i32),
     })
-}
-
-pub(super) fn is_call(instr: &Instr) -> bool {
-    matches!(
-        instr,
-        Instr::Call(_)
-            | Instr::ReturnCall(_)
-            | Instr::CallIndirect(_)
-            | Instr::ReturnCallIndirect(_)
-            | Instr::CallRef(_)
-            | Instr::ReturnCallRef(_)
-    )
 }
 
 /// Points a branch that targets the function body (`entry`) at the new body block.

@@ -103,6 +103,19 @@ pub(super) fn is_direct(site: u32) -> bool {
     (1..INDIRECT_SITE).contains(&site)
 }
 
+/// Whether `instr` calls a function, in any of the ways a call site can.
+pub(super) fn is_call(instr: &Instr) -> bool {
+    matches!(
+        instr,
+        Instr::Call(_)
+            | Instr::ReturnCall(_)
+            | Instr::CallIndirect(_)
+            | Instr::ReturnCallIndirect(_)
+            | Instr::CallRef(_)
+            | Instr::ReturnCallRef(_)
+    )
+}
+
 /// Every instruction sequence of `func`, in a fixed order.
 pub(super) fn sequences(func: &LocalFunction) -> Vec<InstrSeqId> {
     let mut found = Vec::new();

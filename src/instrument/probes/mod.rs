@@ -29,6 +29,7 @@ mod live_growth;
 mod live_table;
 mod mem;
 mod peak_log;
+mod placement;
 mod tables;
 mod wait;
 
@@ -44,8 +45,8 @@ use crate::meta::{self, Metric, Sampler};
 pub use alloc::AllocProbes;
 use entry_exit::SampleWord;
 pub use entry_exit::{
-    inline_entry, ArcCounter, CallCounter, EntryPlace, EntryProbes, Reading, Reentry, TimedLocals,
-    TimedOps, TimedProbes, Timing, INLINE_ENTRY_BELOW,
+    ArcCounter, CallCounter, EntryPlace, Reading, Reentry, TimedLocals, TimedOps, TimedProbes,
+    Timing,
 };
 pub use functions::HostFunctions;
 use functions::{
@@ -53,6 +54,7 @@ use functions::{
     EnterFunctions, HostEntry, EXIT_PARAMS,
 };
 use mem::Mem;
+pub use placement::{inline_entry, EntryProbes, INLINE_ENTRY_BELOW};
 pub use wait::{is_wait, WaitLocals, WaitProbe};
 use wait::{WaitHow, WaitState};
 
