@@ -409,6 +409,14 @@ impl Layout {
     pub fn first_context_node(&self) -> u32 {
         self.functions + 1
     }
+
+    /// Where the state of a profiler memory whose header counts `nodes` nodes ends: after
+    /// the last (a context, or a chunk the live table grew into), at a whole word. Past it
+    /// the memory holds only zeros, so a copy of the state may stop there.
+    pub fn state_end(&self, nodes: u32) -> u64 {
+        let end = u64::from(self.nodes_off) + u64::from(self.node_size) * u64::from(nodes);
+        end.next_multiple_of(8)
+    }
 }
 
 #[cfg(test)]

@@ -16,7 +16,7 @@ use super::sampler::{self, SampleTarget};
 use super::stacks::CodeMap;
 use super::RunConfig;
 use crate::clock::Clock;
-use crate::layout;
+use crate::layout::{self, Layout};
 use crate::meta::{self, Meta, Sampler};
 use crate::profile::{Dump, StackSamples};
 
@@ -187,11 +187,9 @@ pub(super) struct HostLinks {
     pub(super) stacks: bool,
     /// It imports the sampler's test hook.
     pub(super) hooked: bool,
-    /// Where its profiler memory's context nodes start and how large each is (from the
-    /// meta's layout): past the last node the header counts (a context, or a chunk the
-    /// live table grew into) the memory holds only zeros, so a copy of the state stops
-    /// there, as the JS runtime's dump does.
-    pub(super) nodes: Option<(u32, u32)>,
+    /// Its profiler memory's layout (the meta's), by which a copy of the state stops at
+    /// its end ([`Layout::state_end`]), as the JS runtime's dump does.
+    pub(super) layout: Option<Layout>,
 }
 
 impl HostLinks {
@@ -219,7 +217,7 @@ impl HostLinks {
             stacks: facts.is_some_and(|f| f.sampled)
                 && meta.is_some_and(|m| m.sampler == Sampler::Stacks),
             hooked: imports(sampler::HOOK),
-            nodes: meta.map(|m| (m.layout.nodes_off, m.layout.node_size)),
+            layout: meta.map(|m| m.layout),
         };
         if links.sampled {
             meta.context("the instrumented module has no meta")?;
@@ -228,11 +226,10 @@ impl HostLinks {
     }
 
     /// How many of a profiler memory's `len` bytes hold its state, its header counting
-    /// `nodes` nodes: up to the end of the last, a whole word; all of them without a layout.
+    /// `nodes` nodes: up to the state's end; all of them without a layout.
     fn state_len(&self, len: usize, nodes: u32) -> usize {
-        self.nodes.map_or(len, |(nodes_off, node_size)| {
-            let end = nodes_off as usize + node_size as usize * nodes as usize;
-            end.next_multiple_of(8).min(len)
+        self.layout.map_or(len, |layout| {
+            usize::try_from(layout.state_end(nodes)).map_or(len, |end| end.min(len))
         })
     }
 }
@@ -419,6 +416,14 @@ pub(super) fn shared_u32(memory: &wasmtime::SharedMemory, at: u32) -> Option<u32
     (ptr.align_offset(4) == 0).then(|| unsafe { &*ptr }.load(Ordering::SeqCst))
 }
 
+/// The u64 at byte `at` of a shared memory, read atomically, as [`shared_u32`] reads a u32.
+pub(super) fn shared_u64(memory: &wasmtime::SharedMemory, at: u32) -> Option<u64> {
+    let cell = memory.data().get(at as usize..at as usize + 8)?;
+    let ptr = cell.as_ptr() as *const AtomicU64;
+    // SAFETY: as in `shared_u32`, eight bytes.
+    (ptr.align_offset(8) == 0).then(|| unsafe { &*ptr }.load(Ordering::SeqCst))
+}
+
 /// A copy of a shared profiler memory's state (its bytes up to the end of its last node,
 /// where `links` knows the layout), read eight at a time with atomic loads, so that a
 /// thread (the word sampler, another of the program's) may write them meanwhile. It
@@ -491,7 +496,7 @@ mod tests {
         let mut config = wasmtime::Config::new();
         config.wasm_threads(true).shared_memory(true);
         let engine = Engine::new(&config).expect("an engine");
-        let memory = wasmtime::SharedMemory::new(&engine, wasmtime::MemoryType::shared(1, 1))
+        let memory = wasmtime::SharedMemory::new(&engine, wasmtime::MemoryType::shared(4, 4))
             .expect("a shared memory");
         let byte = |i: usize| (i * 7 % 251) as u8;
         for (i, cell) in memory.data().iter().enumerate() {
@@ -499,7 +504,7 @@ mod tests {
             unsafe { *cell.get() = byte(i) };
         }
         let bytes = shared_bytes(&memory, &HostLinks::default());
-        assert_eq!(bytes.len(), 65536);
+        assert_eq!(bytes.len(), 4 * 65536);
         assert!(bytes.iter().enumerate().all(|(i, &b)| b == byte(i)));
         // With the layout known, up to the end of the last node the header counts.
         let count = &memory.data()[layout::HDR_NODE_COUNT as usize..][..4];
@@ -507,14 +512,19 @@ mod tests {
             // SAFETY: as above.
             unsafe { *cell.get() = b };
         }
+        // A module of one function: its nodes start past the fixed regions (the child cache
+        // alone is 64 KiB), three of them end the state.
+        let layout = Layout::new(1, 1, 0, 0, 16, 0);
         let links = HostLinks {
-            nodes: Some((1000, 88)),
+            layout: Some(layout),
             ..HostLinks::default()
         };
+        let end = (layout.nodes_off as usize + 3 * layout.node_size as usize).next_multiple_of(8);
+        assert!(end < bytes.len());
         let state = shared_bytes(&memory, &links);
-        assert_eq!(state.len(), 1000 + 3 * 88);
+        assert_eq!(state.len(), end);
         assert_eq!(state[..8], bytes[..8]);
-        assert_eq!(state[16..], bytes[16..1264]);
+        assert_eq!(state[16..], bytes[16..end]);
     }
 
     #[test]

@@ -35,8 +35,8 @@ use wasmtime::{Engine, InstancePre, Linker, Module, SharedMemory, Store};
 use wasmtime_wasi::p1::WasiP1Ctx;
 
 use super::instance::{
-    collect, frames_of, link_host, populate_for_writing, shared_bytes, shared_u32, wasi_context,
-    Compiled, Ending, HostLinks, RunEnd,
+    collect, frames_of, link_host, populate_for_writing, shared_bytes, shared_u32, shared_u64,
+    wasi_context, Compiled, Ending, HostLinks, RunEnd,
 };
 use super::sampler::{SampleTarget, Sampler, Targets};
 use super::stacks::StackSampler;
@@ -517,11 +517,8 @@ fn waiting_word(memory: &SharedMemory) -> Option<u32> {
     shared_u32(memory, layout::HDR_WAITING)
 }
 
-/// The address a waiting thread waits on.
+/// The address a waiting thread waits on (written before the wait probe's word, which was
+/// read before).
 fn waiting_address(memory: &SharedMemory) -> Option<u64> {
-    let at = layout::HDR_WAIT_ADDR as usize;
-    let cell = memory.data().get(at..at + 8)?;
-    let ptr = cell.as_ptr() as *const std::sync::atomic::AtomicU64;
-    // SAFETY: as in `shared_u32`; written before the word, which was read before.
-    (ptr.align_offset(8) == 0).then(|| unsafe { &*ptr }.load(Ordering::SeqCst))
+    shared_u64(memory, layout::HDR_WAIT_ADDR)
 }

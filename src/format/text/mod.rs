@@ -486,13 +486,12 @@ mod tests {
             ..Sampling::default()
         };
         assert_eq!(few_samples_why(&short), "the run was too short to sample");
-        // A run of 8 ms whose sampler shared the program's CPU: two of its three samples
-        // came late, each after a time slice of the program's.
+        // A run whose sampler shared the program's CPU: two of its three samples came late,
+        // each after a time slice of the program's (the only figures the wording reads).
         let starved = Sampling {
             samples: 2,
             idle: 1,
             late: 2,
-            sampled_ns: 6_000_000,
             ..Sampling::default()
         };
         assert!(few_samples_why(&starved).contains("seldom got a CPU"));
