@@ -54,7 +54,7 @@ pub struct ReportArgs {
 /// `cargo wasmprof annotate`.
 #[derive(Debug, Args)]
 pub struct AnnotateArgs {
-    /// A profile made with `--metric instructions`.
+    /// A profile made with `--metric instructions` or `--metric time --sampler stacks`.
     #[arg(value_name = "PROFILE.json")]
     pub profile: PathBuf,
     /// What to annotate: the functions whose names match a regular expression, or a

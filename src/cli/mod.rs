@@ -138,13 +138,15 @@ pub enum Command {
     /// flamegraph (SVG), speedscope, firefox (the Firefox Profiler's processed format), html
     /// (one self-contained page).
     Report(ReportArgs),
-    /// Print the source of functions with the instructions each line executed, exact.
+    /// Print the source of functions with the cost of each line: the instructions it
+    /// executed (exact), or the time the stack sampler found there.
     ///
-    /// Needs a profile made with `--metric instructions` (in the embedded wasmtime): its
-    /// per-line costs come from every straight-line segment's run count and the original
-    /// module's DWARF line table. Lines of 20% or more of a function's instructions are
-    /// marked `>>`; instructions on lines of other files (code inlined from them) are
-    /// listed below each function's source.
+    /// Needs a profile made with `--metric instructions` or with `--metric time --sampler
+    /// stacks` (in the embedded wasmtime). Instructions per line come from every
+    /// straight-line segment's run count, times per line from the samples' addresses; both
+    /// go through the original module's DWARF line table. Lines of 20% or more of a
+    /// function's cost are marked `>>`; costs on lines of other files (code inlined from
+    /// them) are listed below each function's source.
     Annotate(AnnotateArgs),
     /// Compare two profiles: per-function change of calls and cost, largest first.
     ///
