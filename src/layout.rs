@@ -159,8 +159,11 @@ pub const CHILD_CACHE_SLOTS: u32 = 1 << 14;
 /// Size of one dynamic-arc slot: `site: u32, callee_plus_one: u32, count: u64`.
 pub const DYN_ARC_SIZE: u32 = 16;
 /// Size of one context-tree node: `parent: u32, func: u32, count: u64, incl: u64, child: u64,
-/// first_child: u32, next_sibling: u32, t0: u64`.
-pub const NODE_SIZE: u32 = 48;
+/// first_child: u32, next_sibling: u32, t0: u64`, then 16 bytes unused. Node sizes are
+/// powers of two, so that the probes find a node's address from its id by a shift, not a
+/// multiplication, on the chain of loads that finds an entry's context node
+/// (BENCHMARKS.md, "The context tree's lookup").
+pub const NODE_SIZE: u32 = 64;
 /// Node field offsets within a node.
 pub const NODE_PARENT: u32 = 0;
 /// See [`NODE_PARENT`].
@@ -190,8 +193,11 @@ pub const NODE_SAMPLE_NS: u32 = NODE_T0;
 pub const NODE_T0: u32 = 40;
 
 /// Size of a context-tree node when allocations are recorded: [`NODE_SIZE`] and the
-/// allocation figures, each a u64, that the allocator probes add to the running node.
-pub const ALLOC_NODE_SIZE: u32 = NODE_SIZE + 40;
+/// allocation figures, each a u64, that the allocator probes add to the running node (40
+/// bytes), then 24 bytes unused.
+pub const ALLOC_NODE_SIZE: u32 = 2 * NODE_SIZE;
+const _: () = assert!(NODE_SIZE.is_power_of_two() && ALLOC_NODE_SIZE.is_power_of_two());
+const _: () = assert!(NODE_GROWN_PAGES + 8 <= ALLOC_NODE_SIZE);
 /// Allocations made in this context (a realloc that moves or resizes is one).
 pub const NODE_ALLOCS: u32 = NODE_SIZE;
 /// The bytes those asked for.
@@ -361,7 +367,9 @@ impl Layout {
         let dyn_arcs_off = align8(child_cache_off + 4 * u64::from(CHILD_CACHE_SLOTS));
         let segments_off = align8(dyn_arcs_off + u64::from(DYN_ARC_SIZE) * u64::from(dyn_arcs_cap));
         let live_off = align8(segments_off + 8 * u64::from(segments));
-        let nodes_off = live_off + 3 * u64::from(LIVE_ENTRY_SIZE) * u64::from(live_slots);
+        // At a cache line's start, so that no node spans more lines than its size.
+        let nodes_off = (live_off + 3 * u64::from(LIVE_ENTRY_SIZE) * u64::from(live_slots))
+            .next_multiple_of(64);
         let node_size = if allocations {
             ALLOC_NODE_SIZE
         } else {

@@ -48,7 +48,7 @@ pub const FRAMES_SECTION: &str = "wasmprof.frames";
 /// The function id of the profiler's own functions in [`FRAMES_SECTION`].
 pub const NO_FUNCTION: u32 = u32::MAX;
 /// Version of the [`Meta`] format and of the memory layout.
-pub const VERSION: u32 = 10;
+pub const VERSION: u32 = 11;
 /// Import module of everything an instrumented module takes from outside: the clock, and
 /// with [`StateLocation::StateModule`] the state module's exports.
 pub const STATE_MODULE: &str = "wasmprof";

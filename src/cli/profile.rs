@@ -64,8 +64,9 @@ pub struct InstrumentFlags {
     #[arg(long, value_name = "METRIC", default_value = "time")]
     pub metric: MetricArg,
     /// The most calling contexts to keep: the profiler's memory grows with the tree up to
-    /// room for N (48 bytes each, 88 where allocations are recorded); past it, entries are folded per function (counts and
-    /// times stay exact, their paths are lost, and the report says how many).
+    /// room for N (64 bytes each, 128 where allocations are recorded); past it, entries are
+    /// folded per function (counts and times stay exact, their paths are lost, and the
+    /// report says how many).
     #[arg(
         long,
         value_name = "N",
