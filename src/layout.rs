@@ -418,6 +418,11 @@ impl Layout {
         self.functions + 1
     }
 
+    /// Where node `n` starts in the profiler's memory.
+    pub fn node_at(&self, n: u32) -> u32 {
+        self.nodes_off + n * self.node_size
+    }
+
     /// Where the state of a profiler memory whose header counts `nodes` nodes ends: after
     /// the last (a context, or a chunk the live table grew into), at a whole word. Past it
     /// the memory holds only zeros, so a copy of the state may stop there.

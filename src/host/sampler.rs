@@ -89,7 +89,7 @@ impl SampleTarget {
         } else if node == 0 || node >= l.max_nodes() {
             self.bump(layout::HDR_IDLE_SAMPLES, 1);
         } else {
-            let at = l.nodes_off + node * l.node_size;
+            let at = l.node_at(node);
             self.bump(at + layout::NODE_SAMPLES, 1);
             self.bump(at + layout::NODE_SAMPLE_NS, ns);
         }

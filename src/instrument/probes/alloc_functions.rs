@@ -12,6 +12,7 @@ use super::live_growth::build_grow_live;
 use super::live_table::{put, Table};
 use super::mem::Mem;
 use super::peak_log::{build_log_room, build_rebase, log, record_peak};
+use super::tables::scale_node;
 use crate::layout::{self as l, Layout};
 
 /// Returns from the function when `ptr` is null (a failed allocation, a free of nothing).
@@ -27,10 +28,9 @@ fn return_if_null(b: &mut InstrSeqBuilder, ptr: LocalId) {
 
 /// Leaves the running node's address (relative to the node region) in `at`.
 fn running_node(b: &mut InstrSeqBuilder, layout: &Layout, cur: GlobalId, at: LocalId) {
-    b.global_get(cur)
-        .i32_const(layout.node_size as i32)
-        .binop(BinaryOp::I32Mul)
-        .local_set(at);
+    b.global_get(cur);
+    scale_node(b, layout);
+    b.local_set(at);
 }
 
 /// `header64[offset] += value` (pushed by `push`); `negate` subtracts it.

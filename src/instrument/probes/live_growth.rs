@@ -8,6 +8,7 @@ use walrus::{FunctionBuilder, FunctionId, InstrSeqBuilder, LocalId, Module, ValT
 
 use super::live_table::{rehash, Table};
 use super::mem::Mem;
+use super::tables::node_addr;
 use crate::layout::{self as l, Layout};
 
 /// `grow_live() -> i32`: the table moved into a chunk of twice its slots, its blocks
@@ -172,11 +173,8 @@ fn claim_chunk(
 
 /// Pushes the address of node `n`.
 fn node_address(b: &mut InstrSeqBuilder, layout: &Layout, n: LocalId) {
-    b.local_get(n)
-        .i32_const(layout.node_size as i32)
-        .binop(BinaryOp::I32Mul)
-        .i32_const(layout.nodes_off as i32)
-        .binop(BinaryOp::I32Add);
+    node_addr(b, layout, n);
+    b.i32_const(layout.nodes_off as i32).binop(BinaryOp::I32Add);
 }
 
 /// Returns 0 from the function unless `nodes` nodes from node `first` fit in the memory's

@@ -132,9 +132,17 @@ fn slot_addr(b: &mut InstrSeqBuilder, slot: LocalId) {
 
 /// Pushes the address of node `n`, relative to the node region.
 pub(super) fn node_addr(b: &mut InstrSeqBuilder, layout: &Layout, n: LocalId) {
-    b.local_get(n)
-        .i32_const(layout.node_size as i32)
-        .binop(BinaryOp::I32Mul);
+    b.local_get(n);
+    scale_node(b, layout);
+}
+
+/// Turns the node id on the stack into its address relative to the node region: a shift,
+/// since a node's size is a power of two ([`layout::NODE_SIZE`]), so that no engine's tier
+/// has to find the shift in a multiplication.
+pub(super) fn scale_node(b: &mut InstrSeqBuilder, layout: &Layout) {
+    debug_assert!(layout.node_size.is_power_of_two());
+    b.i32_const(layout.node_size.trailing_zeros() as i32)
+        .binop(BinaryOp::I32Shl);
 }
 
 /// Leaves in `node` the child of `parent` for function `f`, entered from call site `s`,

@@ -19,7 +19,7 @@ pub(super) fn read_node_allocs(raw: &Raw, l: &Layout, nodes: &mut [RawNode]) -> 
         if node.chunk {
             continue;
         }
-        let at = l.nodes_off + n as u32 * l.node_size;
+        let at = l.node_at(n as u32);
         node.alloc = Allocs {
             allocs: raw.u64(at + layout::NODE_ALLOCS)?,
             alloc_bytes: raw.u64(at + layout::NODE_ALLOC_BYTES)?,

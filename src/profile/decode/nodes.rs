@@ -173,7 +173,7 @@ pub(super) fn read_raw_nodes(
             });
             continue;
         }
-        let at = l.nodes_off + n * l.node_size;
+        let at = l.node_at(n);
         let mut node = RawNode {
             parent: raw.u32(at + layout::NODE_PARENT)?,
             func: raw.u32(at + layout::NODE_FUNC)?,
@@ -223,7 +223,7 @@ fn chunks(raw: &Raw, l: &Layout, node_count: u32) -> anyhow::Result<Vec<std::ops
     let mut next = raw.u32(layout::HDR_CHUNKS)?;
     while next > 0 {
         let first = next - 1;
-        let at = l.nodes_off + first * l.node_size;
+        let at = l.node_at(first);
         let nodes = raw.u32(at + 4)?;
         anyhow::ensure!(
             first >= l.first_context_node()
