@@ -134,7 +134,7 @@ fn sampling(notes: &mut Vec<String>, p: &Profile) {
         // between a small function, its caller and the probes, each way by machine.
         let lean = match s.sampler {
             _ if share < 10.0 => "",
-            Sampler::Stacks => "; where calls are this dense, the times of small functions and of their callers are the least exact: the CPU runs part of a small function's work in the shadow of the probes around it, and those samples leave with the probes' (fixtures/parts' 60 M small calls have read from 14 points under their true share to 9 over, by machine); --metric instructions gives exact costs",
+            Sampler::Stacks => "; where calls are this dense, the times of small functions and of their callers are the least exact: the CPU runs part of a small function's work in the shadow of the probes around it, and the samples that find the probes' instructions waiting leave with them (fixtures/parts' 60 M calls of a small leaf read 1-4 points under their true share); --metric instructions gives exact costs",
             Sampler::Word => "; where calls are this dense, the times of small functions and of their callers are the least exact: work outside the probes' marks counts as the caller's: in wasmtime's code, the register saves of a small function that calls others and the instructions the compiler moves past an exit's mark (fixtures/parts' 60 M calls of a small leaf read within 2 points of their true share in most runs, but up to 18 over in runs that the machine slowed); --metric instructions gives exact costs",
         };
         notes.push(format!(

@@ -3,8 +3,10 @@
 //! that thread alone (`SIGEV_THREAD_ID`) every interval (densely at first, as
 //! [`crate::sampling`] says), at an unbiased moment; the signal handler records where the
 //! thread was, the interrupted PC and the return addresses of the wasm frames above it
-//! (Cranelift keeps frame pointers; the walk stops at the first address outside the
-//! module's code), into a ring buffer of the thread's, preallocated ([`ring`]).
+//! (Cranelift keeps frame pointers; an innermost frame interrupted in its prologue or at
+//! its return, where the frame pointer is its caller's, gives its return address from the
+//! stack or the link register; the walk stops at the first address outside the module's
+//! code), into a ring buffer of the thread's, preallocated ([`ring`]).
 //!
 //! Off the hot path, a drain thread reads the rings and maps each address to what it is
 //! ([`CodeMap`]): the function (wasmtime's `Module::functions`, then the module's frame

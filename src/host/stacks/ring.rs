@@ -115,9 +115,10 @@ impl Ring {
         )
     }
 
-    /// Records one sample, in the signal handler: `now`, the interrupted `pc` and frame
-    /// pointer `fp`.
-    fn record(&self, now: u64, pc: usize, fp: usize) {
+    /// Records one sample, in the signal handler: `now` and the interrupted thread's
+    /// registers.
+    fn record(&self, now: u64, regs: Registers) {
+        let pc = regs.pc;
         let ns = now.saturating_sub(self.last_ns.swap(now, Ordering::Relaxed));
         let head = self.head.load(Ordering::Relaxed);
         let free = RING_WORDS - (head - self.tail.load(Ordering::Acquire));
@@ -136,7 +137,7 @@ impl Ring {
         let put = |at: usize, word: u64| self.words[at % RING_WORDS].store(word, Ordering::Relaxed);
         put(head, ns);
         let (depth, flags) = match inside {
-            true => self.walk(pc, fp, |i, ret| put(head + 3 + i, ret as u64)),
+            true => self.walk(regs, |i, ret| put(head + 3 + i, ret as u64)),
             false => (0, OUTSIDE),
         };
         put(head + 1, in_import);
@@ -150,11 +151,23 @@ impl Ring {
         unsafe { &*self.header.add(offset as usize).cast::<AtomicU32>() }.load(Ordering::Relaxed)
     }
 
-    /// Gives `pc`, then the return address of each wasm frame from `fp` outwards, to
-    /// `put` with its position; how many it gave, and the truncation flag.
-    fn walk(&self, pc: usize, mut fp: usize, mut put: impl FnMut(usize, usize)) -> (usize, u64) {
-        put(0, pc);
+    /// Gives the interrupted PC, then the return address of each wasm frame outwards, to
+    /// `put` with its position; how many it gave, and the truncation flag. The frame
+    /// pointer chain gives the return addresses, but not the innermost one while that
+    /// frame's prologue has not yet set the frame pointer or its epilogue has restored the
+    /// caller's: that one comes from where the return address is then
+    /// ([`Ring::unframed_return`]), or the caller would be left out of the stack.
+    fn walk(&self, regs: Registers, mut put: impl FnMut(usize, usize)) -> (usize, u64) {
+        put(0, regs.pc);
         let mut depth = 1;
+        let mut fp = regs.fp;
+        if let Some(ret) = self.unframed_return(&regs) {
+            if !(self.code.0..self.code.1).contains(&ret) {
+                return (depth, 0);
+            }
+            put(depth, ret);
+            depth += 1;
+        }
         while self.frame_ok(fp) {
             // SAFETY: `fp` is an aligned address of the thread's stack (checked), where a
             // wasm frame keeps the caller's frame pointer and its return address.
@@ -183,6 +196,50 @@ impl Ring {
         fp.is_multiple_of(std::mem::align_of::<usize>())
             && fp >= self.stack.0
             && fp + 16 <= self.stack.1
+    }
+
+    /// The innermost frame's return address when the interrupted instruction is one at
+    /// which the frame pointer is still, or again, the caller's: Cranelift's prologue
+    /// `push rbp; mov rbp, rsp` before its second instruction ran, and its epilogue's
+    /// `ret` (after `pop rbp`). The return address is on the top of the stack then, or
+    /// under the pushed frame pointer.
+    #[cfg(target_arch = "x86_64")]
+    fn unframed_return(&self, regs: &Registers) -> Option<usize> {
+        const PUSH_RBP: u8 = 0x55;
+        const RET: u8 = 0xc3;
+        const MOV_RBP_RSP: [u8; 3] = [0x48, 0x89, 0xe5];
+        let code = |i: usize| {
+            // SAFETY: inside the module's code (checked), which is mapped readable.
+            (regs.pc + i < self.code.1).then(|| unsafe { *(regs.pc as *const u8).add(i) })
+        };
+        let slot = match code(0)? {
+            PUSH_RBP | RET => 0,
+            _ if [code(0), code(1), code(2)] == MOV_RBP_RSP.map(Some) => 1,
+            _ => return None,
+        };
+        let at = regs.sp + slot * std::mem::size_of::<usize>();
+        // SAFETY: an aligned address of the thread's stack (checked).
+        self.frame_ok(at)
+            .then(|| unsafe { (at as *const usize).read() })
+    }
+
+    /// The innermost frame's return address when the interrupted instruction is one at
+    /// which the frame pointer is still, or again, the caller's: Cranelift's prologue
+    /// `stp x29, x30, [sp, #-16]!; mov x29, sp` before its second instruction ran, and its
+    /// epilogue's `ret` (after the `ldp` that restores both). The return address is in
+    /// the link register then.
+    #[cfg(target_arch = "aarch64")]
+    fn unframed_return(&self, regs: &Registers) -> Option<usize> {
+        const STP_FP_LR: u32 = 0xa9bf_7bfd;
+        const MOV_FP_SP: u32 = 0x9100_03fd;
+        const RET: u32 = 0xd65f_03c0;
+        if !regs.pc.is_multiple_of(4) || regs.pc + 4 > self.code.1 {
+            return None;
+        }
+        // SAFETY: an aligned instruction inside the module's code (checked), which is
+        // mapped readable.
+        let instruction = unsafe { (regs.pc as *const u32).read() };
+        matches!(instruction, STP_FP_LR | MOV_FP_SP | RET).then_some(regs.lr)
     }
 
     /// Gives each sample recorded since the last call to `each`, oldest first.
@@ -330,25 +387,44 @@ extern "C" fn on_sample(
     // the thread set, which it clears (in its normal context) before it drops it.
     unsafe {
         let errno = *libc::__errno_location();
-        let (pc, fp) = registers(&*(context as *const libc::ucontext_t));
-        (*ring).record(monotonic_ns(), pc, fp);
+        let regs = registers(&*(context as *const libc::ucontext_t));
+        (*ring).record(monotonic_ns(), regs);
         *libc::__errno_location() = errno;
     }
 }
 
-/// The interrupted program counter and frame pointer.
-#[cfg(target_arch = "x86_64")]
-fn registers(context: &libc::ucontext_t) -> (usize, usize) {
-    let regs = &context.uc_mcontext.gregs;
-    (
-        regs[libc::REG_RIP as usize] as usize,
-        regs[libc::REG_RBP as usize] as usize,
-    )
+/// What the handler reads of the interrupted thread's registers.
+struct Registers {
+    /// The program counter.
+    pc: usize,
+    /// The frame pointer.
+    fp: usize,
+    /// The stack pointer (x86-64: where a return address is, outside a frame).
+    #[cfg(target_arch = "x86_64")]
+    sp: usize,
+    /// The link register (aarch64: the return address, outside a frame).
+    #[cfg(target_arch = "aarch64")]
+    lr: usize,
 }
 
-/// The interrupted program counter and frame pointer.
+/// The interrupted thread's registers.
+#[cfg(target_arch = "x86_64")]
+fn registers(context: &libc::ucontext_t) -> Registers {
+    let regs = &context.uc_mcontext.gregs;
+    Registers {
+        pc: regs[libc::REG_RIP as usize] as usize,
+        fp: regs[libc::REG_RBP as usize] as usize,
+        sp: regs[libc::REG_RSP as usize] as usize,
+    }
+}
+
+/// The interrupted thread's registers.
 #[cfg(target_arch = "aarch64")]
-fn registers(context: &libc::ucontext_t) -> (usize, usize) {
+fn registers(context: &libc::ucontext_t) -> Registers {
     let m = &context.uc_mcontext;
-    (m.pc as usize, m.regs[29] as usize)
+    Registers {
+        pc: m.pc as usize,
+        fp: m.regs[29] as usize,
+        lr: m.regs[30] as usize,
+    }
 }
