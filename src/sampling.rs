@@ -20,11 +20,11 @@ use crate::meta::Sampler;
 pub const WORD_INTERVAL: Duration = Duration::from_micros(100);
 
 /// The stack sampler's interval unless the user chooses one: 1 kHz. Each of its samples
-/// interrupts the program (a signal, a stack walk: about 20 us on the machine of
-/// BENCHMARKS.md), 2% of its time at this interval.
+/// interrupts the program (a signal, a stack walk: 10-30 us on the machines of
+/// BENCHMARKS.md), 1-3% of its time at this interval.
 pub const STACKS_INTERVAL: Duration = Duration::from_millis(1);
 
-/// The stack sampler's shortest wait between samples in its dense phase: 10% of the
+/// The stack sampler's shortest wait between samples in its dense phase: 5-15% of the
 /// program's time for those 20 ms, for a hundred samples.
 pub const STACKS_DENSE_FLOOR: Duration = Duration::from_micros(200);
 
