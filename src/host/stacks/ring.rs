@@ -199,19 +199,20 @@ impl Ring {
     /// The innermost frame's return address when the interrupted instruction is one at
     /// which the frame pointer is still, or again, the caller's: Cranelift's prologue
     /// `push rbp; mov rbp, rsp` before its second instruction ran, and its epilogue's
-    /// `ret` (after `pop rbp`). The return address is on the top of the stack then, or
-    /// under the pushed frame pointer.
+    /// `ret` (after `pop rbp`; `ret imm16` where the callee pops its stack arguments). The
+    /// return address is on the top of the stack then, or under the pushed frame pointer.
     #[cfg(target_arch = "x86_64")]
     fn unframed_return(&self, regs: &Registers) -> Option<usize> {
         const PUSH_RBP: u8 = 0x55;
         const RET: u8 = 0xc3;
+        const RET_IMM16: u8 = 0xc2;
         const MOV_RBP_RSP: [u8; 3] = [0x48, 0x89, 0xe5];
         let code = |i: usize| {
             // SAFETY: inside the module's code (checked), which is mapped readable.
             (regs.pc + i < self.code.1).then(|| unsafe { *(regs.pc as *const u8).add(i) })
         };
         let slot = match code(0)? {
-            PUSH_RBP | RET => 0,
+            PUSH_RBP | RET | RET_IMM16 => 0,
             _ if [code(0), code(1), code(2)] == MOV_RBP_RSP.map(Some) => 1,
             _ => return None,
         };
@@ -225,7 +226,9 @@ impl Ring {
     /// which the frame pointer is still, or again, the caller's: Cranelift's prologue
     /// `stp x29, x30, [sp, #-16]!; mov x29, sp` before its second instruction ran, and its
     /// epilogue's `ret` (after the `ldp` that restores both). The return address is in
-    /// the link register then.
+    /// the link register then. (Where the callee pops its stack arguments, an `add sp`
+    /// comes between the two; a sample there still leaves the caller out, since the same
+    /// instruction frees a frame before the `ldp`, where the link register is stale.)
     #[cfg(target_arch = "aarch64")]
     fn unframed_return(&self, regs: &Registers) -> Option<usize> {
         const STP_FP_LR: u32 = 0xa9bf_7bfd;
