@@ -100,31 +100,46 @@ fn a_leaf_loop_without_calls_gets_its_samples() {
 }
 
 /// A sample in a small function's prologue or epilogue, where the frame pointer is still
-/// (or again) its caller's, keeps the caller in its stack: `$calls` calls `$tiny` 20 M
-/// times, so many samples land there, and every one is placed under `$calls`, none left
-/// out as unplaced.
+/// (or again) its caller's, keeps the caller in its stack: `$calls` calls `$tiny` and
+/// `$wide` (whose arguments do not all fit in registers, so that it pops those on the stack
+/// as it returns, `ret imm16` on x86-64) 10 M and 40 M times, so many samples land there,
+/// and every one is placed under `$calls`, none left out as unplaced.
 #[test]
 fn a_sample_in_a_prologue_or_epilogue_keeps_its_caller() {
-    let wat = r#"(module
+    let params = "i64 ".repeat(16);
+    let args = (0..16)
+        .map(|i| format!("(local.get {})", i % 2))
+        .collect::<String>();
+    let wat = format!(
+        r#"(module
   (func $tiny (param i64 i64) (result i64)
     (i64.mul (i64.xor (local.get 0) (local.get 1)) (i64.const 0x2545f4914f6cdd1d)))
+  (func $wide (param {params}) (result i64)
+    (i64.mul (i64.xor (local.get 0) (local.get 15)) (i64.const 0x2545f4914f6cdd1d)))
   (func $calls (local i64 i64)
     (loop $again
       (local.set 1 (call $tiny (local.get 1) (local.get 0)))
+      (local.set 1 (call $wide {args}))
+      (local.set 1 (call $wide {args}))
+      (local.set 1 (call $wide {args}))
+      (local.set 1 (call $wide {args}))
       (local.set 0 (i64.add (local.get 0) (i64.const 1)))
-      (br_if $again (i64.lt_u (local.get 0) (i64.const 20000000)))))
-  (func (export "_start") (call $calls)))"#;
-    let (p, outcome) = sampled(wat);
+      (br_if $again (i64.lt_u (local.get 0) (i64.const 10000000)))))
+  (func (export "_start") (call $calls)))"#
+    );
+    let (p, outcome) = sampled(&wat);
     assert_eq!(outcome.exit_code, 0);
     check_invariants(&p);
-    assert_eq!(calls(&p, "tiny"), 20_000_000);
     let s = p.sampling.unwrap();
     assert!(s.samples > 50, "{s:?}");
     assert_eq!(s.unplaced, 0, "{s:?}");
-    let tiny = p.function_named("tiny").unwrap();
-    assert!(tiny.cost.self_ns > 0, "{s:?}");
-    let arc = p.arc("calls", "tiny").unwrap();
-    assert_eq!(arc.cost.total_ns, tiny.cost.total_ns);
+    for (callee, count) in [("tiny", 10_000_000), ("wide", 40_000_000)] {
+        assert_eq!(calls(&p, callee), count);
+        let f = p.function_named(callee).unwrap();
+        assert!(f.cost.self_ns > 0, "{callee}: {s:?}");
+        let arc = p.arc("calls", callee).unwrap();
+        assert_eq!(arc.cost.total_ns, f.cost.total_ns, "{callee}");
+    }
     let all: u64 = p.functions.iter().map(|f| f.cost.self_ns).sum();
     assert_eq!(all, s.sampled_ns);
 }
