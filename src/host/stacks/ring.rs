@@ -120,7 +120,7 @@ impl Ring {
         let ns = now.saturating_sub(self.last_ns.swap(now, Ordering::Relaxed));
         let head = self.head.load(Ordering::Relaxed);
         let free = RING_WORDS - (head - self.tail.load(Ordering::Acquire));
-        let inside = (self.code.0..self.code.1).contains(&pc);
+        let inside = self.in_code(pc);
         // Outside the module's code with the wait word odd: blocked in a wait (the probe
         // noted the node before it made the word odd, on this thread).
         let in_import = u64::from(match !inside && self.word(layout::HDR_WAITING) % 2 == 1 {
@@ -158,22 +158,9 @@ impl Ring {
     fn walk(&self, regs: Registers, mut put: impl FnMut(usize, usize)) -> (usize, u64) {
         put(0, regs.pc);
         let mut depth = 1;
-        let mut fp = regs.fp;
-        if let Some(ret) = self.unframed_return(&regs) {
-            if !(self.code.0..self.code.1).contains(&ret) {
-                return (depth, 0);
-            }
-            put(depth, ret);
-            depth += 1;
-        }
-        while self.frame_ok(fp) {
-            // SAFETY: `fp` is an aligned address of the thread's stack (checked), where a
-            // wasm frame keeps the caller's frame pointer and its return address.
-            let (next, ret) = unsafe {
-                let frame = fp as *const usize;
-                (frame.read(), frame.add(1).read())
-            };
-            if !(self.code.0..self.code.1).contains(&ret) {
+        let returns = self.unframed_return(&regs).into_iter();
+        for ret in returns.chain(self.frame_returns(regs.fp)) {
+            if !self.in_code(ret) {
                 break;
             }
             if depth == MAX_DEPTH {
@@ -181,12 +168,31 @@ impl Ring {
             }
             put(depth, ret);
             depth += 1;
-            if next <= fp {
-                break;
-            }
-            fp = next;
         }
         (depth, 0)
+    }
+
+    /// The return address each frame of the frame-pointer chain from `fp` keeps, outwards,
+    /// while the frames are readable and go up the stack; each frame is read only when the
+    /// one before has been taken.
+    fn frame_returns(&self, fp: usize) -> impl Iterator<Item = usize> + '_ {
+        let mut fp = Some(fp);
+        std::iter::from_fn(move || {
+            let at = fp.filter(|&at| self.frame_ok(at))?;
+            // SAFETY: `at` is an aligned address of the thread's stack (checked), where a
+            // wasm frame keeps the caller's frame pointer and its return address.
+            let (next, ret) = unsafe {
+                let frame = at as *const usize;
+                (frame.read(), frame.add(1).read())
+            };
+            fp = (next > at).then_some(next);
+            Some(ret)
+        })
+    }
+
+    /// Whether `address` is in the module's native code.
+    fn in_code(&self, address: usize) -> bool {
+        (self.code.0..self.code.1).contains(&address)
     }
 
     /// Whether a frame may be read at `fp`: aligned, inside the thread's stack.
