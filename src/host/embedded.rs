@@ -151,6 +151,7 @@ fn run_single(compiled: Compiled, config: &RunConfig) -> anyhow::Result<Outcome>
     }
 
     let started = Instant::now();
+    let word = spawn_word_sampler(&links, code_map.is_some(), config);
     let (instance, state_instance) =
         instantiate(&mut linker, &mut store, &module, state_module.as_ref())?;
     let start = instance
@@ -163,9 +164,12 @@ fn run_single(compiled: Compiled, config: &RunConfig) -> anyhow::Result<Outcome>
             let (base, accessible) = profiler_memory_span(&store, memory);
             populate_for_writing(base, accessible, meta.layout.nodes_off);
             let started = (&links, meta, memory, &target);
-            RunSampling::start(started, &store, code_map, config)?
+            RunSampling::start(started, &store, code_map, word, config)?
         }
-        _ => RunSampling::Off,
+        _ => {
+            drop(word);
+            RunSampling::Off
+        }
     };
     let result = start.call(&mut store, ());
     let wall_ns = started.elapsed().as_nanos() as u64;
@@ -256,9 +260,28 @@ enum RunSampling {
     Stacks(StackSampler, StackSampling),
 }
 
+/// The word sampler's thread, if the run is to have one, started before the module is
+/// instantiated: it takes about as long to come up ([`Sampler::spawn`]). It has no thread
+/// to sample until [`RunSampling::start`] gives it the program's.
+fn spawn_word_sampler(
+    links: &HostLinks,
+    has_code_map: bool,
+    config: &RunConfig,
+) -> Option<(Sampler, Targets)> {
+    let interval = config.sample_interval;
+    let stacks = links.stacks && has_code_map;
+    (links.sampled && !stacks && !interval.is_zero()).then(|| {
+        let targets = Targets::default();
+        // This thread runs the program.
+        let sampler = Sampler::spawn(targets.clone(), interval, current_cpu());
+        (sampler, targets)
+    })
+}
+
 impl RunSampling {
     /// Starts what the module's `links` and `meta` ask for, the profiler's `memory` in
-    /// `store` (and, for the word sampler's test hook, its `target`).
+    /// `store` (and, for the word sampler's test hook, its `target`): the stack sampler,
+    /// or the `word` sampler's thread, given the program's thread to sample.
     fn start(
         (links, meta, memory, target): (
             &HostLinks,
@@ -268,6 +291,7 @@ impl RunSampling {
         ),
         store: &Store<WasiP1Ctx>,
         code_map: Option<CodeMap>,
+        word: Option<(Sampler, Targets)>,
         config: &RunConfig,
     ) -> anyhow::Result<RunSampling> {
         let interval = config.sample_interval;
@@ -285,13 +309,11 @@ impl RunSampling {
         // The test hook samples through the target, with or without the sampler's thread.
         let sample = SampleTarget::new(memory.clone(), meta.layout);
         let _ = target.set(sample.clone());
-        if interval.is_zero() {
+        let Some((sampler, targets)) = word else {
             return Ok(RunSampling::Off);
-        }
-        let targets = Targets::default();
+        };
         targets.add(0, sample);
-        // This thread runs the program.
-        let sampler = Sampler::start(targets, interval, current_cpu());
+        sampler.wait_until_up();
         Ok(RunSampling::Word(sampler))
     }
 

@@ -162,18 +162,22 @@ impl Targets {
             .retain(|(t, _)| *t != tid);
     }
 
-    /// Takes a sample of every thread.
-    fn take(&self, ns: u64, late: bool) {
-        for (_, target) in self.0.lock().expect("not poisoned").iter() {
+    /// Takes a sample of every thread; whether there was any.
+    fn take(&self, ns: u64, late: bool) -> bool {
+        let targets = self.0.lock().expect("not poisoned");
+        for (_, target) in targets.iter() {
             target.take(ns, late);
         }
+        !targets.is_empty()
     }
 }
 
-/// A running sampler thread.
+/// A running sampler thread. Dropped without [`Sampler::stop`] (the program could not
+/// start), it tells its thread to stop and leaves it to end alone.
 pub(super) struct Sampler {
     stop: Arc<AtomicBool>,
-    thread: JoinHandle<()>,
+    up: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
 }
 
 impl Sampler {
@@ -185,9 +189,23 @@ impl Sampler {
     /// for 20 ms and sleeps of 100 µs did not measurably; but a spin that never yields kept
     /// wasmtime-wasi's blocking helper threads (file system calls) off the CPU, so a `stat`
     /// took 1 ms instead of 0.15: the spin yields. It keeps off `program_cpu`, the CPU of
-    /// the program's thread when there is one ([`keep_off_cpu`]).
+    /// the program's thread when there is one ([`keep_off_cpu`]). It returns once the
+    /// thread runs ([`Sampler::spawn`], then [`Sampler::wait_until_up`]).
     pub(super) fn start(
-        target: Targets,
+        targets: Targets,
+        interval: Duration,
+        program_cpu: Option<usize>,
+    ) -> Sampler {
+        let sampler = Sampler::spawn(targets, interval, program_cpu);
+        sampler.wait_until_up();
+        sampler
+    }
+
+    /// Starts the thread as [`Sampler::start`] does, without waiting for it to run: a
+    /// thread takes 60-200 µs to come up on this project's 2-vCPU machines, which the
+    /// program's thread can spend instantiating the module; `targets` can be added to later.
+    pub(super) fn spawn(
+        targets: Targets,
         interval: Duration,
         program_cpu: Option<usize>,
     ) -> Sampler {
@@ -201,7 +219,7 @@ impl Sampler {
                 keep_off_cpu(cpu);
             }
             is_up.store(true, Ordering::Release);
-            let began = Instant::now();
+            let mut began = Instant::now();
             let dense = sampling::dense_wait(crate::meta::Sampler::Word, interval);
             let mut last = began;
             while !stopped.load(Ordering::Relaxed) {
@@ -225,23 +243,42 @@ impl Sampler {
                     Instant::now()
                 };
                 let elapsed = now.duration_since(last);
-                target.take(elapsed.as_nanos() as u64, sampling::is_late(wait, elapsed));
+                if !targets.take(elapsed.as_nanos() as u64, sampling::is_late(wait, elapsed)) {
+                    // The dense phase starts with the first thread to sample.
+                    began = now;
+                }
                 last = now;
             }
         });
-        // The program starts once the sampler runs: a new thread may otherwise get its
-        // first time slice after a short run has ended. This thread waits without
-        // sleeping: woken by the sampler, the scheduler would place it on the sampler's
-        // CPU, and it had kept it there for whole short runs.
-        while !up.load(Ordering::Acquire) && !thread.is_finished() {
+        Sampler {
+            stop,
+            up,
+            thread: Some(thread),
+        }
+    }
+
+    /// Waits until the thread runs. The program starts once the sampler runs: a new thread
+    /// may otherwise get its first time slice after a short run has ended. This thread
+    /// waits without sleeping: woken by the sampler, the scheduler would place it on the
+    /// sampler's CPU, and it had kept it there for whole short runs.
+    pub(super) fn wait_until_up(&self) {
+        let Some(thread) = &self.thread else { return };
+        while !self.up.load(Ordering::Acquire) && !thread.is_finished() {
             std::thread::yield_now();
         }
-        Sampler { stop, thread }
     }
 
     /// Stops the thread and waits for it.
-    pub(super) fn stop(self) {
+    pub(super) fn stop(mut self) {
         self.stop.store(true, Ordering::Relaxed);
-        let _ = self.thread.join();
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+impl Drop for Sampler {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
     }
 }
