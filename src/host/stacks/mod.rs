@@ -97,7 +97,9 @@ impl StackSampler {
             let shared = Arc::clone(&shared);
             std::thread::spawn(move || {
                 while !shared.stop.load(Ordering::Relaxed) {
-                    std::thread::sleep(DRAIN_EVERY);
+                    // Parked, not asleep: `drop` wakes it, and a run's end need not wait
+                    // out the rest of its interval (a millisecond on average).
+                    std::thread::park_timeout(DRAIN_EVERY);
                     let threads = shared.threads.lock().expect("not poisoned").clone();
                     for thread in threads {
                         thread.drain(&shared.map);
@@ -151,6 +153,7 @@ impl Drop for StackSampler {
     fn drop(&mut self) {
         self.shared.stop.store(true, Ordering::Relaxed);
         if let Some(drainer) = self.drainer.take() {
+            drainer.thread().unpark();
             let _ = drainer.join();
         }
     }
