@@ -106,10 +106,13 @@ fn a_leaf_loop_without_calls_gets_its_samples() {
 /// and every one is placed under `$calls`, none left out as unplaced.
 #[test]
 fn a_sample_in_a_prologue_or_epilogue_keeps_its_caller() {
+    const ROUNDS: u64 = 10_000_000;
+    const WIDE_PER_ROUND: u64 = 4;
     let params = "i64 ".repeat(16);
     let args = (0..16)
         .map(|i| format!("(local.get {})", i % 2))
         .collect::<String>();
+    let wide_calls = format!("(local.set 1 (call $wide {args}))").repeat(WIDE_PER_ROUND as usize);
     let wat = format!(
         r#"(module
   (func $tiny (param i64 i64) (result i64)
@@ -119,12 +122,9 @@ fn a_sample_in_a_prologue_or_epilogue_keeps_its_caller() {
   (func $calls (local i64 i64)
     (loop $again
       (local.set 1 (call $tiny (local.get 1) (local.get 0)))
-      (local.set 1 (call $wide {args}))
-      (local.set 1 (call $wide {args}))
-      (local.set 1 (call $wide {args}))
-      (local.set 1 (call $wide {args}))
+      {wide_calls}
       (local.set 0 (i64.add (local.get 0) (i64.const 1)))
-      (br_if $again (i64.lt_u (local.get 0) (i64.const 10000000)))))
+      (br_if $again (i64.lt_u (local.get 0) (i64.const {ROUNDS})))))
   (func (export "_start") (call $calls)))"#
     );
     let (p, outcome) = sampled(&wat);
@@ -133,7 +133,7 @@ fn a_sample_in_a_prologue_or_epilogue_keeps_its_caller() {
     let s = p.sampling.unwrap();
     assert!(s.samples > 50, "{s:?}");
     assert_eq!(s.unplaced, 0, "{s:?}");
-    for (callee, count) in [("tiny", 10_000_000), ("wide", 40_000_000)] {
+    for (callee, count) in [("tiny", ROUNDS), ("wide", WIDE_PER_ROUND * ROUNDS)] {
         assert_eq!(calls(&p, callee), count);
         let f = p.function_named(callee).unwrap();
         assert!(f.cost.self_ns > 0, "{callee}: {s:?}");

@@ -151,7 +151,7 @@ fn run_single(compiled: Compiled, config: &RunConfig) -> anyhow::Result<Outcome>
     }
 
     let started = Instant::now();
-    let word = spawn_word_sampler(&links, code_map.is_some(), config);
+    let planned = PlannedSampling::spawn(&links, code_map, config);
     let (instance, state_instance) =
         instantiate(&mut linker, &mut store, &module, state_module.as_ref())?;
     let start = instance
@@ -163,11 +163,10 @@ fn run_single(compiled: Compiled, config: &RunConfig) -> anyhow::Result<Outcome>
         (Some(memory), Some(meta)) => {
             let (base, accessible) = profiler_memory_span(&store, memory);
             populate_for_writing(base, accessible, meta.layout.nodes_off);
-            let started = (&links, meta, memory, &target);
-            RunSampling::start(started, &store, code_map, word, config)?
+            planned.start(meta, memory, &target, &store)?
         }
         _ => {
-            drop(word);
+            drop(planned);
             RunSampling::Off
         }
     };
@@ -260,63 +259,73 @@ enum RunSampling {
     Stacks(StackSampler, StackSampling),
 }
 
-/// The word sampler's thread, if the run is to have one, started before the module is
-/// instantiated: it takes about as long to come up ([`Sampler::spawn`]). It has no thread
-/// to sample until [`RunSampling::start`] gives it the program's.
-fn spawn_word_sampler(
-    links: &HostLinks,
-    has_code_map: bool,
-    config: &RunConfig,
-) -> Option<(Sampler, Targets)> {
-    let interval = config.sample_interval;
-    let stacks = links.stacks && has_code_map;
-    (links.sampled && !stacks && !interval.is_zero()).then(|| {
-        let targets = Targets::default();
-        // This thread runs the program.
-        let sampler = Sampler::spawn(targets.clone(), interval, current_cpu());
-        (sampler, targets)
-    })
+/// The sampling a single-threaded run asks for, its thread started before the module is
+/// instantiated: the word sampler's takes about as long to come up ([`Sampler::spawn`]).
+/// [`PlannedSampling::start`] gives it the program's thread to sample.
+enum PlannedSampling {
+    /// Not sampled.
+    Off,
+    /// The word sampler: its thread, and the threads it samples (none with no interval:
+    /// the test hook samples alone).
+    Word(Option<(Sampler, Targets)>),
+    /// The stack sampler, its drain thread running.
+    Stacks(StackSampler),
+}
+
+impl PlannedSampling {
+    /// The sampling the module's `links` ask for, at `config`'s interval, its thread
+    /// started; the stack sampler's maps addresses through `code_map`.
+    fn spawn(links: &HostLinks, code_map: Option<CodeMap>, config: &RunConfig) -> Self {
+        let interval = config.sample_interval;
+        match code_map {
+            Some(map) if links.stacks && !interval.is_zero() => {
+                PlannedSampling::Stacks(StackSampler::start(map, interval))
+            }
+            _ if links.sampled => PlannedSampling::Word((!interval.is_zero()).then(|| {
+                let targets = Targets::default();
+                // This thread runs the program.
+                let sampler = Sampler::spawn(targets.clone(), interval, current_cpu());
+                (sampler, targets)
+            })),
+            _ => PlannedSampling::Off,
+        }
+    }
+
+    /// Starts sampling this thread, which runs the program: the profiler's `memory` in
+    /// `store`, laid out as `meta` says (and, for the word sampler's test hook, its
+    /// `target`).
+    fn start(
+        self,
+        meta: &Meta,
+        memory: &wasmtime::Extern,
+        target: &Arc<OnceLock<SampleTarget>>,
+        store: &Store<WasiP1Ctx>,
+    ) -> anyhow::Result<RunSampling> {
+        match self {
+            PlannedSampling::Off => Ok(RunSampling::Off),
+            PlannedSampling::Stacks(sampler) => {
+                let sampling = sampler.sample_this_thread(profiler_memory_span(store, memory).0)?;
+                Ok(RunSampling::Stacks(sampler, sampling))
+            }
+            PlannedSampling::Word(thread) => {
+                let wasmtime::Extern::SharedMemory(memory) = memory else {
+                    return Ok(RunSampling::Off);
+                };
+                // The test hook samples through the target, with or without the thread.
+                let sample = SampleTarget::new(memory.clone(), meta.layout);
+                let _ = target.set(sample.clone());
+                let Some((sampler, targets)) = thread else {
+                    return Ok(RunSampling::Off);
+                };
+                targets.add(0, sample);
+                sampler.wait_until_up();
+                Ok(RunSampling::Word(sampler))
+            }
+        }
+    }
 }
 
 impl RunSampling {
-    /// Starts what the module's `links` and `meta` ask for, the profiler's `memory` in
-    /// `store` (and, for the word sampler's test hook, its `target`): the stack sampler,
-    /// or the `word` sampler's thread, given the program's thread to sample.
-    fn start(
-        (links, meta, memory, target): (
-            &HostLinks,
-            &Meta,
-            &wasmtime::Extern,
-            &Arc<OnceLock<SampleTarget>>,
-        ),
-        store: &Store<WasiP1Ctx>,
-        code_map: Option<CodeMap>,
-        word: Option<(Sampler, Targets)>,
-        config: &RunConfig,
-    ) -> anyhow::Result<RunSampling> {
-        let interval = config.sample_interval;
-        if let (true, Some(map), false) = (links.stacks, code_map, interval.is_zero()) {
-            let sampler = StackSampler::start(map, interval);
-            let sampling = sampler.sample_this_thread(profiler_memory_span(store, memory).0)?;
-            return Ok(RunSampling::Stacks(sampler, sampling));
-        }
-        let wasmtime::Extern::SharedMemory(memory) = memory else {
-            return Ok(RunSampling::Off);
-        };
-        if !links.sampled {
-            return Ok(RunSampling::Off);
-        }
-        // The test hook samples through the target, with or without the sampler's thread.
-        let sample = SampleTarget::new(memory.clone(), meta.layout);
-        let _ = target.set(sample.clone());
-        let Some((sampler, targets)) = word else {
-            return Ok(RunSampling::Off);
-        };
-        targets.add(0, sample);
-        sampler.wait_until_up();
-        Ok(RunSampling::Word(sampler))
-    }
-
     /// Stops sampling; the stack sampler's samples.
     fn stop(self) -> Option<StackSamples> {
         match self {
