@@ -9,6 +9,11 @@
 //! then the same for a short run of a few hundred allocator calls, as a test binary makes.
 //! Run times exclude compilation (the host times `_start` alone).
 
+#[path = "common/mod.rs"]
+mod common;
+
+use common::median;
+
 use std::path::Path;
 
 use cargo_wasmprof::build::{build, BuildRequest, Mode};
@@ -24,11 +29,6 @@ const ROUNDS: &str = "1000000";
 /// them costs a run whatever its length (the fresh pages of the profiler's memory that
 /// the live table touches) shows there.
 const SHORT_ROUNDS: &str = "200";
-
-fn median(mut xs: Vec<f64>) -> f64 {
-    xs.sort_by(f64::total_cmp);
-    xs[xs.len() / 2]
-}
 
 fn main() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));

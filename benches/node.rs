@@ -22,6 +22,11 @@
 //! profiled modules differ by the instrumentation alone. Plain runs need the glue's `fetch`
 //! removed (fixtures/emcc/no-fetch.cjs says why); every run gets it.
 
+#[path = "common/mod.rs"]
+mod common;
+
+use common::median;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
@@ -53,11 +58,6 @@ fn builds() -> Vec<(&'static str, String, String, Option<&'static str>)> {
         builds.push((metric, emcc.clone(), emxx.clone(), Some(metric)));
     }
     builds
-}
-
-fn median(mut xs: Vec<f64>) -> f64 {
-    xs.sort_by(f64::total_cmp);
-    xs[xs.len() / 2]
 }
 
 /// The nodes to compare: the one on PATH, and the current one `.ci/run` installs.

@@ -18,7 +18,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use cargo_wasmprof::build::{build, BuildRequest, Mode, TestBinary};
+use cargo_wasmprof::build::{Mode, TestBinary};
 use cargo_wasmprof::calibrate;
 use cargo_wasmprof::clock::ClockChoice;
 use cargo_wasmprof::host::{Embedded, RunConfig};
@@ -27,8 +27,12 @@ use cargo_wasmprof::meta::{Metric, Sampler};
 use cargo_wasmprof::profile::Profile;
 use cargo_wasmprof::sampling;
 
+#[path = "common/mod.rs"]
+mod common;
 #[path = "overhead/epoch.rs"]
 mod epoch;
+
+use common::{fixture, median};
 
 const RUNS: usize = 7;
 
@@ -63,28 +67,10 @@ impl Workload {
 /// The kernels of fixtures/kernels, one a line, as its bench binary reads them.
 const KERNELS: &str = include_str!("../fixtures/kernels/kernels.txt");
 
-fn median(mut xs: Vec<f64>) -> f64 {
-    xs.sort_by(f64::total_cmp);
-    xs[xs.len() / 2]
-}
-
 fn seconds(f: impl FnOnce()) -> f64 {
     let t = Instant::now();
     f();
     t.elapsed().as_secs_f64()
-}
-
-fn fixture(name: &str, mode: Mode) -> Vec<TestBinary> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let request = BuildRequest {
-        mode,
-        manifest_path: Some(root.join("fixtures").join(name).join("Cargo.toml")),
-        target_dir: Some(root.join("target/bench-fixtures")),
-        ..BuildRequest::default()
-    };
-    build(&request)
-        .unwrap_or_else(|e| panic!("building fixtures/{name}: {e}"))
-        .binaries
 }
 
 /// fixtures/threads' binary for wasm32-wasip1-threads (release, names and DWARF kept):
@@ -383,26 +369,64 @@ fn accuracy(workloads: &[Workload]) {
     println!("(sum of self times / plain run time; 1.00x is exact)");
 }
 
-/// The three parts of fixtures/parts: each part's true share of the whole (from plain
-/// runs of each part alone, less a run of none), against the inclusive time share of its
-/// function in profiles of all three, sampled (by each sampler) and exact (compensated);
-/// then the stack sampler's own cost per sample.
+/// The parts of fixtures/parts (a loop without calls, 60 M small calls, a recursion) and of
+/// fixtures/mixed (sorting, a hash map, libm, formatting, a tree of boxes): each part's
+/// true share of the whole (from plain runs of each part alone, less a run of none),
+/// against the inclusive time share of its function in profiles of all of them: the default
+/// (calls counted per function, time from the stack sampler), `--contexts` (the context
+/// tree's probes, the stack sampler's time placed in it), the word sampler, exact time
+/// (compensated), and wasmtime's own epoch sampler on the plain module; then the stack
+/// sampler's own cost per sample.
 fn parts_accuracy() {
     const PARTS: [(&str, &str); 3] = [
         ("loop", "parts::part_loop"),
         ("calls", "parts::part_calls"),
         ("recursion", "parts::part_recursion"),
     ];
-    let binaries = fixture("parts", Mode::Bench);
-    let binary = binaries
-        .iter()
-        .find(|b| b.kind == "bench")
-        .expect("the parts bench");
+    const MIXED: [(&str, &str); 5] = [
+        ("sort", "mixed::part_sort"),
+        ("hash", "mixed::part_hash"),
+        ("float", "mixed::part_float"),
+        ("format", "mixed::part_format"),
+        ("tree", "mixed::part_tree"),
+    ];
+    let (wasm, config) = accuracy_of("parts", &PARTS);
+    accuracy_of("mixed", &MIXED);
+    stack_sample_cost(&wasm, &config);
+}
+
+/// The ways the accuracy table profiles a program: a name and the options.
+fn accuracy_variants() -> Vec<(&'static str, Options)> {
+    let time = |contexts, sampler| Options {
+        metric: Metric::Time,
+        contexts,
+        sampler,
+        ..Options::default()
+    };
+    vec![
+        ("time", time(false, Sampler::Stacks)),
+        ("time --contexts", time(true, Sampler::Stacks)),
+        ("time, word", time(true, Sampler::Word)),
+        (
+            "exact, compens.",
+            Options {
+                metric: Metric::ExactTime,
+                ..Options::default()
+            },
+        ),
+    ]
+}
+
+/// The accuracy table of fixtures/`fixture`'s bench binary, whose `parts` (an argument and
+/// the function that does it) run one by one or `all` together; the module, and the run
+/// of its first part alone, for the cost per sample.
+fn accuracy_of(fixture: &str, parts: &[(&str, &str)]) -> (Vec<u8>, RunConfig) {
+    let binary = common::bench_binary(fixture, fixture);
     let wasm = std::fs::read(&binary.path).unwrap();
     let config = |args: &[&str]| RunConfig {
         inherit_stdio: false,
         ..RunConfig::new(
-            "parts.wasm",
+            format!("{fixture}.wasm"),
             args.iter().map(|a| a.to_string()).collect(),
             &binary.package_dir,
         )
@@ -411,55 +435,45 @@ fn parts_accuracy() {
         Embedded.run_module(wasm, &config(args)).unwrap().wall_ns as f64
     };
     let cost = calibrate::probe_cost(ClockChoice::Auto).unwrap();
-    let sampled = instrumented(&wasm, Metric::Time);
-    let stacks = instrument::instrument(&wasm, &stack_sampled()).unwrap();
-    let exact = instrumented(&wasm, Metric::ExactTime);
-    let mut alone = vec![Vec::new(); PARTS.len()];
+    let variants: Vec<(&str, instrument::Instrumented)> = accuracy_variants()
+        .into_iter()
+        .map(|(name, options)| (name, instrument::instrument(&wasm, &options).unwrap()))
+        .collect();
+    let names: Vec<&str> = parts.iter().map(|(_, f)| *f).collect();
+    let mut alone = vec![Vec::new(); parts.len()];
     let mut none = Vec::new();
-    // Sampled by each sampler, exact as measured, exact compensated; wasmtime's epoch
-    // sampler on the plain module.
-    let mut shares = [
-        vec![Vec::new(); PARTS.len()],
-        vec![Vec::new(); PARTS.len()],
-        vec![Vec::new(); PARTS.len()],
-        vec![Vec::new(); PARTS.len()],
-        vec![Vec::new(); PARTS.len()],
-    ];
-    let names: Vec<&str> = PARTS.iter().map(|(_, f)| *f).collect();
+    // Each variant's shares, then wasmtime's epoch sampler's, per part, per run.
+    let mut shares = vec![vec![Vec::new(); parts.len()]; variants.len() + 1];
     let mut epoch_samples = Vec::new();
     for _ in 0..RUNS {
         none.push(wall(&wasm, &[]));
-        for (k, (part, _)) in PARTS.iter().enumerate() {
+        for (k, (part, _)) in parts.iter().enumerate() {
             alone[k].push(wall(&wasm, &[part]));
         }
-        let profile = |done: &instrument::Instrumented, sampler: Sampler| {
+        let mut totals: Vec<Vec<f64>> = Vec::new();
+        for (_, done) in &variants {
             let config = RunConfig {
-                sample_interval: sampling::default_interval(sampler),
+                sample_interval: sampling::default_interval(done.meta.sampler),
                 ..config(&["all"])
             };
-            Embedded
+            let mut p = Embedded
                 .run_module(&done.wasm, &config)
                 .unwrap()
-                .profile(&done.meta, "parts")
-                .unwrap()
-        };
-        let raw = profile(&exact, Sampler::Word);
-        let mut compensated = raw.clone();
-        let _ = compensated.compensate(cost);
-        let word = profile(&sampled, Sampler::Word);
-        let by_stacks = profile(&stacks, Sampler::Stacks);
+                .profile(&done.meta, fixture)
+                .unwrap();
+            if done.meta.metric == Metric::ExactTime {
+                let _ = p.compensate(cost);
+            }
+            totals.push(
+                parts
+                    .iter()
+                    .map(|(_, f)| p.function_named(f).map_or(0.0, |f| f.cost.total_ns as f64))
+                    .collect(),
+            );
+        }
         let interval = sampling::default_interval(Sampler::Stacks);
         let by_epochs = epoch::sample(&wasm, &binary.package_dir, &["all"], interval, &names);
         epoch_samples.push(by_epochs.samples as f64);
-        let mut totals: Vec<Vec<f64>> = [word, by_stacks, raw, compensated]
-            .iter()
-            .map(|p| {
-                PARTS
-                    .iter()
-                    .map(|(_, f)| p.function_named(f).map_or(0.0, |f| f.cost.total_ns as f64))
-                    .collect()
-            })
-            .collect();
         totals.push(by_epochs.inclusive_ns);
         for (m, totals) in totals.iter().enumerate() {
             let sum: f64 = totals.iter().sum();
@@ -474,57 +488,43 @@ fn parts_accuracy() {
         .map(|times| (median(times) - none).max(0.0))
         .collect();
     let truth_sum: f64 = truth.iter().sum();
-    println!(
-        "\n{:<12} {:>10} {:>11} {:>16} {:>16} {:>16} {:>16} {:>16}",
-        "part",
-        "plain run",
-        "true share",
-        "time (word)",
-        "time (stacks)",
-        "exact raw",
-        "exact compens.",
-        "wasmtime epochs"
-    );
-    for (k, (part, _)) in PARTS.iter().enumerate() {
+    let mut header = format!("\n{:<10} {:>10} {:>11}", "part", "plain run", "true share");
+    for (name, _) in &variants {
+        header.push_str(&format!(" {name:>17}"));
+    }
+    println!("{header} {:>17}", "wasmtime epochs");
+    for (k, (part, _)) in parts.iter().enumerate() {
         let true_share = 100.0 * truth[k] / truth_sum;
-        let show = |m: usize| {
-            let share = median(shares[m][k].clone());
-            format!("{share:.1}% ({:+.1})", share - true_share)
-        };
-        println!(
-            "{:<12} {:>8.1}ms {:>10.1}% {:>16} {:>16} {:>16} {:>16} {:>16}",
+        let mut row = format!(
+            "{:<10} {:>8.1}ms {:>10.1}%",
             part,
             truth[k] / 1e6,
-            true_share,
-            show(0),
-            show(1),
-            show(2),
-            show(3),
-            show(4)
+            true_share
         );
+        for runs in &shares {
+            let share = median(runs[k].clone());
+            let worst = runs[k]
+                .iter()
+                .map(|s| (s - true_share).abs())
+                .fold(0.0, f64::max);
+            let cell = format!("{share:.1}% ({:+.1}|{worst:.1})", share - true_share);
+            row.push_str(&format!(" {cell:>17}"));
+        }
+        println!("{row}");
     }
     println!(
-        "(inclusive time shares of the three parts' functions, median of {RUNS} profiles of all three; true shares from each part run alone, plain, less a run of none; wasmtime epochs: the plain module sampled as GuestProfiler samples, a backtrace at each epoch deadline, every {} ms, {:.0} samples a run)",
+        "({fixture}: inclusive time shares of the parts' functions, median of {RUNS} profiles of all of them (the median's points off the truth | the worst run's); true shares from each part run alone, plain, less a run of none; wasmtime epochs: the plain module sampled as GuestProfiler samples, a backtrace at each epoch deadline, every {} ms, {:.0} samples a run)",
         sampling::default_interval(Sampler::Stacks).as_millis(),
         median(epoch_samples)
     );
-    stack_sample_cost(&wasm, &config(&["loop"]));
-}
-
-/// The options of the stack sampler's time metric.
-fn stack_sampled() -> Options {
-    Options {
-        metric: Metric::Time,
-        sampler: Sampler::Stacks,
-        ..Options::default()
-    }
+    (wasm, config(&[parts[0].0]))
 }
 
 /// The stack sampler's cost per sample: `wasm` (the parts' loop, whose probes run once)
 /// profiled every 100 us against every second (a sample or two), median of RUNS runs
 /// each, interleaved; the difference per sample taken.
 fn stack_sample_cost(wasm: &[u8], config: &RunConfig) {
-    let done = instrument::instrument(wasm, &stack_sampled()).unwrap();
+    let done = instrument::instrument(wasm, &Options::default()).unwrap();
     let run = |interval_us: u64| {
         let config = RunConfig {
             sample_interval: std::time::Duration::from_micros(interval_us),

@@ -97,8 +97,10 @@ pub struct BuildRequest {
     pub profile: Option<String>,
     /// The metric that the Emscripten link instruments for.
     pub metric: Metric,
-    /// The Emscripten link instruments without recording allocations (`--no-alloc`).
-    pub no_alloc: bool,
+    /// The Emscripten link counts calls per calling context (`--contexts`).
+    pub contexts: bool,
+    /// The Emscripten link records the program's allocations (`--allocations`).
+    pub allocations: bool,
     /// The Emscripten link makes room for this many live allocations
     /// (`--max-live-allocations`; `None`: the default).
     pub max_live_allocations: Option<u32>,
@@ -316,7 +318,8 @@ fn cargo_command(args: &BuildRequest, extra: &[&str]) -> Result<Command, Error> 
     if args.target == Target::Emscripten {
         cmd.envs(emscripten::linker_env(
             args.metric,
-            args.no_alloc,
+            args.contexts,
+            args.allocations,
             args.max_live_allocations,
         )?);
     }

@@ -26,7 +26,9 @@ use std::process::Command;
 
 use anyhow::Context as _;
 
-use crate::emscripten::{Driver, MAX_LIVE_VAR, METRIC_VAR, NO_ALLOC_VAR, RUSTC_LINKS_VAR};
+use crate::emscripten::{
+    switch_on, Driver, ALLOCATIONS_VAR, CONTEXTS_VAR, MAX_LIVE_VAR, METRIC_VAR, RUSTC_LINKS_VAR,
+};
 use crate::error::Error;
 use crate::fsutil::relative;
 use crate::instrument::{instrument_in_place, original_path, Options};
@@ -213,7 +215,8 @@ pub(crate) fn run(driver: Driver, args: &[OsString]) -> Result<i32, Error> {
     if code == 0 && written {
         let options = Options {
             metric,
-            allocations: !crate::emscripten::no_alloc(std::env::var_os(NO_ALLOC_VAR).as_deref()),
+            contexts: switch_on(CONTEXTS_VAR),
+            allocations: switch_on(ALLOCATIONS_VAR),
             max_live_allocations: max_live_from_env()?,
             ..Options::default()
         };

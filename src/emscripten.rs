@@ -18,9 +18,13 @@ use crate::meta::Metric;
 /// (`calls`, `time`, `exact-time`, `instructions`; `time` without it).
 pub const METRIC_VAR: &str = "WASMPROF_METRIC";
 
-/// The environment variable that has `wasmprof-emcc` instrument without recording the
-/// program's allocations (`--no-alloc`): set and neither empty nor `0`.
-pub const NO_ALLOC_VAR: &str = "WASMPROF_NO_ALLOC";
+/// The environment variable that has `wasmprof-emcc` record the program's allocations
+/// (`--allocations`): set and neither empty nor `0`.
+pub const ALLOCATIONS_VAR: &str = "WASMPROF_ALLOCATIONS";
+
+/// The environment variable that has `wasmprof-emcc` count calls per calling context
+/// (`--contexts`): set and neither empty nor `0`.
+pub const CONTEXTS_VAR: &str = "WASMPROF_CONTEXTS";
 
 /// The environment variable that has `wasmprof-emcc` make room for as many live
 /// allocations (`--max-live-allocations`).
@@ -31,9 +35,10 @@ pub const MAX_LIVE_VAR: &str = "WASMPROF_MAX_LIVE_ALLOCATIONS";
 /// the user's choice, and the link keeps the DWARF anyway.
 pub const RUSTC_LINKS_VAR: &str = "WASMPROF_RUSTC_LINKS";
 
-/// Whether `value`, [`NO_ALLOC_VAR`]'s, asks for no allocations.
-pub fn no_alloc(value: Option<&std::ffi::OsStr>) -> bool {
-    value.is_some_and(|v| !v.is_empty() && v != "0")
+/// Whether the switch `var` ([`ALLOCATIONS_VAR`], [`CONTEXTS_VAR`]) is on: set and neither
+/// empty nor `0`.
+pub fn switch_on(var: &str) -> bool {
+    std::env::var_os(var).is_some_and(|v| !v.is_empty() && v != "0")
 }
 
 /// The variable through which cargo takes the target's linker.
@@ -42,20 +47,23 @@ pub const LINKER_VAR: &str = "CARGO_TARGET_WASM32_UNKNOWN_EMSCRIPTEN_LINKER";
 const TRIPLE: &str = "wasm32-unknown-emscripten";
 
 /// The environment that makes cargo link through `wasmprof-emcc` with the profiler's
-/// runtime, instrumenting for `metric` (without the allocations with `no_alloc`, with room
-/// for `max_live` live ones otherwise, where given), and wrap the user's linker if there is
-/// one.
+/// runtime, instrumenting for `metric` (counting calls per context with `contexts`,
+/// recording the allocations with `allocations`, with room for `max_live` live ones where
+/// given), and wrap the user's linker if there is one.
 pub fn linker_env(
     metric: Metric,
-    no_alloc: bool,
+    contexts: bool,
+    allocations: bool,
     max_live: Option<u32>,
 ) -> Result<Vec<(&'static str, OsString)>, Error> {
     let cwd = std::env::current_dir().context("cannot read the working directory")?;
+    let switch = |on: bool| OsString::from(if on { "1" } else { "" });
     let mut env = vec![
         (LINKER_VAR, wrapper()?.into_os_string()),
         (RUSTC_LINKS_VAR, "1".into()),
         (METRIC_VAR, metric.name().into()),
-        (NO_ALLOC_VAR, if no_alloc { "1" } else { "" }.into()),
+        (CONTEXTS_VAR, switch(contexts)),
+        (ALLOCATIONS_VAR, switch(allocations)),
         (
             MAX_LIVE_VAR,
             max_live.map_or(String::new(), |n| n.to_string()).into(),

@@ -82,11 +82,6 @@ pub const HDR_LATE_SAMPLES: u32 = 64;
 pub const HDR_WAITING: u32 = 72;
 /// Header: the current context node when the thread began to wait, a u32.
 pub const HDR_WAIT_CUR: u32 = 76;
-/// Header: with the stack sampler, the context node of the import that runs, a u32: an
-/// import's thunk stores its node there before it calls the import and the previous value
-/// after, so that a sample that finds the thread in host code (a WASI call, or a callback
-/// into the module while the import runs) knows whose time it is.
-pub const HDR_IN_IMPORT: u32 = 96;
 /// Header: the address the thread waits on in the program's shared memory, a u64.
 pub const HDR_WAIT_ADDR: u32 = 80;
 /// Header: with the instructions metric, the instruction counter when the thread began to

@@ -1,5 +1,5 @@
-//! The sampled time metric: where samples land, with known answers. The sampler's thread
-//! is off in most of these; the module takes each sample itself through the embedded
+//! The sampled time metric with the word sampler: where samples land, with known answers.
+//! The sampler's thread is off in most of these; the module takes each sample itself through the embedded
 //! host's test hook (`wasmprof-test.sample`, one sample of `HOOK_SAMPLE_NS` each), so the
 //! answers follow from the program's text, not from timing.
 
@@ -8,19 +8,22 @@ mod common;
 use cargo_wasmprof::format::{EmitOptions, Format};
 use cargo_wasmprof::host::{Embedded, Outcome, RunConfig, HOOK_SAMPLE_NS, SAMPLE_HOOK};
 use cargo_wasmprof::instrument::{self, Options};
-use cargo_wasmprof::meta::{Metric, StateLocation};
+use cargo_wasmprof::meta::{Metric, Sampler, StateLocation};
 use cargo_wasmprof::profile::{Context, Profile};
 use common::{calls, check_invariants, validate};
 
 const NS: u64 = HOOK_SAMPLE_NS;
 
-/// Instruments `wat` with the sampled metric (state where `state` says), runs it with
-/// samples taken at `interval` (zero: by the hook alone), and decodes the profile.
+/// Instruments `wat` with the sampled metric and the word sampler (state where `state`
+/// says, allocations recorded), runs it with samples taken at `interval` (zero: by the hook
+/// alone), and decodes the profile.
 fn sampled(wat: &str, state: StateLocation, interval: std::time::Duration) -> (Profile, Outcome) {
     let wasm = wat::parse_str(wat).unwrap();
     let options = Options {
         metric: Metric::Time,
+        sampler: Sampler::Word,
         state,
+        allocations: true,
         ..Options::default()
     };
     let done = instrument::instrument(&wasm, &options).unwrap();

@@ -34,8 +34,13 @@ fn stacks() -> Options {
 
 /// Instruments `wat` for the stack sampler, runs it, and decodes its profile.
 fn sampled(wat: &str) -> (Profile, Outcome) {
+    sampled_with(wat, &stacks())
+}
+
+/// [`sampled`], instrumented with `options`.
+fn sampled_with(wat: &str, options: &Options) -> (Profile, Outcome) {
     let wasm = wat::parse_str(wat).unwrap();
-    let done = instrument::instrument(&wasm, &stacks()).unwrap();
+    let done = instrument::instrument(&wasm, options).unwrap();
     validate(&done.wasm);
     let config = RunConfig {
         sample_interval: INTERVAL,
@@ -149,7 +154,11 @@ fn a_sample_in_a_prologue_or_epilogue_keeps_its_caller() {
 /// allocator's.
 #[test]
 fn the_allocation_probes_time_is_not_the_allocators() {
-    let (p, outcome) = sampled(&common::keeper_wat(500_000, 600_000_000));
+    let options = Options {
+        allocations: true,
+        ..stacks()
+    };
+    let (p, outcome) = sampled_with(&common::keeper_wat(500_000, 600_000_000), &options);
     assert_eq!(outcome.exit_code, 0);
     check_invariants(&p);
     assert_eq!(calls(&p, "malloc"), 500_000);
@@ -175,7 +184,27 @@ fn the_probes_code_is_told_from_the_programs_by_its_address() {
     (i64.load (i32.const 8)))
   (func (export "_start") (drop (call $work (i64.const 3)))))"#;
     let plain = wat::parse_str(wat).unwrap();
-    let done = instrument::instrument(&plain, &stacks()).unwrap();
+    // The calls probes (the counts at each direct call site, the exported function's
+    // entry), and the context tree's.
+    for (contexts, at_least) in [(false, 3), (true, 20)] {
+        let options = Options {
+            contexts,
+            ..stacks()
+        };
+        let done = instrument::instrument(&plain, &options).unwrap();
+        let (probes, program) = probe_and_program_instructions(&done);
+        // leaf: i64.const, i64.mul; work: i64.store, i64.load.
+        assert!(
+            probes > at_least && program == 4,
+            "{probes} probe and {program} program instructions"
+        );
+    }
+}
+
+/// How many of the instrumented module `done`'s instructions are the probes' and how many
+/// the program's (of those that show which they are), each checked against what the
+/// addresses section says of it.
+fn probe_and_program_instructions(done: &instrument::Instrumented) -> (usize, usize) {
     validate(&done.wasm);
     let section = meta::custom_section(&done.wasm, meta::ADDRESSES_SECTION)
         .unwrap()
@@ -224,11 +253,7 @@ fn the_probes_code_is_told_from_the_programs_by_its_address() {
             }
         }
     }
-    // leaf: i64.const, i64.mul; work: i64.store, i64.load.
-    assert!(
-        probes > 20 && program == 4,
-        "{probes} probe and {program} program instructions"
-    );
+    (probes, program)
 }
 
 /// Whether `op` is one the instrumenter adds: it reads or writes the profiler's memory (any

@@ -168,7 +168,8 @@ impl CargoArgs {
             target_dir: self.target_dir.clone(),
             profile: self.profile.clone(),
             metric: instrument.metric,
-            no_alloc: !instrument.allocations,
+            contexts: instrument.contexts,
+            allocations: instrument.allocations,
             max_live_allocations: Some(instrument.max_live_allocations),
         }
     }

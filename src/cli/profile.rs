@@ -38,9 +38,11 @@ pub struct ProfileArgs {
     /// own cost (which is measured at start-up otherwise).
     #[arg(long)]
     pub no_compensation: bool,
-    /// With `--metric time`: sample every US microseconds (each sample is credited with
-    /// the time that actually passed since the previous one) [default: 100 with `--sampler
-    /// word`, 1000 with `--sampler stacks`, whose samples cost the program more]
+    /// With `--metric time`: sample every US microseconds; the first 20 ms ten times as
+    /// often (but at most every 200 us with `--sampler stacks`, every 5 us with `word`), so
+    /// that a short run still gets samples. Each sample is credited with the time that
+    /// passed since the one before [default: 1000 with `--sampler stacks`, 100 with
+    /// `word`]
     #[arg(
         long,
         value_name = "US",
@@ -56,17 +58,34 @@ pub struct ProfileArgs {
 #[derive(Debug, Clone, Args)]
 #[command(next_help_heading = "Instrumentation options")]
 pub struct InstrumentFlags {
-    /// What to measure besides exact calls and arcs: `time` (wall time, self and
-    /// inclusive, sampled: estimates, with the probes' own time left out), `exact-time`
-    /// (wall time read at every entry and exit: every call timed, the probes' calibrated
-    /// cost subtracted), `instructions` (executed wasm instructions: the same on every run
-    /// and machine, for CI), or `calls` (nothing more: the cheapest).
+    /// What to measure: `time` (wall time per function, calling context and source line,
+    /// sampled from the program's stacks as perf samples, with exact calls and arcs per
+    /// function from probes that only count: the fastest, about perf's accuracy),
+    /// `exact-time` (a clock read at every entry and exit: every call timed, the probes'
+    /// calibrated cost subtracted; slow where calls are dense), `instructions` (executed
+    /// wasm instructions, exact per line: the same on every run and machine, for CI), or
+    /// `calls` (exact calls and arcs alone).
     #[arg(long, value_name = "METRIC", default_value = "time")]
     pub metric: MetricArg,
-    /// The most calling contexts to keep: the profiler's memory grows with the tree up to
-    /// room for N (64 bytes each, 128 where allocations are recorded); past it, entries are
-    /// folded per function (counts and times stay exact, their paths are lost, and the
-    /// report says how many).
+    /// With `--metric time`: count calls per calling context too (each path of calls from
+    /// the entry point), not only per function and per arc. The probes then keep the
+    /// calling-context tree at every call and return: about 1.4x on call-dense code, where
+    /// calls per function cost about 1.05x.
+    #[arg(long)]
+    pub contexts: bool,
+    /// Record the program's allocations in their calling contexts (brings `--contexts`
+    /// with it): every call of the allocator entry points found by name (`malloc`,
+    /// `calloc`, `realloc`, `free`, `aligned_alloc`, `posix_memalign`, Rust's
+    /// `__rust_alloc`, `__rust_dealloc`, ...) and every `memory.grow`: allocations and
+    /// bytes, frees matched to their allocations by address, bytes still held at the end,
+    /// the peak, pages grown. About 2x on allocation-heavy code.
+    #[arg(long)]
+    pub allocations: bool,
+    /// The most calling contexts to keep (with `--contexts`, `--allocations`, or the
+    /// metrics that keep them): the profiler's memory grows with the tree up to room for N
+    /// (64 bytes each, 128 where allocations are recorded); past it, entries are folded per
+    /// function (counts and times stay exact, their paths are lost, and the report says how
+    /// many).
     #[arg(
         long,
         value_name = "N",
@@ -80,27 +99,19 @@ pub struct InstrumentFlags {
     /// such as node 20).
     #[arg(long, value_name = "WHERE", default_value = "own-memory")]
     pub state: StateArg,
-    /// With `--metric time`, how the host samples: `word` (a sampler beside the program
-    /// reads which calling context the probes say runs; every host) or `stacks` (the
-    /// embedded wasmtime on Linux interrupts the program's threads and walks their stacks:
-    /// time per source line, and each host call's time under its caller; the probes' own
-    /// code is left out by its address, which undercounts functions that do little between
-    /// dense calls: see BENCHMARKS.md). JS hosts always take `word`.
-    #[arg(long, value_name = "HOW", value_enum, default_value = "word")]
+    /// With `--metric time`, how the host samples: `stacks` (the embedded wasmtime on Linux
+    /// interrupts the program's threads and walks their stacks: time per function, calling
+    /// context and line, each host call's time under its caller) or `word` (a sampler beside
+    /// the program reads which calling context the probes say runs: any host, and brings
+    /// `--contexts` with it). JS hosts always take `word`.
+    #[arg(long, value_name = "HOW", value_enum, default_value = DEFAULT_SAMPLER)]
     pub sampler: SamplerArg,
-    /// Do not record the program's allocations. By default, with a metric that keeps the
-    /// calling contexts, every call of the allocator entry points found by name (`malloc`,
-    /// `calloc`, `realloc`, `free`, `aligned_alloc`, `posix_memalign`, Rust's
-    /// `__rust_alloc`, `__rust_dealloc`, ...) and every `memory.grow` is recorded in its
-    /// context: allocations and bytes, frees matched to their allocations by address,
-    /// bytes still held at the end, the peak, pages grown.
-    #[arg(long)]
-    pub no_alloc: bool,
-    /// The most allocations followed live at once: each is followed from its allocation to
-    /// its free in a table of the profiler's, which starts with room for 768 and doubles
-    /// as the program needs, up to N (48 bytes a slot with the table's copy and its log, a
-    /// power of two of slots, three quarters of them used). Past it, allocations are still counted in
-    /// their contexts, but not in the bytes held or the peak, and the report says how many.
+    /// With `--allocations`: the most allocations followed live at once: each is followed
+    /// from its allocation to its free in a table of the profiler's, which starts with room
+    /// for 768 and doubles as the program needs, up to N (48 bytes a slot with the table's
+    /// copy and its log, a power of two of slots, three quarters of them used). Past it,
+    /// allocations are still counted in their contexts, but not in the bytes held or the
+    /// peak, and the report says how many.
     #[arg(
         long,
         value_name = "N",
@@ -110,17 +121,29 @@ pub struct InstrumentFlags {
     pub max_live_allocations: u32,
 }
 
+/// The sampler of `--metric time` unless told: the machine's stacks where the embedded
+/// host can walk them.
+const DEFAULT_SAMPLER: &str = if cfg!(all(
+    target_os = "linux",
+    any(target_arch = "x86_64", target_arch = "aarch64")
+)) {
+    "stacks"
+} else {
+    "word"
+};
+
 impl InstrumentFlags {
     /// The instrumenter's options.
     pub fn to_options(&self) -> Options {
         Options {
             max_contexts: self.max_contexts,
             metric: self.metric.into(),
+            contexts: self.contexts,
             state: self.state.into(),
             host_exceptions: false,
             sampler: self.sampler.into(),
             one_memory_variant: false,
-            allocations: !self.no_alloc,
+            allocations: self.allocations,
             max_live_allocations: self.max_live_allocations,
             inlining_budget: false,
             entries: crate::instrument::EntryProbes::BySize,

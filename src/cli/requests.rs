@@ -68,6 +68,8 @@ pub struct RunRequest {
     pub profile: ProfileRequest,
     /// When rustdoc runs it for `test`, as one doc test: where its profile goes.
     pub doctest: Option<DoctestRunner>,
+    /// Run as it is, its stacks sampled into this file (the stack sampler's check).
+    pub plain_samples: Option<PathBuf>,
 }
 
 /// How programs are profiled and what is reported, for the commands that run them.
@@ -210,8 +212,11 @@ impl DoctestRunner {
             "--sample-interval".to_string(),
             self.sample_interval.as_micros().to_string(),
         ];
-        if !options.allocations {
-            args.push("--no-alloc".into());
+        if options.contexts {
+            args.push("--contexts".into());
+        }
+        if options.allocations {
+            args.push("--allocations".into());
         }
         match &self.compensation {
             Compensation::Subtract(cost) => args.extend([

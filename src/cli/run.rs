@@ -17,6 +17,11 @@ pub struct RunArgs {
     /// Run the module as it is, without the profiler.
     #[arg(long)]
     pub no_instrument: bool,
+    /// With `--no-instrument`: sample the module's stacks as it runs and write the samples
+    /// (stacks of function indices, their counts and times) to FILE, as JSON: what the stack
+    /// sampler sees of a program with no probe in it, to hold against `perf record`.
+    #[arg(long, value_name = "FILE", hide = true, requires = "no_instrument")]
+    pub plain_samples: Option<PathBuf>,
     /// Write the profile into DIR, named after the doc test the module is, and no report:
     /// how `cargo wasmprof test` has rustdoc run each doc test.
     #[arg(long, value_name = "DIR", hide = true)]
@@ -66,6 +71,7 @@ impl RunArgs {
             instrument: !self.no_instrument,
             profile,
             doctest,
+            plain_samples: self.plain_samples.clone(),
         }
     }
 }
@@ -136,6 +142,7 @@ mod tests {
                         instrument: Options {
                             max_contexts: 1234,
                             metric,
+                            contexts: allocations,
                             state,
                             host_exceptions: false,
                             sampler,

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use super::pipeline::{exit_with, finish, probe_cost, profile_run, program_name, stem};
 use crate::cli::{DoctestRunner, ReportRequest, RunRequest};
 use crate::error::Error;
-use crate::fsutil::relative;
+use crate::fsutil::{relative, write_atomic};
 use crate::harness::DocTest;
 use crate::host;
 use crate::instrument::{EntryProbes, Options};
@@ -19,7 +19,10 @@ pub(super) fn run(request: RunRequest, status: Status) -> Result<(), Error> {
     let path = request.program.as_path();
     let host = host::for_program(path);
     let profile = &request.profile;
-    let config = profile.run_config(program_name(path), request.args.clone(), ".");
+    let config = host::RunConfig {
+        sample_plain: request.plain_samples.is_some(),
+        ..profile.run_config(program_name(path), request.args.clone(), ".")
+    };
     if let Some(doctest) = &request.doctest {
         return run_doctest(path, doctest, host, &config);
     }
@@ -31,6 +34,10 @@ pub(super) fn run(request: RunRequest, status: Status) -> Result<(), Error> {
             .map_err(|source| Error::host(path, source))?;
         if let Some(trap) = &outcome.trap {
             crate::status::error(format!("{} trapped: {trap}", relative(path)));
+        }
+        if let (Some(file), Some(samples)) = (&request.plain_samples, &outcome.plain_samples) {
+            let json = serde_json::to_vec(samples).map_err(anyhow::Error::from)?;
+            write_atomic(file, &json)?;
         }
         return exit_with(outcome.exit_code);
     }

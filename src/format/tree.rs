@@ -50,14 +50,6 @@ impl<'a> Tree<'a> {
             "this view needs calling contexts, which the calls metric does not record; \
              profile with --metric time or --metric instructions"
         );
-        anyhow::ensure!(
-            profile.contexts.len() > 1,
-            "nothing to draw: {}",
-            match &profile.view {
-                Some(view) => format!("the view ({}) keeps no stack", view.description),
-                None => "the profile has no calling context".to_string(),
-            }
-        );
         if weight != Weight::Cost {
             let why = match &profile.allocations {
                 None => Some("the profile says nothing of them"),
@@ -67,6 +59,17 @@ impl<'a> Tree<'a> {
                 anyhow::bail!("weighed by bytes, but this profile recorded no allocations: {why}");
             }
         }
+        anyhow::ensure!(
+            profile.contexts.len() > 1,
+            "nothing to draw: {}",
+            match &profile.view {
+                Some(view) => format!("the view ({}) keeps no stack", view.description),
+                None if profile.sampled_contexts => "no sample found the program running (a \
+                    run this short needs a shorter --sample-interval, or --metric instructions)"
+                    .to_string(),
+                None => "the profile has no calling context".to_string(),
+            }
+        );
         let metric = profile.metric;
         let mut frames = frames(profile, weight);
         for i in (0..frames.len()).rev() {

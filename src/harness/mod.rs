@@ -333,10 +333,11 @@ pub fn program_view(p: &Profile) -> Option<Profile> {
     if !program.contains(&true) || !program.contains(&false) {
         return None;
     }
-    if p.contexts.len() > 1 {
-        return Some(p.focused_on(&program));
-    }
     let unreached = unreached(p, &program);
+    if p.contexts.len() > 1 {
+        let reached: Vec<bool> = unreached.iter().map(|u| !u).collect();
+        return Some(p.focused_on(&program, &reached));
+    }
     let mut view = p.clone();
     view.functions.retain(|f| !unreached[f.id as usize]);
     for (id, f) in view.functions.iter_mut().enumerate() {

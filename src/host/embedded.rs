@@ -18,7 +18,7 @@ use super::instance::{
 };
 use super::marks::{self, Marks};
 use super::sampler::{current_cpu, SampleTarget, Sampler, Targets};
-use super::stacks::{CodeMap, Sampling as StackSampling, StackSampler};
+use super::stacks::{CodeMap, Exits, Sampling as StackSampling, SoFar, StackSampler};
 use super::{instrumenting_took, Host, Outcome, Prepared, RunConfig};
 use crate::clock::Clock;
 use crate::error::{Error, HostError};
@@ -114,7 +114,7 @@ fn instrumented_for_js(path: &Path) -> String {
 /// [`super::threads`].
 fn run_module(wasm: &[u8], meta: Option<&Meta>, config: &RunConfig) -> anyhow::Result<Outcome> {
     let threaded = starts_threads(wasm);
-    let compiled = compile(wasm, meta, threaded)?;
+    let compiled = compile(wasm, meta, threaded, config.sample_plain)?;
     if threaded {
         anyhow::ensure!(
             compiled.state_module.is_none(),
@@ -145,8 +145,13 @@ fn run_single(compiled: Compiled, config: &RunConfig) -> anyhow::Result<Outcome>
     let mut store = Store::new(&engine, wasi_context(config)?);
     provide_memories(&mut linker, &mut store, &module)?;
     let marks: Arc<Mutex<Marks>> = Arc::default();
+    // The stack sampler's samples so far, which a mark takes, once it samples.
+    let so_far: Arc<OnceLock<SoFar>> = Arc::default();
     if names_benchmarks(&links, meta.as_ref(), state_module.is_some()) {
-        let take = move |caller: &mut Caller<'_, WasiP1Ctx>| snapshot(caller, &links, clock);
+        let so_far = Arc::clone(&so_far);
+        let take = move |caller: &mut Caller<'_, WasiP1Ctx>| {
+            snapshot(caller, &links, clock, so_far.get().map(SoFar::samples))
+        };
         marks::watch(&mut linker, &mut store, &module, take, Arc::clone(&marks))?;
     }
 
@@ -158,22 +163,22 @@ fn run_single(compiled: Compiled, config: &RunConfig) -> anyhow::Result<Outcome>
         .get_typed_func::<(), ()>(&mut store, "_start")
         .map_err(anyhow::Error::from)
         .context("`_start` must take and return nothing")?;
+    let exits = Exits::of(&mut store, start.func());
     let memory = state_instance.get_export(&mut store, meta::MEMORY_EXPORT);
-    let sampling = match (&memory, meta.as_ref()) {
-        (Some(memory), Some(meta)) => {
-            let (base, accessible) = profiler_memory_span(&store, memory);
-            populate_for_writing(base, accessible, meta.layout.nodes_off);
-            planned.start(meta, memory, &target, &store)?
-        }
-        _ => {
-            drop(planned);
-            RunSampling::Off
-        }
-    };
+    let profiler = memory.as_ref().zip(meta.as_ref());
+    if let Some((memory, meta)) = profiler {
+        let (base, accessible) = profiler_memory_span(&store, memory);
+        populate_for_writing(base, accessible, meta.layout.nodes_off);
+    }
+    let sampling = planned.start(profiler, exits, &target)?;
+    if let RunSampling::Stacks(_, sampling) = &sampling {
+        let _ = so_far.set(sampling.so_far());
+    }
     let result = start.call(&mut store, ());
     let wall_ns = started.elapsed().as_nanos() as u64;
     let ended = clock.reader()() as u64;
-    let stacks = sampling.stop();
+    let mut stacks = sampling.stop();
+    let plain_samples = stacks.take_if(|_| meta.is_none());
 
     let (exit_code, trap) = Ending::of(&result).exit();
     let end = RunEnd {
@@ -192,16 +197,15 @@ fn run_single(compiled: Compiled, config: &RunConfig) -> anyhow::Result<Outcome>
         lost_threads: Vec::new(),
         ran: None,
         marks,
+        plain_samples,
     })
 }
 
 /// Whether the run marks each benchmark its harness names ([`marks`]): a module profiled
 /// with its state in its own memory and a measuring loop among its functions (criterion's
-/// `Bencher::iter`), its time not from the stack sampler (whose samples the host keeps until
-/// the end, so that a mark would not hold them).
+/// `Bencher::iter`).
 fn names_benchmarks(links: &HostLinks, meta: Option<&Meta>, state_module: bool) -> bool {
     links.profiled
-        && !links.stacks
         && !state_module
         && meta.is_some_and(|meta| {
             meta.functions
@@ -278,7 +282,7 @@ impl PlannedSampling {
     fn spawn(links: &HostLinks, code_map: Option<CodeMap>, config: &RunConfig) -> Self {
         let interval = config.sample_interval;
         match code_map {
-            Some(map) if links.stacks && !interval.is_zero() => {
+            Some(map) if !interval.is_zero() => {
                 PlannedSampling::Stacks(StackSampler::start(map, interval))
             }
             _ if links.sampled => PlannedSampling::Word((!interval.is_zero()).then(|| {
@@ -291,24 +295,24 @@ impl PlannedSampling {
         }
     }
 
-    /// Starts sampling this thread, which runs the program: the profiler's `memory` in
-    /// `store`, laid out as `meta` says (and, for the word sampler's test hook, its
-    /// `target`).
+    /// Starts sampling this thread, which runs the program: its stacks, walked from the
+    /// host code its wasm code called through its store's `exits`; or the word of the
+    /// `profiler` (its memory, laid out as its meta says), which the word
+    /// sampler's test hook samples through `target` too.
     fn start(
         self,
-        meta: &Meta,
-        memory: &wasmtime::Extern,
+        profiler: Option<(&wasmtime::Extern, &Meta)>,
+        exits: Option<Exits>,
         target: &Arc<OnceLock<SampleTarget>>,
-        store: &Store<WasiP1Ctx>,
     ) -> anyhow::Result<RunSampling> {
         match self {
             PlannedSampling::Off => Ok(RunSampling::Off),
             PlannedSampling::Stacks(sampler) => {
-                let sampling = sampler.sample_this_thread(profiler_memory_span(store, memory).0)?;
+                let sampling = sampler.sample_this_thread(exits)?;
                 Ok(RunSampling::Stacks(sampler, sampling))
             }
             PlannedSampling::Word(thread) => {
-                let wasmtime::Extern::SharedMemory(memory) = memory else {
+                let Some((wasmtime::Extern::SharedMemory(memory), meta)) = profiler else {
                     return Ok(RunSampling::Off);
                 };
                 // The test hook samples through the target, with or without the thread.

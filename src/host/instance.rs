@@ -122,11 +122,14 @@ fn compile_cache() -> Option<wasmtime::Cache> {
 }
 
 /// Compiles `wasm` (and its state module) in an engine of its own: with the epoch
-/// interruption a `threaded` program's end needs (see `threads`).
+/// interruption a `threaded` program's end needs (see `threads`). The code map is made for
+/// a module whose stacks are sampled, and for an uninstrumented one whose run will be
+/// (`sample_plain`).
 pub(super) fn compile(
     wasm: &[u8],
     meta: Option<&Meta>,
     threaded: bool,
+    sample_plain: bool,
 ) -> anyhow::Result<Compiled> {
     let mut engine_config = wasmtime::Config::new();
     // Single-threaded programs may use a shared memory, and the sampled time metric's
@@ -140,6 +143,7 @@ pub(super) fn compile(
     let module = Module::new(&engine, wasm)
         .map_err(anyhow::Error::from)
         .context("wasmtime could not compile the module")?;
+    super::perf_map::write_if_asked(&module, meta)?;
     anyhow::ensure!(
         module.get_export("_start").is_some(),
         "the module exports no `_start` function, so it is not a WASI command"
@@ -159,6 +163,7 @@ pub(super) fn compile(
     let links = HostLinks::of(&module, state_module.as_ref(), meta.as_ref())?;
     let code_map = match (links.stacks, &meta) {
         (true, Some(meta)) => Some(CodeMap::new(&module, wasm, meta)?),
+        (_, None) if sample_plain => Some(CodeMap::plain(&module)?),
         _ => None,
     };
     Ok(Compiled {
@@ -318,16 +323,18 @@ pub(super) fn collect<T: 'static>(
 }
 
 /// The profiler's state while the program runs, read in a host call from `caller` (the
-/// instrumented module, which holds its state): its open activations closed at this moment.
+/// instrumented module, which holds its state): its open activations closed at this moment,
+/// with the stack sampler's `stacks` so far.
 pub(super) fn snapshot<T: 'static>(
     caller: &mut Caller<'_, T>,
     links: &HostLinks,
     clock: Clock,
+    stacks: Option<StackSamples>,
 ) -> anyhow::Result<Dump> {
     let end = RunEnd {
         ended: clock.reader()() as u64,
         frames: Vec::new(),
-        stacks: None,
+        stacks,
     };
     let exports = STATE_EXPORTS.map(|name| caller.get_export(name));
     dump_of(caller, exports, links, clock, end)

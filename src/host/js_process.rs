@@ -93,5 +93,6 @@ pub(super) fn outcome(
         lost_threads: run.lost_threads,
         ran: Some(run.meta),
         marks: Marks::default(),
+        plain_samples: None,
     })
 }

@@ -17,6 +17,7 @@ mod instance;
 mod js_process;
 mod marks;
 mod node;
+mod perf_map;
 mod sampler;
 #[cfg_attr(
     not(all(
@@ -38,12 +39,13 @@ pub use self::embedded::Embedded;
 pub use self::instance::{profiler_memory, TRAP_EXIT_CODE};
 pub use self::marks::{Mark, Marks};
 pub use self::node::{Node, NODE_VAR};
+pub use self::perf_map::PERF_MAP_VAR;
 pub use self::sampler::{HOOK as SAMPLE_HOOK, HOOK_SAMPLE_NS};
 use crate::clock::ClockChoice;
 use crate::error::{Error, HostError};
 use crate::instrument::Options;
 use crate::meta::Meta;
-use crate::profile::{Dump, Profile, RunInfo, ThreadDump};
+use crate::profile::{Dump, Profile, RunInfo, StackSamples, ThreadDump};
 use crate::status::Status;
 
 /// Something that runs programs and collects their profilers' state.
@@ -118,6 +120,10 @@ pub struct RunConfig {
     /// How often the sampled time metric's sampler samples; zero: never (a test hook
     /// takes the samples).
     pub sample_interval: Duration,
+    /// Sample an uninstrumented module's stacks (the embedded host on Linux), into
+    /// [`Outcome::plain_samples`]: what the stack sampler sees of the program with no probe
+    /// in it, which the accuracy checks hold against `perf` on the same run.
+    pub sample_plain: bool,
 }
 
 impl RunConfig {
@@ -134,6 +140,7 @@ impl RunConfig {
             inherit_stdio: true,
             clock: ClockChoice::Auto,
             sample_interval: crate::sampling::WORD_INTERVAL,
+            sample_plain: false,
         }
     }
 }
@@ -166,6 +173,9 @@ pub struct Outcome {
     /// measured iterations start or end (the embedded host, a program of one thread; empty
     /// elsewhere).
     pub marks: Marks,
+    /// With [`RunConfig::sample_plain`], the stack sampler's samples of the uninstrumented
+    /// module (function ids are its function indices).
+    pub plain_samples: Option<StackSamples>,
 }
 
 impl Outcome {

@@ -39,7 +39,7 @@ use super::instance::{
     wasi_context, Compiled, Ending, HostLinks, RunEnd,
 };
 use super::sampler::{SampleTarget, Sampler, Targets};
-use super::stacks::StackSampler;
+use super::stacks::{Exits, StackSampler};
 use super::{Marks, Outcome, RunConfig};
 use crate::clock::Clock;
 use crate::layout::{self, Layout};
@@ -141,6 +141,7 @@ pub(super) fn run(compiled: Compiled, config: &RunConfig) -> anyhow::Result<Outc
         lost_threads: lost,
         ran: None,
         marks: Marks::default(),
+        plain_samples: None,
     })
 }
 
@@ -215,18 +216,22 @@ impl Program {
                 return;
             }
         };
-        let sampling = match &self.stacks {
-            Some(sampler) => sampler
-                .sample_this_thread(thread.profiler.data().as_ptr().cast())
+        let entry = match arg {
+            None => "_start",
+            Some(_) => meta::THREAD_START,
+        };
+        let sampling = match (&self.stacks, instance.get_func(&mut store, entry)) {
+            (Some(sampler), Some(func)) => sampler
+                .sample_this_thread(Exits::of(&mut store, &func))
                 .ok(),
-            None => None,
+            _ => None,
         };
         let result = match arg {
             None => instance
-                .get_typed_func::<(), ()>(&mut store, "_start")
+                .get_typed_func::<(), ()>(&mut store, entry)
                 .and_then(|start| start.call(&mut store, ())),
             Some(arg) => instance
-                .get_typed_func::<(i32, i32), ()>(&mut store, meta::THREAD_START)
+                .get_typed_func::<(i32, i32), ()>(&mut store, entry)
                 .and_then(|start| start.call(&mut store, (tid as i32, arg))),
         };
         let stacks = sampling.map(|s| s.finish());

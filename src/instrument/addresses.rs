@@ -23,6 +23,10 @@ use crate::meta;
 /// original module (which would be 3 GiB).
 pub(super) const PROBE_BASE: u32 = 0xC000_0000;
 
+/// The place of an import's thunk's call of the import: the import's own code, at no
+/// line, where the stack sampler's samples in the host return.
+pub(super) const HOST_CALL: u32 = PROBE_BASE - 1;
+
 /// Gives every instruction (and every block's end) of `module`'s functions that has no
 /// place in the original module a place of its own above [`PROBE_BASE`].
 pub(super) fn mark_probe_code(module: &mut Module) {
@@ -79,6 +83,7 @@ pub(super) fn table(map: &[(usize, u32)], lines: &mut LineInterner) -> Vec<(u32,
     let mut stretches: Vec<(u32, u32)> = Vec::new();
     for &(offset, place) in map {
         let what = match place {
+            HOST_CALL => meta::NO_LINE,
             PROBE_BASE.. => meta::PROBE_CODE,
             original => lines.line_of(original),
         };

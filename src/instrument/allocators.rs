@@ -24,9 +24,6 @@ pub(super) fn grows_from_host(module: &Module, import: FunctionId) -> bool {
     })
 }
 
-/// Why a module records no allocations when `--no-alloc` asked for none.
-pub(super) const NOT_ASKED: &str = "--no-alloc";
-
 /// What the rewrite does for the program's allocations.
 pub(super) struct AllocPlan {
     /// The allocator entry points whose probes record, with what each does (empty when
@@ -78,8 +75,8 @@ pub(super) fn plan(
         .collect();
     allocators.sort_by_key(|a| a.function);
     let not_recorded = if !options.allocations {
-        Some(NOT_ASKED)
-    } else if !options.metric.has_cost() {
+        Some(Allocations::NOT_ASKED)
+    } else if !options.keeps_contexts() {
         Some("the calls metric keeps no calling contexts (--metric time or instructions do)")
     } else if kinds.is_empty() && grow_sites == 0 {
         Some("no allocator by a known name (malloc, free, __rust_alloc, ...) and no memory.grow")

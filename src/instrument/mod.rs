@@ -38,6 +38,8 @@ mod sites;
 mod state_import;
 mod thunks;
 
+use std::collections::HashSet;
+
 use walrus::ir::InstrSeqType;
 use walrus::{FunctionId, FunctionKind, Module};
 
@@ -65,6 +67,12 @@ pub struct Options {
     pub max_contexts: u32,
     /// What to measure besides calls and arcs.
     pub metric: Metric,
+    /// Keep the calling-context tree, for exact calls per calling context (the sampled time
+    /// metric then places its samples in it). The sampled time metric keeps it only when
+    /// asked (or when it records allocations, or samples by the word, which name a
+    /// context): without it, its probes count calls per function and per arc alone, and its
+    /// contexts are those its samples found ([`Options::keeps_contexts`]).
+    pub contexts: bool,
     /// Where the profiler keeps its state.
     pub state: StateLocation,
     /// The host throws exceptions of its own through the module's imports (JavaScript's:
@@ -103,11 +111,12 @@ impl Default for Options {
         Options {
             max_contexts: DEFAULT_MAX_CONTEXTS,
             metric: Metric::default(),
+            contexts: false,
             state: StateLocation::OwnMemory,
             host_exceptions: false,
-            sampler: Sampler::Word,
+            sampler: Sampler::Stacks,
             one_memory_variant: false,
-            allocations: true,
+            allocations: false,
             max_live_allocations: crate::layout::MAX_LIVE,
             inlining_budget: false,
             entries: EntryProbes::BySize,
@@ -147,12 +156,20 @@ impl Options {
         }
     }
 
-    /// Whether the module is sampled by its stacks: its code's addresses are mapped, and
-    /// its thunks say which import runs.
+    /// Whether the probes keep the calling-context tree: the metrics whose cost they
+    /// measure do; the sampled time metric where asked, where it records allocations (each
+    /// in its context), and with the word sampler (whose samples name a context).
+    pub fn keeps_contexts(&self) -> bool {
+        match self.metric {
+            Metric::Calls => false,
+            Metric::ExactTime | Metric::Instructions => true,
+            Metric::Time => self.contexts || self.allocations || self.sampler == Sampler::Word,
+        }
+    }
+
+    /// Whether the module is sampled by its stacks: its code's addresses are mapped.
     pub fn samples_stacks(&self) -> bool {
-        self.metric.facts().sampled
-            && self.sampler == Sampler::Stacks
-            && self.state == StateLocation::OwnMemory
+        self.metric.facts().sampled && self.sampler == Sampler::Stacks
     }
 
     /// Whether the module counts each straight-line segment's runs, for per-line costs:
@@ -173,12 +190,13 @@ impl Options {
     pub fn produced(&self, meta: &Meta) -> bool {
         let l = &meta.layout;
         meta.metric == self.metric
+            && meta.contexts == self.keeps_contexts()
             && meta.state == self.state
             && meta.host_exceptions == self.host_exceptions
             && meta.one_memory_variant == self.carries_one_memory_variant()
             && meta.inlining_budget == self.inlining_budget
             && (!self.metric.facts().sampled || meta.sampler == self.sampler)
-            && (meta.allocations.not_recorded.as_deref() == Some(allocators::NOT_ASKED))
+            && (meta.allocations.not_recorded.as_deref() == Some(meta::Allocations::NOT_ASKED))
                 != self.allocations
             && l.live_slots_max == live_slots(meta.records_allocations(), self.max_live_allocations)
             && l.nodes_cap
@@ -307,6 +325,7 @@ impl Rewritten {
         let meta = Meta {
             version: meta::VERSION,
             metric: options.metric,
+            contexts: options.keeps_contexts(),
             state: options.state,
             host_exceptions: options.host_exceptions,
             one_memory_variant: options.carries_one_memory_variant(),
@@ -398,7 +417,8 @@ fn rewrite(
         live_slots(allocs.records(), options.max_live_allocations),
     );
     let profiler = add_profiler(&mut module, &layout, options, &host, threaded)?;
-    let segments = rewrite_functions(&mut module, &plans, &profiler, &layout, options);
+    let escaping = plan::escaping(&module);
+    let segments = rewrite_functions(&mut module, &plans, &profiler, &layout, options, &escaping);
     debug_assert_eq!(segments.len(), segment_count as usize);
     // For the stack sampler, the probes' code gets places walrus's code transform records.
     let catch = options.samples_stacks().then(|| {
@@ -457,6 +477,7 @@ fn rewrite_functions(
     profiler: &probes::Profiler,
     layout: &Layout,
     options: &Options,
+    escaping: &HashSet<FunctionId>,
 ) -> Vec<(u32, Vec<u32>)> {
     let unwind = Unwind::of(module);
     // A host that throws through imports (JS: a longjmp, a C++ throw without wasm
@@ -489,6 +510,7 @@ fn rewrite_functions(
             body_ty,
             unwind: if plan.thunk { thunk_unwind } else { unwind },
             reentry,
+            escaping,
         };
         let FunctionKind::Local(func) = &mut module.funcs.get_mut(plan.id).kind else {
             unreachable!("planned functions are defined functions");

@@ -3,8 +3,8 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
-use walrus::ir::InstrSeqId;
-use walrus::{FunctionId, FunctionKind, Module};
+use walrus::ir::{Instr, InstrLocId, InstrSeqId};
+use walrus::{ConstExpr, ConstOp, ElementItems, ExportItem, FunctionId, FunctionKind, Module};
 
 use super::sites::{is_call, sequences, Sites};
 use super::{allocators, probes, EntryProbes};
@@ -99,4 +99,64 @@ pub(super) struct Plan {
     pub(super) grows: bool,
     pub(super) inline_entry: bool,
     pub(super) leaf: bool,
+}
+
+/// The functions that may be entered otherwise than by a direct call: those the host can
+/// call (exports, the start function) and those a table or a function reference holds.
+/// The others are entered only at direct call sites, which count their own calls.
+pub(super) fn escaping(module: &Module) -> HashSet<FunctionId> {
+    let mut escaping = HashSet::new();
+    let mut referenced = |expr: &ConstExpr| match expr {
+        ConstExpr::RefFunc(id) => {
+            escaping.insert(*id);
+        }
+        ConstExpr::Extended(ops) => {
+            for op in ops {
+                if let ConstOp::RefFunc(id) = op {
+                    escaping.insert(*id);
+                }
+            }
+        }
+        _ => {}
+    };
+    for element in module.elements.iter() {
+        match &element.items {
+            ElementItems::Functions(ids) => ids
+                .iter()
+                .for_each(|id| referenced(&ConstExpr::RefFunc(*id))),
+            ElementItems::Expressions(_, exprs) => exprs.iter().for_each(&mut referenced),
+        }
+    }
+    for global in module.globals.iter() {
+        if let walrus::GlobalKind::Local(expr) = &global.kind {
+            referenced(expr);
+        }
+    }
+    for export in module.exports.iter() {
+        if let ExportItem::Function(id) = export.item {
+            referenced(&ConstExpr::RefFunc(id));
+        }
+    }
+    if let Some(start) = module.start {
+        referenced(&ConstExpr::RefFunc(start));
+    }
+    for (_, func) in module.funcs.iter_local() {
+        let mut refs = RefFuncs(Vec::new());
+        walrus::ir::dfs_in_order(&mut refs, func, func.entry_block());
+        refs.0
+            .iter()
+            .for_each(|id| referenced(&ConstExpr::RefFunc(*id)));
+    }
+    escaping
+}
+
+/// The functions a body's `ref.func`s name.
+struct RefFuncs(Vec<FunctionId>);
+
+impl<'a> walrus::ir::Visitor<'a> for RefFuncs {
+    fn visit_instr(&mut self, instr: &'a Instr, _: &'a InstrLocId) {
+        if let Instr::RefFunc(walrus::ir::RefFunc { func }) = instr {
+            self.0.push(*func);
+        }
+    }
 }

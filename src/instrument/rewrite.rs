@@ -2,10 +2,12 @@
 //! a cost is measured, its body in a block whose every exit (returns, branches to the
 //! body, tail calls, exceptions) reaches the exit probe.
 
+use std::collections::HashSet;
 use walrus::ir::{
     Block, Br, Const, GlobalGet, GlobalSet, Instr, InstrLocId, InstrSeqId, InstrSeqType, LocalGet,
     LocalSet, LocalTee, Value,
 };
+
 use walrus::{LocalFunction, Module, ValType};
 
 use super::counting::{ends_segment, InstructionCounter, Segment, SegmentCounters};
@@ -64,6 +66,7 @@ pub(super) fn rewrite_function(
         body_ty,
         unwind,
         reentry,
+        escaping,
     } = setting;
     let timing = match &profiler.probes {
         probes::MetricProbes::Timed(timing) => Some(timing),
@@ -86,6 +89,7 @@ pub(super) fn rewrite_function(
         counter,
         body,
         reentry,
+        escaping,
     };
     rewrite.sequences(segments);
     match (body, &profiler.probes) {
@@ -114,6 +118,8 @@ struct FunctionRewrite<'a> {
     body: Option<InstrSeqId>,
     /// A leaf's stub, through which its inline entry probe re-enters it.
     reentry: Option<walrus::FunctionId>,
+    /// The functions that may be entered otherwise than by a direct call.
+    escaping: &'a HashSet<walrus::FunctionId>,
 }
 
 impl FunctionRewrite<'_> {
@@ -185,7 +191,7 @@ impl FunctionRewrite<'_> {
                         let seq = seq.id();
                         segment.instrs.push((Instr::Block(Block { seq }), probe()));
                     }
-                    if site != 0 {
+                    if site != 0 && self.announces(&instr) {
                         segment.instrs.push((i32_const(site), probe()));
                         segment.instrs.push((
                             Instr::GlobalSet(GlobalSet {
@@ -219,6 +225,28 @@ impl FunctionRewrite<'_> {
             next_site.next().is_none(),
             "every numbered call site was rewritten"
         );
+    }
+
+    /// Whether the direct sites count their own calls and nothing else at an entry needs a
+    /// site's id: the calls probes on the profiler's own memory, where a function entered
+    /// only by direct calls gets no entry probe.
+    fn counted_at_sites(&self) -> bool {
+        self.profiler.site_arcs.is_some()
+            && matches!(self.profiler.probes, probes::MetricProbes::Count(..))
+    }
+
+    /// Whether the call `instr` tells its callee its site's id: always, but where the sites
+    /// count their own calls and a direct call's callee has no entry probe to take it.
+    fn announces(&self, instr: &Instr) -> bool {
+        match instr {
+            Instr::Call(walrus::ir::Call { func })
+            | Instr::ReturnCall(walrus::ir::ReturnCall { func })
+                if self.counted_at_sites() =>
+            {
+                self.escaping.contains(func)
+            }
+            _ => true,
+        }
     }
 
     /// One instruction, as the rewrite leaves it, into `segment`.
@@ -265,15 +293,19 @@ impl FunctionRewrite<'_> {
         active: walrus::GlobalId,
         unwind: Option<Unwind>,
     ) {
+        // A function entered only at direct sites, which count its calls, needs no probe.
+        let probed = !self.counted_at_sites() || self.escaping.contains(&self.plan.id);
         let func = self.func;
         let entry = func.entry_block();
         let original = std::mem::take(&mut func.block_mut(entry).instrs);
         let timed = self.locals.timed;
-        counter.count_call(
-            &mut func.builder_mut().func_body(),
-            self.plan.f,
-            [timed.parent, timed.node],
-        );
+        if probed {
+            counter.count_call(
+                &mut func.builder_mut().func_body(),
+                self.plan.f,
+                [timed.parent, timed.node],
+            );
+        }
         if self.plan.thunk {
             mark_running(
                 func,
@@ -295,9 +327,6 @@ impl FunctionRewrite<'_> {
         let entry = self.func.entry_block();
         let moved = std::mem::take(&mut self.func.block_mut(entry).instrs);
         self.func.block_mut(body).instrs = moved;
-        if let (true, Some(in_import)) = (self.plan.thunk, self.profiler.in_import) {
-            self.mark_import_running(body, in_import);
-        }
         let at = InstrLocId::default();
         let params = self.func.args.clone();
         let reentry = self.reentry.map(|stub| probes::Reentry {
@@ -336,23 +365,6 @@ impl FunctionRewrite<'_> {
             }
         }
         self.func.block_mut(entry).instrs = probe;
-    }
-
-    /// An import's thunk says, around its `body` (the call of the import), that the import
-    /// runs, for the stack sampler.
-    fn mark_import_running(&mut self, body: InstrSeqId, in_import: probes::InImport) {
-        let at = InstrLocId::default();
-        let (node, saved) = (self.locals.timed.node, self.locals.timed.scratch);
-        let builder = self.func.builder_mut();
-        let mut enter = builder.dangling_instr_seq(None);
-        in_import.enter(&mut enter, node, saved);
-        let enter = enter.id();
-        let mut leave = builder.dangling_instr_seq(None);
-        in_import.leave(&mut leave, saved);
-        let leave = leave.id();
-        let instrs = &mut self.func.block_mut(body).instrs;
-        instrs.insert(0, (Instr::Block(Block { seq: enter }), at));
-        instrs.push((Instr::Block(Block { seq: leave }), at));
     }
 
     /// The body in the standard exceptions proposal's handler that runs the exit probe on
@@ -455,7 +467,7 @@ fn legacy_try(
 }
 
 /// What one function's rewrite needs besides its plan, its profiler and its locals.
-pub(super) struct Setting {
+pub(super) struct Setting<'a> {
     /// The type of its body block: its results.
     pub(super) body_ty: InstrSeqType,
     /// How an exception that leaves it reaches its exit probe.
@@ -463,6 +475,9 @@ pub(super) struct Setting {
     /// A leaf's stub, through which its inline entry probe re-enters it
     /// ([`probes::Reentry`]).
     pub(super) reentry: Option<walrus::FunctionId>,
+    /// The functions that may be entered otherwise than by a direct call
+    /// ([`super::plan::escaping`]).
+    pub(super) escaping: &'a HashSet<walrus::FunctionId>,
 }
 
 /// The locals the probes use in one function.

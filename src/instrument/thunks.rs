@@ -61,6 +61,11 @@ pub(super) fn add_import_thunks(
             body.local_get(arg);
         }
         body.call(id);
+        // The call is the import's own time, not the probes' (the stack sampler's samples
+        // in the host return to it).
+        if let Some((_, loc)) = body.instrs_mut().last_mut() {
+            *loc = InstrLocId::new(super::addresses::HOST_CALL);
+        }
         let thunk = builder.finish(args, &mut module.funcs);
         let name = module.funcs.get(id).name.clone();
         module.funcs.get_mut(thunk).name = name.map(|n| format!("{n} (wasmprof thunk)"));

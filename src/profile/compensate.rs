@@ -220,6 +220,7 @@ mod tests {
                 context(3, Some(0), Some(2), 1, 100, 200),
                 context(4, Some(3), Some(2), 1, 100, 100),
             ],
+            sampled_contexts: false,
             folded_entries: 0,
             arcs_dropped: 0,
             compensation: None,

@@ -293,6 +293,7 @@ mod tests {
         let meta = Meta {
             version: 0,
             metric: crate::meta::Metric::Calls,
+            contexts: false,
             state: Default::default(),
             host_exceptions: false,
             one_memory_variant: false,

@@ -56,6 +56,17 @@ impl Profile {
                 ));
             }
         }
+        if self.sampled_contexts != other.sampled_contexts {
+            let how = |p: &Profile| match p.sampled_contexts {
+                true => "sampled",
+                false => "counted (--contexts)",
+            };
+            return Err(format!(
+                "its calling contexts are {}, the other's {}: profiles of one kind merge",
+                how(other),
+                how(self)
+            ));
+        }
         if self.compensation.is_some() != other.compensation.is_some() {
             return Err(
                 "the probes' cost is subtracted from the times of one of them and not the other's"
@@ -135,6 +146,7 @@ impl Merger {
                     cost: Costs::default(),
                     alloc: None,
                 }],
+                sampled_contexts: false,
                 folded_entries: 0,
                 arcs_dropped: 0,
                 compensation: profiles.first().and_then(|p| p.compensation),
@@ -161,6 +173,7 @@ impl Merger {
         out.threads.extend(p.threads.iter().cloned());
         out.complete &= p.complete;
         out.folded_entries += p.folded_entries;
+        out.sampled_contexts |= p.sampled_contexts;
         out.arcs_dropped += p.arcs_dropped;
         if let Some(sampling) = &p.sampling {
             out.sampling
@@ -455,6 +468,7 @@ mod tests {
                 context(1, Some(0), Some(0), calls),
                 context(2, Some(1), Some(1), 1),
             ],
+            sampled_contexts: false,
             folded_entries: 0,
             arcs_dropped: 0,
             compensation: None,

@@ -9,13 +9,16 @@
 //! - `decode`: a run's [`Dump`] and the module's meta into a profile;
 //! - `merge`: several runs' profiles as one;
 //! - `compensate`: the probes' measured cost subtracted from a timed profile;
+//! - `counts`: a view's counts where the contexts were sampled, which count no calls;
 //! - `io`: profile files, and the [`DumpFile`] a JS host saves;
 //! - `outermost`: inclusive costs counted once per outermost activation;
+//! - `stacks`: the stack sampler's samples, and how a stack finds its context;
 //! - `threads`: a threaded run's profile, the merge of its threads', each thread kept;
 //! - `view`: the profile's stacks through some functions, or grouped by file or crate.
 
 mod alloc;
 mod compensate;
+mod counts;
 mod decode;
 mod io;
 mod merge;

@@ -35,6 +35,11 @@ pub struct Profile {
     pub arcs: Vec<Arc>,
     /// The calling-context tree: node 0 is the host, every other node one call path.
     pub contexts: Vec<Context>,
+    /// The calling contexts are those the stack sampler's samples found, each with its time
+    /// but no count of calls: the probes counted calls per function and per arc alone
+    /// (`--contexts` counts them per context).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub sampled_contexts: bool,
     /// Function entries that went to a per-function fold node because the context tree
     /// was full (their paths are lost; counts and times are not).
     pub folded_entries: u64,
@@ -535,6 +540,7 @@ impl Profile {
             functions: _,
             arcs: _,
             contexts: _,
+            sampled_contexts,
             folded_entries,
             arcs_dropped,
             compensation,
@@ -556,6 +562,7 @@ impl Profile {
             functions,
             arcs,
             contexts,
+            sampled_contexts: *sampled_contexts,
             folded_entries: *folded_entries,
             arcs_dropped: *arcs_dropped,
             compensation: *compensation,

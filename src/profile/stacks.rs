@@ -1,7 +1,6 @@
 //! What the stack sampler took of one thread ([`StackSamples`]), and how the decoder
 //! places it in the calling-context tree: each sample's stack of function ids is a path
-//! from the node it hangs from (the root, or the import that ran while the host called
-//! back into the module) down the tree's children.
+//! from the root down the tree's children.
 
 use std::collections::HashMap;
 
@@ -16,8 +15,9 @@ pub struct StackSamples {
     pub taken: u64,
     /// Samples that found the probes' own code running: left out of every time.
     pub in_probes: u64,
-    /// Samples that found the thread in host code outside any import (wasmtime entering or
-    /// leaving the module, growing a memory), and their time: left out of the functions'.
+    /// Samples that found the thread outside the module's code with no wasm frame under it
+    /// (wasmtime entering or leaving the module), and their time: left out of the
+    /// functions'.
     pub outside: u64,
     /// See [`StackSamples::outside`].
     pub outside_ns: u64,
@@ -34,15 +34,18 @@ pub struct StackSamples {
 /// One stack the sampler found, and how often.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StackSample {
-    /// The context node it hangs from: 0 (the root) for a stack that starts at an entry
-    /// from the host, else the node of the import that ran while the host called back.
-    pub base: u32,
-    /// The function ids of its wasm frames, outermost first (empty for a sample in the
-    /// import `base` itself).
+    /// The function ids of its wasm frames, outermost first: the outermost one the host
+    /// called, the innermost one running (or, in host code, the import that runs it, or the
+    /// function whose instruction it runs).
     pub frames: Vec<u32>,
     /// The line of its innermost frame ([`crate::meta::LineTables`]), or
     /// [`crate::meta::NO_LINE`].
     pub line: u32,
+    /// The thread was in host code that the innermost frame called: the import that frame
+    /// is, or wasmtime's own work for one of its instructions (`memory.grow`,
+    /// `memory.copy`, a wait).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub in_host: bool,
     /// How many samples found it.
     pub samples: u64,
     /// The time they stand for, in nanoseconds.
@@ -65,11 +68,11 @@ impl Children {
         )
     }
 
-    /// The node `frames` (function ids, outermost first) lead to from node `base`; where
-    /// a child is missing and the tree was `full`, its function's fold node (node f + 1),
+    /// The node `frames` (function ids, outermost first) lead to from the root; where a
+    /// child is missing and the tree was `full`, its function's fold node (node f + 1),
     /// else `None`.
-    pub(super) fn place(&self, base: u32, frames: &[u32], full: bool) -> Option<u32> {
-        let mut node = base;
+    pub(super) fn place(&self, frames: &[u32], full: bool) -> Option<u32> {
+        let mut node = 0;
         for &f in frames {
             node = match self.0.get(&(node, f)) {
                 Some(&child) => child,

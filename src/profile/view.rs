@@ -8,6 +8,7 @@ use rustc_hash::FxHashMap;
 use regex::Regex;
 use serde::{Deserialize, Serialize};
 
+use super::counts::{with_counts, Tables};
 use super::outermost::{arc_keys, outermost_sums, TreeNode};
 use super::{Arc, Context, Costs, Function, Profile, HOST};
 use crate::symbols::without_index;
@@ -131,13 +132,20 @@ impl Profile {
             };
             let focused = filter.focus.is_some().then(|| matches(&filter.focus));
 
-            self.view_tree(
+            let tables = self.view_tree(
                 focused.as_deref(),
                 &matches(&filter.ignore),
                 filter.by,
                 &groups,
                 &group_of,
-            )
+            );
+            match (self.sampled_contexts, filter.by) {
+                (false, _) => tables,
+                (true, Grouping::Function) => {
+                    with_counts(self.counted(&vec![true; group_of.len()]), tables, false)
+                }
+                (true, _) => with_counts(self.group_counts(&groups, &group_of), tables, false),
+            }
         } else {
             anyhow::ensure!(
                 filter.focus.is_none() && filter.ignore.is_none(),
@@ -168,15 +176,20 @@ impl Profile {
     /// The stacks through the functions `chosen` marks (by function id), re-rooted at the
     /// outermost of them, as `--focus` keeps those through the functions it matches; the
     /// profile itself without a calling-context tree. The text report shows the program's
-    /// own stacks this way.
-    pub fn focused_on(&self, chosen: &[bool]) -> Profile {
+    /// own stacks this way. With sampled contexts, which count no calls, the functions are
+    /// those `keep` marks, with their calls and arcs from the whole profile (a function no
+    /// kept sample found has no cost).
+    pub fn focused_on(&self, chosen: &[bool], keep: &[bool]) -> Profile {
         if self.contexts.len() <= 1 {
             return self.clone();
         }
         let (groups, group_of) = groups(self, Grouping::Function);
         let none = vec![false; self.functions.len()];
-        let (functions, arcs, contexts) =
-            self.view_tree(Some(chosen), &none, Grouping::Function, &groups, &group_of);
+        let tables = self.view_tree(Some(chosen), &none, Grouping::Function, &groups, &group_of);
+        let (functions, arcs, contexts) = match self.sampled_contexts {
+            true => with_counts(self.counted(keep), tables, true),
+            false => tables,
+        };
         let lines = self.lines_of_whole(&functions);
         self.with_tables(functions, arcs, contexts, lines)
     }
@@ -212,7 +225,7 @@ impl Profile {
         by: Grouping,
         groups: &[Function],
         group_of: &[usize],
-    ) -> (Vec<Function>, Vec<Arc>, Vec<Context>) {
+    ) -> Tables {
         let nodes = self.view_nodes(focused, ignored, by, group_of);
         // Parents come before their children: inclusive costs from the leaves up.
         let mut total: Vec<u64> = nodes.iter().map(|node| node.self_).collect();

@@ -6,11 +6,11 @@ use super::*;
 use cargo_wasmprof::profile::Allocs;
 use common::{allocs_under, freed_allocs, ignoring_growth, kept_allocs};
 
-/// One `cargo wasmprof test --format text,pprof` of the `allocs` fixture.
+/// One `cargo wasmprof test --allocations --format text,pprof` of the `allocs` fixture.
 fn allocs_run() -> &'static CallsRun {
     static RUN: OnceLock<CallsRun> = OnceLock::new();
     RUN.get_or_init(|| {
-        let run = test_run("allocs", &["--format", "text,pprof"]);
+        let run = test_run("allocs", &["--allocations", "--format", "text,pprof"]);
         assert!(run.out.status.success(), "{}", stderr(&run.out));
         run
     })
@@ -218,22 +218,29 @@ fn the_allocations_section_ranks_by_bytes_allocated_or_held() {
     );
 }
 
+/// The default records no allocations, and a report weighed by bytes says so; the calls
+/// metric, asked for them, says why it cannot.
 #[test]
-fn no_alloc_records_none_and_the_calls_metric_says_why() {
-    let run = test_run("allocs", &["--no-alloc", "--no-report"]);
+fn without_allocations_none_are_recorded_and_the_calls_metric_says_why() {
+    let run = test_run("allocs", &["--no-report"]);
     assert!(run.out.status.success(), "{}", stderr(&run.out));
     let p = run.profile("allocs-allocs-lib.json");
     assert!(p.contexts.iter().all(|c| c.alloc.is_none()));
     let why = p.allocations.and_then(|a| a.not_recorded);
-    assert_eq!(why.as_deref(), Some("--no-alloc"));
+    assert_eq!(
+        why.as_deref(),
+        Some("not asked for (--allocations records them)")
+    );
     let by_bytes = report(&run, &["--format", "folded", "--weight", "alloc-bytes"]);
     assert!(!by_bytes.status.success());
     assert!(
-        stderr(&by_bytes).contains("this profile recorded no allocations: --no-alloc"),
+        stderr(&by_bytes).contains(
+            "this profile recorded no allocations: not asked for (--allocations records them)"
+        ),
         "{}",
         stderr(&by_bytes)
     );
-    let run = test_run("allocs", &["--metric", "calls"]);
+    let run = test_run("allocs", &["--metric", "calls", "--allocations"]);
     assert!(run.out.status.success(), "{}", stderr(&run.out));
     let out = stdout(&run.out);
     assert!(
@@ -269,7 +276,7 @@ fn the_live_table_grows_to_follow_every_block() {
 /// and that the peak is of the blocks it followed.
 #[test]
 fn a_full_live_table_counts_what_it_cannot_follow_and_says_so() {
-    let run = test_run("allocs", &["--max-live-allocations", "2"]);
+    let run = test_run("allocs", &["--allocations", "--max-live-allocations", "2"]);
     assert!(run.out.status.success(), "{}", stderr(&run.out));
     let p = run.profile("allocs-allocs-lib.json");
     let allocations = p.allocations.clone().expect("allocations recorded");

@@ -12,6 +12,7 @@ fn bench(dir: &Path, args: &[&str]) -> Output {
                 "bench",
                 "--metric",
                 "instructions",
+                "--allocations",
                 "--no-report",
             ])
             .args(args)
@@ -24,6 +25,7 @@ fn test_lib(dir: &Path, args: &[&str]) -> Output {
     output(
         wasmprof()
             .args(["wasmprof", "test", "--lib", "--metric", "instructions"])
+            .arg("--allocations")
             .args(["--no-report"])
             .args(args)
             .current_dir(dir),

@@ -16,6 +16,7 @@ fn threads_have_exact_counts_each_and_together() {
             &[
                 "--metric",
                 "instructions",
+                "--allocations",
                 "--format",
                 "text,speedscope,firefox,pprof",
                 "--threads",

@@ -37,7 +37,7 @@ fn the_default_report_leads_with_the_programs_own_code() {
     // say so, with the count, and name the exact alternative; with more they do not.
     let sampled = lines[..4]
         .iter()
-        .find(|l| l.starts_with("sampled by the word sampler"))
+        .find(|l| l.starts_with("sampled by the stack sampler"))
         .unwrap_or_else(|| panic!("{report}"));
     let samples: u64 = sampled
         .split(": ")
@@ -79,10 +79,16 @@ fn the_default_report_leads_with_the_programs_own_code() {
     assert!(!all.contains("more: --top all"));
 }
 
-/// `--focus`, `--ignore` and `--by`, with counts that follow from the fixture's code.
+/// `--focus`, `--ignore` and `--by` of a profile that counted its calls per calling
+/// context (`--contexts`), with counts that follow from the fixture's code.
 #[test]
 fn focus_ignore_and_grouping_views_keep_exact_counts() {
-    let run = calls_run();
+    static RUN: OnceLock<CallsRun> = OnceLock::new();
+    let run = RUN.get_or_init(|| {
+        let run = test_run("calls", &["--contexts", "-o", "merged.json", "--no-report"]);
+        assert!(run.out.status.success(), "{}", stderr(&run.out));
+        run
+    });
     let merged = run.dir.path().join("merged.json");
     let view = |args: &[&str]| -> Profile {
         let file = run.dir.path().join(format!(

@@ -101,6 +101,7 @@ fn the_live_table_grows_and_the_peak_is_exact() {
         let options = Options {
             metric: Metric::Instructions,
             state,
+            allocations: true,
             ..Options::default()
         };
         let (p, outcome) = profile_module_with(&wasm, &options);
@@ -135,6 +136,7 @@ fn outgrown_regions_are_left_empty() {
     use cargo_wasmprof::layout as l;
     let options = Options {
         metric: Metric::Instructions,
+        allocations: true,
         ..Options::default()
     };
     let done = cargo_wasmprof::instrument::instrument(&wat::parse_str(CHURN).unwrap(), &options)

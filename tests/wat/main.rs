@@ -278,9 +278,12 @@ const THREADED: &str = r#"
     (drop (memory.atomic.wait32 (i32.const 0) (i32.const 0) (i64.const -1)))))
 "#;
 
+/// `metric`'s probes with the calling-context tree, which these known answers check (the
+/// sampled time metric keeps it only when asked, `--contexts`).
 fn with_metric(metric: Metric) -> Options {
     Options {
         metric,
+        contexts: true,
         ..Options::default()
     }
 }

@@ -2,6 +2,7 @@
 //! instruction counts, and the state module giving the profile an own memory gives.
 
 use super::*;
+use cargo_wasmprof::meta::StateLocation;
 
 #[test]
 fn the_calls_metric_counts_without_a_clock() {
@@ -25,6 +26,40 @@ fn the_calls_metric_counts_without_a_clock() {
     assert_eq!(arc(&p, HOST, "_start"), 1);
     assert_eq!(p.contexts.len(), 1, "no calling-context tree");
     assert!(p.functions.iter().all(|f| f.cost == Default::default()));
+}
+
+/// The default's probes, which count calls per function and per arc alone (the stack
+/// sampler gives the times): the same exact counts, the entry probe only in the functions
+/// entered otherwise than by a direct call (the table's, the export), and no tree.
+#[test]
+fn the_sampled_time_metric_counts_calls_and_arcs_without_a_tree() {
+    let wasm = wat::parse_str(PROGRAM).unwrap();
+    for state in [StateLocation::OwnMemory, StateLocation::StateModule] {
+        let options = Options {
+            state,
+            ..Options::default()
+        };
+        let (p, outcome) = profile_module_with(&wasm, &options);
+        assert_eq!(outcome.exit_code, CHECKSUM, "{state:?}");
+        assert_eq!(p.metric, Metric::Time);
+        assert_eq!(calls(&p, "fib"), fib_calls(10), "{state:?}");
+        assert_eq!(arc(&p, "fib", "fib"), fib_calls(10) - 1, "{state:?}");
+        assert_eq!(arc(&p, "main", "fib"), 1, "{state:?}");
+        assert_eq!(arc(&p, "apply", "inc"), 3, "{state:?}");
+        assert_eq!(arc(&p, "apply", "dbl"), 3, "{state:?}");
+        assert_eq!(calls(&p, "early"), 3, "{state:?}");
+        assert_eq!(calls(&p, "count_down"), 6, "{state:?}");
+        assert_eq!(arc(&p, "count_down", "count_down"), 5, "{state:?}");
+        assert_eq!(arc(&p, "main", "wasi_snapshot_preview1.sched_yield"), 1);
+        assert_eq!(arc(&p, HOST, "_start"), 1, "{state:?}");
+        assert_eq!(
+            p.runs[0].open_stack,
+            ["_start", "wasi_snapshot_preview1.proc_exit"]
+        );
+        // The contexts are those the samples found: no count of calls.
+        assert!(p.sampled_contexts, "{state:?}");
+        assert!(p.contexts.iter().all(|c| c.calls == 0), "{state:?}");
+    }
 }
 
 #[test]

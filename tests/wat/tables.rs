@@ -11,7 +11,7 @@ fn a_full_context_tree_folds_but_keeps_exact_counts() {
         &wasm,
         &Options {
             max_contexts: 4,
-            ..Options::default()
+            ..with_metric(Metric::Time)
         },
     );
     check_invariants(&p);

@@ -176,14 +176,14 @@ fn full_tables(notes: &mut Vec<String>, p: &Profile) {
     }
 }
 
-/// The allocations: why they are not recorded (unless `--no-alloc` said so), and what the
+/// The allocations: why they are not recorded (unless none were asked for), and what the
 /// recorded figures leave out.
 fn allocations(notes: &mut Vec<String>, p: &Profile) {
     let Some(a) = &p.allocations else {
         return;
     };
     match a.not_recorded.as_deref() {
-        Some("--no-alloc") => return,
+        Some(crate::meta::Allocations::NOT_ASKED) => return,
         Some(why) => {
             notes.push(format!("allocations are not recorded: {why}"));
             return;

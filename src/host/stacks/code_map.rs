@@ -77,6 +77,24 @@ impl CodeMap {
         })
     }
 
+    /// The map of an uninstrumented `module`: each function its own index, its code the
+    /// program's at no line.
+    pub(in crate::host) fn plain(module: &wasmtime::Module) -> anyhow::Result<CodeMap> {
+        let text = module.text().as_ptr_range();
+        let mut functions: Vec<(usize, usize, u32)> = module
+            .functions()
+            .map(|f| (f.offset, f.len, f.index.as_u32()))
+            .collect();
+        functions.sort_unstable();
+        let count = functions.iter().map(|&(_, _, index)| index + 1).max();
+        Ok(CodeMap {
+            text: (text.start as usize, text.end as usize),
+            functions,
+            native: Vec::new(),
+            frames: (0..count.unwrap_or(0)).collect(),
+        })
+    }
+
     /// Where the code at native address `pc` is: `None` for code of no function the
     /// program has (trampolines).
     pub(super) fn locate(&self, pc: usize) -> Option<Place> {
@@ -95,10 +113,19 @@ impl CodeMap {
                 what: meta::PROBE_CODE,
             });
         }
+        // A timer's interrupt stops the thread before the instruction at `pc`, which has
+        // not run; the time it stands for is mostly the instruction before's, which the
+        // CPU was retiring (most of all one that waited on memory: a probe's counter). So
+        // a sample at the first instruction of a stretch is the stretch's before it, in the
+        // same function.
         let at = self.native.partition_point(|&(o, _)| o <= offset);
-        let what = at
-            .checked_sub(1)
-            .map_or(meta::NO_LINE, |i| self.native[i].1);
+        let what = match at.checked_sub(1) {
+            Some(i) if self.native[i].0 == offset && i > 0 && self.native[i - 1].0 >= start => {
+                self.native[i - 1].1
+            }
+            Some(i) => self.native[i].1,
+            None => meta::NO_LINE,
+        };
         Some(Place { function, what })
     }
 

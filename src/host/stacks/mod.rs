@@ -6,21 +6,25 @@
 //! (Cranelift keeps frame pointers; an innermost frame interrupted in its prologue or at
 //! its return, where the frame pointer is its caller's, gives its return address from the
 //! stack or the link register; the walk stops at the first address outside the module's
-//! code), into a ring buffer of the thread's, preallocated ([`ring`]).
+//! code), into a ring buffer of the thread's, preallocated ([`ring`]). A thread found in
+//! host code that its wasm code called (an import, or wasmtime's own `memory.grow`,
+//! `memory.copy`, `memory.atomic.wait`, ...) is walked from the frame through which it
+//! called out, which wasmtime notes ([`exits`]).
 //!
 //! Off the hot path, a drain thread reads the rings and maps each address to what it is
 //! ([`CodeMap`]): the function (wasmtime's `Module::functions`, then the module's frame
 //! table), the instruction (`Module::address_map`), and what that instruction is in the
 //! original module ([`meta::ADDRESSES_SECTION`]): a source line of the program's code, or
-//! the probes' code, whose samples are left out and counted. A sample that finds the
-//! thread in host code is the running import's (its thunk says which, in the profiler's
-//! memory, [`crate::layout::HDR_IN_IMPORT`]), or, blocked in a `memory.atomic.wait`, the
-//! waiting function's (its wait probe's [`crate::layout::HDR_WAIT_CUR`]), or, outside any
-//! import, wasmtime's own (entering or leaving the module, growing a memory). Each thread's samples come out as
-//! [`StackSamples`]: the stacks (function ids), their leaf lines, their counts and times;
-//! the decoder places them in the calling-context tree.
+//! the probes' code, whose samples are left out and counted. A sample in host code is the
+//! innermost wasm frame's: an import's (its thunk's frame), or the function whose
+//! instruction the host runs, at that instruction's line. A sample outside the module's
+//! code with no wasm frame under it is wasmtime's own (entering or leaving the module).
+//! Each thread's samples come out as [`StackSamples`]: the stacks (function ids), their
+//! leaf lines, their counts and times; the decoder places them in the calling-context
+//! tree, or makes the tree of them.
 
 mod code_map;
+mod exits;
 mod ring;
 
 use std::collections::HashMap;
@@ -30,6 +34,8 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 pub(super) use code_map::CodeMap;
+pub(super) use exits::Exits;
+
 use ring::{Record, Ring, Timer};
 
 use crate::meta::{self, Sampler};
@@ -115,15 +121,12 @@ impl StackSampler {
         }
     }
 
-    /// Samples the calling thread from now on, until the returned sampling finishes; the
-    /// profiler's memory starts at `profiler_memory` (its header's [`crate::layout::HDR_IN_IMPORT`]
-    /// and wait words are read in every sample) and outlives the sampling.
-    pub(super) fn sample_this_thread(
-        &self,
-        profiler_memory: *const u8,
-    ) -> anyhow::Result<Sampling> {
+    /// Samples the calling thread from now on, until the returned sampling finishes; where
+    /// it is in host code, its wasm frames are walked from the last exit that its store's
+    /// `exits` note.
+    pub(super) fn sample_this_thread(&self, exits: Option<Exits>) -> anyhow::Result<Sampling> {
         let thread = Arc::new(Thread {
-            ring: Ring::new(self.shared.map.text(), profiler_memory)?,
+            ring: Ring::new(self.shared.map.text(), exits)?,
             timer: Mutex::new(None),
             dense_until: Mutex::new(Some(Instant::now() + DENSE_PHASE)),
             tally: Mutex::default(),
@@ -166,6 +169,14 @@ pub(super) struct Sampling {
 }
 
 impl Sampling {
+    /// What the sampling has found so far, for the thread itself to read while it runs.
+    pub(super) fn so_far(&self) -> SoFar {
+        SoFar {
+            thread: Arc::clone(&self.thread),
+            shared: Arc::clone(&self.shared),
+        }
+    }
+
     /// Stops sampling the thread (on the thread itself) and gives its samples.
     pub(super) fn finish(mut self) -> StackSamples {
         self.stop();
@@ -192,12 +203,29 @@ impl Drop for Sampling {
     }
 }
 
+/// A thread's samples so far, read on the thread while it runs (in a host call), as the
+/// marks of the benchmarks a harness names take them.
+#[derive(Clone)]
+pub(super) struct SoFar {
+    thread: Arc<Thread>,
+    shared: Arc<Shared>,
+}
+
+impl SoFar {
+    /// The samples taken so far.
+    pub(super) fn samples(&self) -> StackSamples {
+        self.thread.drain(&self.shared.map);
+        let tally = self.thread.tally.lock().expect("not poisoned").clone();
+        tally.finish(self.thread.ring.dropped())
+    }
+}
+
 /// What a thread's samples add up to so far.
-#[derive(Default)]
+#[derive(Clone, Default)]
 struct Tally {
-    /// Each distinct sample: (the import node it hangs from, its frames' function ids
-    /// outermost first, its leaf line) with its count and time.
-    stacks: HashMap<(u32, Vec<u32>, u32), (u64, u64)>,
+    /// Each distinct sample: (its frames' function ids outermost first, its leaf line,
+    /// whether it was in host code) with its count and time.
+    stacks: HashMap<(Vec<u32>, u32, bool), (u64, u64)>,
     samples: StackSamples,
 }
 
@@ -206,29 +234,35 @@ impl Tally {
     fn add(&mut self, map: &CodeMap, record: Record) {
         let Record {
             ns,
-            in_import,
             outside,
+            host,
             truncated,
             pcs,
         } = record;
         let s = &mut self.samples;
         s.taken += 1;
-        if outside {
-            if in_import == 0 {
-                s.outside += 1;
-                s.outside_ns += ns;
-                return;
-            }
-            self.keep((in_import, Vec::new(), meta::NO_LINE), ns);
-            return;
-        }
         if truncated {
             s.truncated += 1;
             s.truncated_ns += ns;
             return;
         }
-        let Some(leaf) = pcs.first().and_then(|&pc| map.locate(pc)) else {
-            s.in_probes += 1;
+        // The innermost wasm frame: where the interrupted instruction is, or, in host code
+        // (or in a trampoline of wasmtime's on the way to it), the call that left the
+        // module's code (a return address is just past its call); then its callers' return
+        // addresses.
+        let from = |n: usize| pcs.get(n..).unwrap_or_default();
+        let at_call = |pcs: &[usize]| pcs.first().and_then(|&ret| map.locate(ret - 1));
+        let (leaf, callers) = match (outside, host) {
+            (true, _) => (None, from(0)),
+            (false, true) => (at_call(pcs), from(1)),
+            (false, false) => match pcs.first().and_then(|&pc| map.locate(pc)) {
+                Some(place) => (Some(place), from(1)),
+                None => (at_call(from(1)), from(2)),
+            },
+        };
+        let Some(leaf) = leaf else {
+            s.outside += 1;
+            s.outside_ns += ns;
             return;
         };
         if leaf.what == meta::PROBE_CODE {
@@ -236,18 +270,14 @@ impl Tally {
             return;
         }
         // The callers' frames, up to the first return into code of no function (the
-        // trampoline the host entered through): a return address is just past its call.
-        let mut frames: Vec<u32> = pcs[1..]
+        // trampoline the host entered through).
+        let mut frames: Vec<u32> = callers
             .iter()
             .map_while(|&ret| map.locate(ret - 1).map(|caller| caller.function))
             .collect();
         frames.reverse();
         frames.push(leaf.function);
-        self.keep((in_import, frames, leaf.what), ns);
-    }
-
-    fn keep(&mut self, key: (u32, Vec<u32>, u32), ns: u64) {
-        let entry = self.stacks.entry(key).or_default();
+        let entry = self.stacks.entry((frames, leaf.what, host)).or_default();
         entry.0 += 1;
         entry.1 += ns;
     }
@@ -259,15 +289,15 @@ impl Tally {
         let mut stacks: Vec<StackSample> = self
             .stacks
             .into_iter()
-            .map(|((base, frames, line), (samples, ns))| StackSample {
-                base,
+            .map(|((frames, line, in_host), (samples, ns))| StackSample {
                 frames,
                 line,
+                in_host,
                 samples,
                 ns,
             })
             .collect();
-        stacks.sort_by(|a, b| (a.base, &a.frames, a.line).cmp(&(b.base, &b.frames, b.line)));
+        stacks.sort_by(|a, b| (&a.frames, a.line, a.in_host).cmp(&(&b.frames, b.line, b.in_host)));
         self.samples.stacks = stacks;
         self.samples
     }

@@ -2,16 +2,16 @@
 //! `SIGPROF` handler that fills it, and the POSIX timer that raises the signal.
 //!
 //! The handler is async-signal-safe: it reads registers, the clock and memory it checked
-//! (the frame pointers within the thread's stack, the code range), and writes only the
-//! ring. Interrupted system calls restart (`SA_RESTART`); wasmtime's own signals (traps)
+//! (the frame pointers within the thread's stack, the code range, the word where wasmtime
+//! notes the last exit to the host), and writes only the ring. Interrupted system calls restart (`SA_RESTART`); wasmtime's own signals (traps)
 //! are others, so its trap handling is untouched.
 
 use std::cell::Cell;
-use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Once;
 use std::time::Duration;
 
-use crate::layout;
+use super::exits::Exits;
 
 /// The most frames a sample keeps; a deeper stack counts as truncated (the decoder could
 /// not place it from the root).
@@ -21,10 +21,17 @@ const MAX_DEPTH: usize = 1024;
 /// drain thread empties every few milliseconds ([`Words`]).
 const RING_WORDS: usize = 1 << 18;
 
-/// A record's flag: the interrupted PC was outside the module's code.
+/// A record's flag: the interrupted PC was outside the module's code, and no wasm frame
+/// called the host code it was in.
 const OUTSIDE: u64 = 1 << 63;
 /// A record's flag: the stack was deeper than [`MAX_DEPTH`].
 const TRUNCATED: u64 = 1 << 62;
+/// A record's flag: the interrupted PC was in host code that wasm code called (an import,
+/// one of wasmtime's own functions); the record's first address is the return address
+/// into that wasm code.
+const HOST: u64 = 1 << 61;
+/// A record's words before its addresses: the time, then the flags and the depth.
+const RECORD_HEAD: usize = 2;
 
 thread_local! {
     /// The ring of the thread the handler interrupts (null when the thread is not sampled):
@@ -37,16 +44,14 @@ thread_local! {
 pub(super) struct Record<'a> {
     /// The time it stands for: since the thread's previous sample.
     pub(super) ns: u64,
-    /// The node the sample hangs from: the running import's
-    /// ([`crate::layout::HDR_IN_IMPORT`]; 0: none), or, when the PC was outside the module's
-    /// code while the thread was blocked in a wait, the waiting function's
-    /// ([`crate::layout::HDR_WAIT_CUR`], which the wait probe notes).
-    pub(super) in_import: u32,
-    /// The PC was outside the module's code.
+    /// The PC was outside the module's code, and no wasm frame called the code it was in.
     pub(super) outside: bool,
+    /// The PC was in host code that wasm code called: `pcs` are all return addresses.
+    pub(super) host: bool,
     /// The stack was deeper than the handler walks.
     pub(super) truncated: bool,
-    /// The interrupted PC, then the wasm frames' return addresses, innermost first.
+    /// The interrupted PC (unless `host`), then the wasm frames' return addresses,
+    /// innermost first.
     pub(super) pcs: &'a [usize],
 }
 
@@ -65,19 +70,14 @@ pub(super) struct Ring {
     /// The module's code, and the thread's stack: what the walk may read.
     code: (usize, usize),
     stack: (usize, usize),
-    /// The profiler's memory: its header's words say what runs.
-    header: *const u8,
+    /// Where wasmtime notes the thread's last exit from wasm code to the host.
+    exits: Option<Exits>,
 }
-
-// SAFETY: `header` points into the profiler's memory, which outlives the ring (the host
-// finishes the thread's sampling before it drops the store) and is read with atomics only.
-unsafe impl Send for Ring {}
-unsafe impl Sync for Ring {}
 
 impl Ring {
     /// An empty ring for the calling thread, whose samples walk frames within `code` (the
-    /// module's native code) and read the words of the profiler's memory's `header`.
-    pub(super) fn new(code: (usize, usize), header: *const u8) -> anyhow::Result<Ring> {
+    /// module's native code), from the host code that wasm code called through `exits`.
+    pub(super) fn new(code: (usize, usize), exits: Option<Exits>) -> anyhow::Result<Ring> {
         Ok(Ring {
             words: Words::new()?,
             head: AtomicUsize::new(0),
@@ -87,7 +87,7 @@ impl Ring {
             dropped_ns: AtomicU64::new(0),
             code,
             stack: thread_stack()?,
-            header,
+            exits,
         })
     }
 
@@ -116,37 +116,40 @@ impl Ring {
     /// Records one sample, in the signal handler: `now` and the interrupted thread's
     /// registers.
     fn record(&self, now: u64, regs: Registers) {
-        let pc = regs.pc;
         let ns = now.saturating_sub(self.last_ns.swap(now, Ordering::Relaxed));
         let head = self.head.load(Ordering::Relaxed);
         let free = RING_WORDS - (head - self.tail.load(Ordering::Acquire));
-        let inside = self.in_code(pc);
-        // Outside the module's code with the wait word odd: blocked in a wait (the probe
-        // noted the node before it made the word odd, on this thread).
-        let in_import = u64::from(match !inside && self.word(layout::HDR_WAITING) % 2 == 1 {
-            true => self.word(layout::HDR_WAIT_CUR),
-            false => self.word(layout::HDR_IN_IMPORT),
-        });
-        if free < 3 + if inside { MAX_DEPTH } else { 0 } {
+        if free < RECORD_HEAD + MAX_DEPTH {
             self.dropped.fetch_add(1, Ordering::Relaxed);
             self.dropped_ns.fetch_add(ns, Ordering::Relaxed);
             return;
         }
         let put = |at: usize, word: u64| self.words[at % RING_WORDS].store(word, Ordering::Relaxed);
-        put(head, ns);
-        let (depth, flags) = match inside {
-            true => self.walk(regs, |i, ret| put(head + 3 + i, ret as u64)),
-            false => (0, OUTSIDE),
+        let pcs = head + RECORD_HEAD;
+        let (depth, flags) = if self.in_code(regs.pc) {
+            self.walk(regs, |i, ret| put(pcs + i, ret as u64))
+        } else if let Some(trampoline_fp) = self.host_exit() {
+            let returns = self.frame_returns(trampoline_fp);
+            let (depth, flags) = self.returns(returns, 0, |i, ret| put(pcs + i, ret as u64));
+            (depth, flags | HOST)
+        } else {
+            (0, OUTSIDE)
         };
-        put(head + 1, in_import);
-        put(head + 2, flags | depth as u64);
-        self.head.store(head + 3 + depth, Ordering::Release);
+        put(head, ns);
+        put(head + 1, flags | depth as u64);
+        self.head.store(pcs + depth, Ordering::Release);
     }
 
-    /// The u32 at `offset` of the profiler's memory.
-    fn word(&self, offset: u32) -> u32 {
-        // SAFETY: the header's words are in the profiler's memory (see `Ring`), 4-aligned.
-        unsafe { &*self.header.add(offset as usize).cast::<AtomicU32>() }.load(Ordering::Relaxed)
+    /// The frame pointer of the trampoline through which wasm code called the host code
+    /// the thread is in, when its frame is readable and returns into the module's code.
+    fn host_exit(&self) -> Option<usize> {
+        let fp = self.exits?.trampoline_fp();
+        // SAFETY: an aligned address of the thread's stack (checked): the trampoline's
+        // frame, whose second word is its return address.
+        let ret = self
+            .frame_ok(fp)
+            .then(|| unsafe { (fp as *const usize).add(1).read() })?;
+        self.in_code(ret).then_some(fp)
     }
 
     /// Gives the interrupted PC, then the return address of each wasm frame outwards, to
@@ -157,9 +160,20 @@ impl Ring {
     /// ([`Ring::unframed_return`]), or the caller would be left out of the stack.
     fn walk(&self, regs: Registers, mut put: impl FnMut(usize, usize)) -> (usize, u64) {
         put(0, regs.pc);
-        let mut depth = 1;
         let returns = self.unframed_return(&regs).into_iter();
-        for ret in returns.chain(self.frame_returns(regs.fp)) {
+        self.returns(returns.chain(self.frame_returns(regs.fp)), 1, put)
+    }
+
+    /// Gives the return addresses of `returns` that are in the module's code, up to the
+    /// first that is not, to `put` with their positions from `depth` on; the depth reached,
+    /// and the truncation flag.
+    fn returns(
+        &self,
+        returns: impl Iterator<Item = usize>,
+        mut depth: usize,
+        mut put: impl FnMut(usize, usize),
+    ) -> (usize, u64) {
+        for ret in returns {
             if !self.in_code(ret) {
                 break;
             }
@@ -256,18 +270,18 @@ impl Ring {
         let get = |at: usize| self.words[at % RING_WORDS].load(Ordering::Relaxed);
         let mut pcs = Vec::new();
         while at < head {
-            let (ns, in_import, info) = (get(at), get(at + 1) as u32, get(at + 2));
-            let depth = (info & !(OUTSIDE | TRUNCATED)) as usize;
+            let (ns, info) = (get(at), get(at + 1));
+            let depth = (info & !(OUTSIDE | TRUNCATED | HOST)) as usize;
             pcs.clear();
-            pcs.extend((0..depth).map(|i| get(at + 3 + i) as usize));
+            pcs.extend((0..depth).map(|i| get(at + RECORD_HEAD + i) as usize));
             each(Record {
                 ns,
-                in_import,
                 outside: info & OUTSIDE != 0,
+                host: info & HOST != 0,
                 truncated: info & TRUNCATED != 0,
                 pcs: &pcs,
             });
-            at += 3 + depth;
+            at += RECORD_HEAD + depth;
         }
         self.tail.store(at, Ordering::Release);
     }
@@ -278,6 +292,11 @@ impl Ring {
 /// memory the process had freed, which must then be cleared: 2 MB written before every
 /// run, 0.2-0.5 ms of a short one.
 struct Words(std::ptr::NonNull<AtomicU64>);
+
+// SAFETY: the mapping is owned by the ring and its words are atomics, which any thread may
+// read and write.
+unsafe impl Send for Words {}
+unsafe impl Sync for Words {}
 
 impl Words {
     /// The bytes of [`RING_WORDS`] words.

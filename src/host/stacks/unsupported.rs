@@ -22,6 +22,25 @@ impl CodeMap {
              instrument with `--sampler word`"
         )
     }
+
+    /// Refuses: this host has no stack sampler.
+    pub(in crate::host) fn plain(_module: &wasmtime::Module) -> anyhow::Result<CodeMap> {
+        anyhow::bail!("the stack sampler needs Linux on x86-64 or aarch64")
+    }
+}
+
+/// Never made: no stack sampler runs here.
+#[derive(Debug, Clone, Copy)]
+pub(in crate::host) struct Exits(());
+
+impl Exits {
+    /// None: no stack sampler runs here.
+    pub(in crate::host) fn of(
+        _store: impl wasmtime::AsContextMut,
+        _func: &wasmtime::Func,
+    ) -> Option<Exits> {
+        None
+    }
 }
 
 /// Never made: it needs a [`CodeMap`].
@@ -34,7 +53,7 @@ impl StackSampler {
     }
 
     /// Unreachable: no [`StackSampler`] exists.
-    pub(super) fn sample_this_thread(&self, _memory: *const u8) -> anyhow::Result<Sampling> {
+    pub(super) fn sample_this_thread(&self, _exits: Option<Exits>) -> anyhow::Result<Sampling> {
         unreachable!("no stack sampler is made here")
     }
 }
@@ -44,7 +63,23 @@ pub(super) struct Sampling(());
 
 impl Sampling {
     /// Unreachable: no [`Sampling`] exists.
+    pub(super) fn so_far(&self) -> SoFar {
+        unreachable!("no thread is stack-sampled here")
+    }
+
+    /// Unreachable: no [`Sampling`] exists.
     pub(super) fn finish(self) -> StackSamples {
+        unreachable!("no thread is stack-sampled here")
+    }
+}
+
+/// Never made: it needs a [`Sampling`].
+#[derive(Clone)]
+pub(super) struct SoFar(());
+
+impl SoFar {
+    /// Unreachable: no [`SoFar`] exists.
+    pub(super) fn samples(&self) -> StackSamples {
         unreachable!("no thread is stack-sampled here")
     }
 }

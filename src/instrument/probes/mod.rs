@@ -88,8 +88,6 @@ pub struct Profiler {
     pub probes: MetricProbes,
     /// In a threaded module, the probe around each `memory.atomic.wait`.
     pub wait: Option<WaitProbe>,
-    /// With the stack sampler, what each import's thunk does around its import.
-    pub in_import: Option<InImport>,
     /// Where a direct call site counts its own arc before its call (see [`SiteArcs`]).
     pub site_arcs: Option<SiteArcs>,
     /// When the program's allocations are recorded (the layout has the live table), the
@@ -113,30 +111,6 @@ impl Func {
             Func::Const(f) => b.i32_const(f as i32),
             Func::Local(f) => b.local_get(f),
         };
-    }
-}
-
-/// With the stack sampler, what an import's thunk does around the import: it says, in the
-/// profiler's memory ([`layout::HDR_IN_IMPORT`]), that the import runs, so that a sample
-/// that finds the thread in host code knows whose time it is.
-#[derive(Clone, Copy)]
-pub struct InImport(MemoryId);
-
-impl InImport {
-    /// Before the import: `saved = in_import; in_import = node`.
-    pub fn enter(&self, b: &mut InstrSeqBuilder, node: LocalId, saved: LocalId) {
-        let mem = Mem(self.0);
-        b.i32_const(0);
-        mem.load32(b, layout::HDR_IN_IMPORT);
-        b.local_set(saved);
-        b.i32_const(0).local_get(node);
-        mem.store32(b, layout::HDR_IN_IMPORT);
-    }
-
-    /// After the import: `in_import = saved`.
-    pub fn leave(&self, b: &mut InstrSeqBuilder, saved: LocalId) {
-        b.i32_const(0).local_get(saved);
-        Mem(self.0).store32(b, layout::HDR_IN_IMPORT);
     }
 }
 
@@ -226,13 +200,11 @@ pub fn add(
         }
         None => MetricProbes::Count(CallCounter::Inline(pieces.counter), pieces.active),
     };
-    let stacks = options.metric.facts().sampled && options.sampler == Sampler::Stacks;
     Profiler {
         site: pieces.site,
         memory: Some(pieces.memory),
         probes,
         wait,
-        in_import: stacks.then_some(InImport(pieces.memory)),
         site_arcs: at_sites.then_some(SiteArcs {
             memory: pieces.memory,
             direct_arcs_off: layout.direct_arcs_off,
@@ -286,7 +258,6 @@ pub fn import_state_module(
         memory: None,
         probes,
         wait,
-        in_import: None,
         site_arcs: None,
         alloc,
     };
@@ -504,8 +475,8 @@ impl ProfilerState {
         let clock = add_reading(module, metric);
         let mem = Mem(memory);
         let sample = sampled.then_some(SampleWord(memory));
-        let unwind_to = metric
-            .has_cost()
+        let unwind_to = options
+            .keeps_contexts()
             .then(|| build_unwind_to(module, (layout, &mem, cur), clock, sample));
         let host_entry = match unwind_to {
             Some(unwind_to) => HostEntry::Tree {

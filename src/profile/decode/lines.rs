@@ -43,15 +43,8 @@ impl Decoder<'_> {
         let full = self.raw.u64(layout::HDR_FOLDED).unwrap_or(0) > 0;
         let mut sums: BTreeMap<(u32, u32), (u64, u64)> = BTreeMap::new();
         for s in &stacks.stacks {
-            let Some(node) = children.place(s.base, &s.frames, full) else {
-                continue;
-            };
-            let Some(function) = s.frames.last().copied().or_else(|| {
-                self.nodes
-                    .get(node as usize)
-                    .map(|n| n.func)
-                    .filter(|&f| f != layout::NO_PARENT)
-            }) else {
+            let (Some(&function), Some(_)) = (s.frames.last(), children.place(&s.frames, full))
+            else {
                 continue;
             };
             let sum = sums.entry((function, s.line)).or_default();

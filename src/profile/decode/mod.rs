@@ -93,7 +93,7 @@ impl Profile {
                     .map(|f| f.symbol.name.clone()),
             })
             .collect();
-        let open_stack = match meta.metric.facts().probes.tree {
+        let open_stack = match meta.contexts {
             // No context tree: the host's backtrace says where the run ended.
             false => backtrace,
             true if run.trap.is_some() => deepest(decoder.open_stack(dump.cur), backtrace),
@@ -114,6 +114,7 @@ impl Profile {
             functions,
             arcs,
             contexts,
+            sampled_contexts: !meta.contexts && dump.stacks.is_some(),
             folded_entries: decoder.raw.u64(layout::HDR_FOLDED)?,
             arcs_dropped: decoder.raw.u64(layout::HDR_ARCS_DROPPED)?,
             compensation: None,
@@ -233,14 +234,18 @@ impl Decoder<'_> {
         let mut self_ticks = vec![0u64; nf];
         let mut self_samples = vec![0u64; nf];
         let mut node_calls = vec![0u64; nf];
-        for n in nodes.iter().skip(1) {
+        // Without the probes' tree, a function the samples found, even one whose calls no
+        // probe counted.
+        let mut sampled = vec![false; nf];
+        for (i, n) in nodes.iter().enumerate().skip(1).filter(|(_, n)| !n.chunk) {
             self_ticks[n.func as usize] += n.incl.saturating_sub(n.child);
             self_samples[n.func as usize] += n.samples;
             node_calls[n.func as usize] += n.count;
+            sampled[n.func as usize] |= !meta.contexts && !self.is_fold(i);
         }
         let mut direct_calls = vec![0u64; nf];
         // Without a tree, a function's calls are its direct sites' and its own counter's.
-        let tree_counts = meta.metric.facts().probes.tree;
+        let tree_counts = meta.contexts;
         if !tree_counts {
             for &(callee, count) in &self.direct {
                 let calls = &mut direct_calls[callee as usize];
@@ -270,7 +275,7 @@ impl Decoder<'_> {
                     .saturating_add(direct_calls[f]),
                 true => node_calls[f],
             };
-            if calls == 0 {
+            if calls == 0 && !sampled[f] {
                 continue;
             }
             let m = &meta.functions[f];
@@ -294,7 +299,9 @@ impl Decoder<'_> {
         let mut cid = vec![u32::MAX; self.nodes.len()];
         let mut contexts = Vec::new();
         for (n, node) in self.nodes.iter().enumerate() {
-            if n > 0 && node.count == 0 {
+            // A context the probes entered, or, without their tree, one the samples made.
+            let sampled = !self.meta.contexts && n as u32 >= self.layout.first_context_node();
+            if n > 0 && node.count == 0 && !sampled {
                 continue;
             }
             cid[n] = contexts.len() as u32;

@@ -14,6 +14,7 @@ use crate::profile::stacks::{Children, StackSamples};
 /// not at all (each node's cost is its samples', in the memory or the stack sampler's).
 pub(super) fn end_or_samples<'a>(meta: &Meta, dump: &'a Dump) -> Ending<'a> {
     match (meta.metric.facts().sampled, &dump.stacks, dump.end) {
+        (true, Some(stacks), _) if !meta.contexts => Ending::StacksAlone(stacks),
         (true, Some(stacks), _) => Ending::Stacks(stacks),
         (true, None, _) => Ending::Samples,
         (false, _, Some(end)) => Ending::At(end),
@@ -35,6 +36,9 @@ pub(super) enum Ending<'a> {
     /// The sampled metric with the stack sampler: as [`Ending::Samples`], each node's
     /// samples those of the stacks that lead to it.
     Stacks(&'a StackSamples),
+    /// The sampled metric with the stack sampler and no context tree of the probes': the
+    /// contexts are those the stacks make, each node's samples those of its stacks.
+    StacksAlone(&'a StackSamples),
 }
 
 /// A little-endian reader over the profiler's memory.
@@ -99,9 +103,13 @@ pub(super) fn read_nodes(
     ending: Ending,
 ) -> anyhow::Result<Vec<RawNode>> {
     let mut nodes = read_raw_nodes(raw, l, ending)?;
-    if let Ending::Stacks(stacks) = ending {
-        let full = raw.u64(layout::HDR_FOLDED)? > 0;
-        place_stacks(&mut nodes, stacks, l, full);
+    match ending {
+        Ending::Stacks(stacks) => {
+            let full = raw.u64(layout::HDR_FOLDED)? > 0;
+            place_stacks(&mut nodes, stacks, l, full);
+        }
+        Ending::StacksAlone(stacks) => grow_from_stacks(&mut nodes, stacks),
+        _ => {}
     }
     match ending {
         Ending::At(end) => {
@@ -114,7 +122,7 @@ pub(super) fn read_nodes(
                 n = node.parent as usize;
             }
         }
-        Ending::Samples | Ending::Stacks(_) => {
+        Ending::Samples | Ending::Stacks(_) | Ending::StacksAlone(_) => {
             // Self time to inclusive: children come after their parents.
             for n in (l.first_context_node() as usize..nodes.len()).rev() {
                 let (parent, incl) = (nodes[n].parent as usize, nodes[n].incl);
@@ -136,11 +144,43 @@ pub(super) fn read_nodes(
 pub(super) fn place_stacks(nodes: &mut [RawNode], stacks: &StackSamples, l: &Layout, full: bool) {
     let children = children(nodes, l);
     for s in &stacks.stacks {
-        if let Some(node) = children.place(s.base, &s.frames, full) {
+        if let Some(node) = children.place(&s.frames, full) {
             if let Some(node) = nodes.get_mut(node as usize) {
                 node.samples += s.samples;
                 node.incl = node.incl.saturating_add(s.ns);
             }
+        }
+    }
+}
+
+/// The contexts the stack samples make, after the root and the fold nodes (`nodes`, which
+/// hold none then): a node for each path from the root that a sample's stack took, parents
+/// before their children, each with the count and time of the samples whose stack ends
+/// there.
+pub(super) fn grow_from_stacks(nodes: &mut Vec<RawNode>, stacks: &StackSamples) {
+    let mut children: std::collections::HashMap<(u32, u32), u32> = Default::default();
+    for s in &stacks.stacks {
+        let mut at = 0u32;
+        for &func in &s.frames {
+            at = *children.entry((at, func)).or_insert_with(|| {
+                nodes.push(RawNode {
+                    parent: at,
+                    func,
+                    count: 0,
+                    incl: 0,
+                    child: 0,
+                    t0: 0,
+                    samples: 0,
+                    alloc: Default::default(),
+                    chunk: false,
+                });
+                (nodes.len() - 1) as u32
+            });
+        }
+        if at != 0 {
+            let node = &mut nodes[at as usize];
+            node.samples += s.samples;
+            node.incl = node.incl.saturating_add(s.ns);
         }
     }
 }
@@ -191,7 +231,7 @@ pub(super) fn read_raw_nodes(
                 node.incl = raw.u64(at + layout::NODE_SAMPLE_NS)?;
                 node.t0 = 0;
             }
-            Ending::Stacks(_) => {
+            Ending::Stacks(_) | Ending::StacksAlone(_) => {
                 node.incl = 0;
                 node.t0 = 0;
             }

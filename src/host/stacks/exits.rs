@@ -1,0 +1,72 @@
+//! Where a thread left the module's code for the host: wasmtime notes, in its store's
+//! context, the frame pointer of the trampoline through which wasm code last called out
+//! (an import, or one of wasmtime's own functions: `memory.grow`, `memory.copy`,
+//! `memory.atomic.wait`, ...). A sample that finds the thread in host code walks the wasm
+//! frames from there, as wasmtime's own backtraces do, so that the time is charged to the
+//! import or to the function whose instruction the host runs, under their callers.
+//!
+//! The store's context is found once, before the program runs: an exported function's
+//! `VMFuncRef` (`Func::to_raw`) names its instance's `VMContext`, which points to the
+//! store's context; the offsets come from `wasmtime-environ`, the same release as
+//! wasmtime's (both pinned). A context that does not carry wasmtime's magic is not read.
+
+use wasmtime_environ::{HostPtr, PtrSize, VMCONTEXT_MAGIC};
+
+/// The word of a store's context that holds the last exit's trampoline frame pointer.
+#[derive(Debug, Clone, Copy)]
+pub(in crate::host) struct Exits {
+    trampoline_fp: *const usize,
+}
+
+// SAFETY: the word belongs to a store that outlives every sampling of its thread (the host
+// finishes a thread's sampling before it drops the store), and is only read.
+unsafe impl Send for Exits {}
+unsafe impl Sync for Exits {}
+
+impl Exits {
+    /// The exits of the store that owns `func`, a function the module defines; `None`
+    /// where its context cannot be found.
+    pub(in crate::host) fn of(
+        store: impl wasmtime::AsContextMut,
+        func: &wasmtime::Func,
+    ) -> Option<Exits> {
+        let ptr = HostPtr;
+        let func_ref = func.to_raw(store).cast::<u8>().cast_const();
+        if func_ref.is_null() {
+            return None;
+        }
+        // SAFETY: `func_ref` is a live `VMFuncRef` of the store (`Func::to_raw`), read at
+        // the offsets of the wasmtime-environ release that wasmtime was built with; its
+        // `vmctx` is a core instance's `VMContext` when it starts with the magic (checked),
+        // and that context's store context lives as long as the store.
+        unsafe {
+            let vmctx = func_ref
+                .add(usize::from(ptr.vm_func_ref().vmctx()))
+                .cast::<*const u8>()
+                .read();
+            if vmctx.is_null() || vmctx.cast::<u32>().read() != VMCONTEXT_MAGIC {
+                return None;
+            }
+            let store_context = vmctx
+                .add(usize::from(ptr.vmctx_store_context()))
+                .cast::<*const u8>()
+                .read();
+            if store_context.is_null() {
+                return None;
+            }
+            let at = usize::from(ptr.vm_store_context().last_wasm_exit_trampoline_fp());
+            Some(Exits {
+                trampoline_fp: store_context.add(at).cast(),
+            })
+        }
+    }
+
+    /// The frame pointer of the trampoline through which the thread's wasm code last called
+    /// the host (0: none since it entered the module): its frame keeps the calling wasm
+    /// frame's pointer and return address. Async-signal-safe: one load.
+    pub(super) fn trampoline_fp(&self) -> usize {
+        // SAFETY: a word of the store's context (see `Exits::of`), aligned; wasmtime writes
+        // it on the same thread, so a signal handler reads a whole value.
+        unsafe { self.trampoline_fp.read_volatile() }
+    }
+}
