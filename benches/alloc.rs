@@ -3,8 +3,8 @@
 //! Builds fixtures/allocs' `churn` (a loop of allocations and frees, release, names and
 //! DWARF kept) with the profiler's own build step, then runs it in the embedded wasmtime
 //! uninstrumented and instrumented under the default metric and under the instructions
-//! metric, each with its allocations recorded and with `--no-alloc`, side by side, median
-//! of RUNS interleaved runs; prints each run time, its ratio to the plain run, and what
+//! metric, each with its allocations recorded (`--allocations`) and without, side by side,
+//! median of RUNS interleaved runs; prints each run time, its ratio to the plain run, and what
 //! recording the allocations adds per allocator call (from the profile's exact counts);
 //! then the same for a short run of a few hundred allocator calls, as a test binary makes.
 //! Run times exclude compilation (the host times `_start` alone).
@@ -20,7 +20,6 @@ use cargo_wasmprof::build::{build, BuildRequest, Mode};
 use cargo_wasmprof::host::{Embedded, RunConfig};
 use cargo_wasmprof::instrument::{self, Options};
 use cargo_wasmprof::meta::Metric;
-use cargo_wasmprof::sampling;
 
 const RUNS: usize = 15;
 /// The churn's rounds: an allocation and, but for those the ring keeps, a free each.
@@ -48,7 +47,7 @@ fn main() {
         .into_iter()
         .flat_map(|m| [(m, true), (m, false)])
         .map(|(m, alloc)| {
-            let name = format!("{}{}", m.name(), if alloc { "" } else { " --no-alloc" });
+            let name = format!("{}{}", m.name(), if alloc { " --allocations" } else { "" });
             (name, m, alloc)
         })
         .collect();
@@ -90,13 +89,6 @@ impl Runs {
         instrumented: &[(instrument::Instrumented, Metric)],
         config: &RunConfig,
     ) -> Runs {
-        let configs: Vec<RunConfig> = instrumented
-            .iter()
-            .map(|(done, _)| RunConfig {
-                sample_interval: sampling::default_interval(done.meta.sampler),
-                ..config.clone()
-            })
-            .collect();
         let wall = |wasm: &[u8], config: &RunConfig| {
             Embedded.run_module(wasm, config).unwrap().wall_ns as f64 / 1e9
         };
@@ -104,14 +96,14 @@ impl Runs {
         let mut times = vec![Vec::new(); instrumented.len()];
         for _ in 0..RUNS {
             plain.push(wall(wasm, config));
-            for ((t, (done, _)), config) in times.iter_mut().zip(instrumented).zip(&configs) {
+            for (t, (done, _)) in times.iter_mut().zip(instrumented) {
                 t.push(wall(&done.wasm, config));
             }
         }
         // The allocator calls recorded: from one profile's exact counts.
         let done = &instrumented[0].0;
         let profile = Embedded
-            .run_module(&done.wasm, &configs[0])
+            .run_module(&done.wasm, config)
             .unwrap()
             .profile(&done.meta, "churn")
             .unwrap();

@@ -102,11 +102,21 @@ fn main() {
         .status()
         .unwrap();
     assert!(status.success());
-    let builds = builds();
+    // `cargo bench --bench node -- parts`: the parts' accuracy alone.
+    let parts_only = std::env::args().skip(1).any(|a| a == "parts");
+    let mut builds = builds();
+    if parts_only {
+        builds.truncate(2); // plain, and the default metric
+    }
+    let targets: &[&str] = match parts_only {
+        true => &["parts"],
+        false => &["all", "kernels", "parts"],
+    };
     for (name, cc, cxx, metric) in &builds {
         let mut make = Command::new("make");
         make.current_dir(&dir)
-            .args(["-s", "all", "kernels", "parts"])
+            .arg("-s")
+            .args(targets)
             .arg(format!("OUT={name}"))
             .arg(format!("CC={cc}"))
             .arg(format!("CXX={cxx}"));
@@ -122,6 +132,9 @@ fn main() {
     }
 
     let nodes = nodes(root);
+    if parts_only {
+        return parts_accuracy(&nodes, &dir);
+    }
     println!("median of {RUNS} interleaved runs; ratios are profiled / plain");
     print!("{:<40} {:>8} {:>10}", "workload", "node", "plain");
     for (name, ..) in &builds[1..] {

@@ -260,7 +260,7 @@ fn main() {
                     wasm,
                     RunConfig {
                         clock,
-                        sample_interval: sampling::default_interval(sampler),
+                        sample_interval: None,
                         ..plain_config.clone()
                     },
                 )
@@ -453,7 +453,7 @@ fn accuracy_of(fixture: &str, parts: &[(&str, &str)]) -> (Vec<u8>, RunConfig) {
         let mut totals: Vec<Vec<f64>> = Vec::new();
         for (_, done) in &variants {
             let config = RunConfig {
-                sample_interval: sampling::default_interval(done.meta.sampler),
+                sample_interval: None,
                 ..config(&["all"])
             };
             let mut p = Embedded
@@ -527,7 +527,7 @@ fn stack_sample_cost(wasm: &[u8], config: &RunConfig) {
     let done = instrument::instrument(wasm, &Options::default()).unwrap();
     let run = |interval_us: u64| {
         let config = RunConfig {
-            sample_interval: std::time::Duration::from_micros(interval_us),
+            sample_interval: Some(std::time::Duration::from_micros(interval_us)),
             ..config.clone()
         };
         let outcome = Embedded.run_module(&done.wasm, &config).unwrap();

@@ -32,7 +32,7 @@ use crate::emscripten::{
 use crate::error::Error;
 use crate::fsutil::relative;
 use crate::instrument::{instrument_in_place, original_path, Options};
-use crate::meta::Metric;
+use crate::meta::{Metric, Sampler};
 use crate::status::{ColorChoice, Status};
 
 /// What a command line asks of emcc, as far as the wrapper cares.
@@ -44,6 +44,8 @@ pub struct Step {
     pub chose_debug: bool,
     /// Whether the module is inlined into the JS (`-sSINGLE_FILE`): nothing to instrument.
     pub single_file: bool,
+    /// Whether the program starts threads (`-pthread`, `-sUSE_PTHREADS`).
+    pub pthreads: bool,
 }
 
 /// Flags after which emcc stops before linking, or does not build at all.
@@ -76,6 +78,7 @@ impl Step {
         let mut links = true;
         let mut chose_debug = false;
         let mut single_file = false;
+        let mut pthreads = false;
         let mut iter = args.iter();
         while let Some(arg) = iter.next() {
             if arg == "-o" {
@@ -88,6 +91,8 @@ impl Step {
                 single_file = true;
             } else if arg.starts_with("-g") {
                 chose_debug = true;
+            } else if arg == "-pthread" || (arg.contains("USE_PTHREADS") && !arg.ends_with("=0")) {
+                pthreads = true;
             }
         }
         let link_output = output.unwrap_or_else(|| PathBuf::from("a.out.js"));
@@ -99,6 +104,7 @@ impl Step {
             link_output: (links && linked && !single_file).then_some(link_output),
             chose_debug,
             single_file,
+            pthreads,
         }
     }
 }
@@ -193,8 +199,14 @@ pub(crate) fn run(driver: Driver, args: &[OsString]) -> Result<i32, Error> {
     let kind = Output::of(&output).expect("a link output has a kind");
     // The runtime knows the .wasm by name and the metric; it lives as long as the link.
     let metric = metric_from_env()?;
+    // Threads keep the word sampler (`instrument::Options` says why): the runtime starts its
+    // worker early.
+    let sampler = match step.pthreads {
+        true => Sampler::Word,
+        false => Sampler::V8,
+    };
     let runtime = match &kind {
-        Output::Js { wasm } => Some(runtime_file(wasm, metric)?),
+        Output::Js { wasm } => Some(runtime_file(wasm, metric, sampler)?),
         Output::Wasm => None,
     };
     if let Some(runtime) = &runtime {
@@ -248,14 +260,18 @@ fn exit_code(real: &Path, mut command: Command) -> Result<i32, Error> {
     Ok(status.code().unwrap_or(1))
 }
 
-/// Writes the runtime for the module `wasm`, instrumented for `metric`, to a temporary
-/// file.
-fn runtime_file(wasm: &Path, metric: Metric) -> Result<tempfile::NamedTempFile, Error> {
+/// Writes the runtime for the module `wasm`, instrumented for `metric` and `sampler`, to a
+/// temporary file.
+fn runtime_file(
+    wasm: &Path,
+    metric: Metric,
+    sampler: Sampler,
+) -> Result<tempfile::NamedTempFile, Error> {
     let name = wasm
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
-    let text = crate::js_runtime::for_emscripten(&name, metric);
+    let text = crate::js_runtime::for_emscripten(&name, metric, sampler);
     let mut file = tempfile::Builder::new()
         .prefix("wasmprof-runtime-")
         .suffix(".js")

@@ -22,7 +22,7 @@
 
 use crate::emscripten::METRIC_VAR;
 use crate::layout as l;
-use crate::meta::{self, Meta, Metric};
+use crate::meta::{self, Meta, Metric, Sampler};
 use crate::profile::{DUMP_FIELDS, DUMP_FORMAT, DUMP_THREAD_FIELDS, UNCAUGHT_JS_EXCEPTION};
 use crate::sampling;
 
@@ -39,8 +39,8 @@ pub const NODE_CLOCK: &str = "hrtime";
 pub const BROWSER_CLOCK: &str = "performance.now";
 
 /// The runtime, with [`WASM_FILE_MARK`] standing for the module's file name,
-/// [`CONTRACT_MARK`] for the [`contract`], [`SAMPLER_MARK`] for the sampler's source and
-/// [`PTHREADS_MARK`] for its `-pthread` part.
+/// [`CONTRACT_MARK`] for the [`contract`], [`SAMPLER_MARK`] for the sampler's source,
+/// [`PTHREADS_MARK`] for its `-pthread` part and [`V8_MARK`] for V8's sampler's.
 const RUNTIME: &str = include_str!("../templates/wasmprof-runtime.js");
 /// The sampled time metric's sampler, a function the runtime runs in a worker of its own.
 const SAMPLER: &str = include_str!("../templates/wasmprof-sampler.js");
@@ -49,6 +49,11 @@ const SAMPLER: &str = include_str!("../templates/wasmprof-sampler.js");
 const PTHREADS: &str = include_str!("../templates/wasmprof-pthreads.js");
 /// What the runtime template has where [`PTHREADS`] goes, as a statement.
 const PTHREADS_MARK: &str = "'__WASMPROF_PTHREADS__';";
+/// The runtime's part for V8's own sampler, which goes inside the runtime's scope at
+/// [`V8_MARK`].
+const V8: &str = include_str!("../templates/wasmprof-v8.js");
+/// What the runtime template has where [`V8`] goes, as a statement.
+const V8_MARK: &str = "'__WASMPROF_V8__';";
 /// What the runtime template has where the sampler's source goes, as a string.
 const SAMPLER_MARK: &str = "__WASMPROF_SAMPLER__";
 /// What the runtime template has where the .wasm file's name goes.
@@ -63,19 +68,23 @@ const DUMP_URL_MARK: &str = "__WASMPROF_DUMP_URL__";
 /// What the page template has where the URL of the dump so far goes.
 const SO_FAR_URL_MARK: &str = "__WASMPROF_SO_FAR_URL__";
 
-/// The runtime for the module `wasm_file` (its file name), instrumented for `metric`, as
-/// Emscripten's `--pre-js` takes it.
-pub fn for_emscripten(wasm_file: &str, metric: Metric) -> String {
-    // The sampler's source without its leading comment.
-    let sampler: Vec<&str> = SAMPLER
+/// The runtime for the module `wasm_file` (its file name), instrumented for `metric` and
+/// (most likely) `sampler`, as Emscripten's `--pre-js` takes it.
+pub fn for_emscripten(wasm_file: &str, metric: Metric, sampler: Sampler) -> String {
+    // The word sampler's source without its leading comment.
+    let source: Vec<&str> = SAMPLER
         .lines()
         .skip_while(|line| line.starts_with("//"))
         .collect();
     RUNTIME
         .replace(PTHREADS_MARK, PTHREADS)
+        .replace(V8_MARK, V8)
         .replace(&format!("'{WASM_FILE_MARK}'"), &quoted(wasm_file)) // a JS string literal
-        .replace(&format!("'{CONTRACT_MARK}'"), &contract(metric).to_string())
-        .replace(&format!("'{SAMPLER_MARK}'"), &quoted(&sampler.join("\n")))
+        .replace(
+            &format!("'{CONTRACT_MARK}'"),
+            &contract(metric, sampler).to_string(),
+        )
+        .replace(&format!("'{SAMPLER_MARK}'"), &quoted(&source.join("\n")))
 }
 
 /// The CommonJS module `wasmprof` for a wasm-bindgen program under node (its module
@@ -133,7 +142,7 @@ fn bindgen_runtime(wasm_file: &str, metric: Metric) -> String {
         "// cargo-wasmprof's runtime for a wasm-bindgen program (generated).\n\
          var Module = {{}}; // the Emscripten glue's object, which this program has not\n\
          {}\n",
-        for_emscripten(wasm_file, metric)
+        for_emscripten(wasm_file, metric, Sampler::Word)
     )
 }
 
@@ -148,9 +157,10 @@ fn base64(bytes: &[u8]) -> String {
 }
 
 /// What the runtime shares with cargo-wasmprof (see the module's documentation), for a
-/// runtime written for `metric` (a module it runs says its own metric in its meta:
-/// `metrics` has every metric's facts).
-pub fn contract(metric: Metric) -> serde_json::Value {
+/// runtime written for `metric` and `sampler` (a module it runs says its own metric and
+/// sampler in its meta: `metrics` has every metric's facts; the runtime starts the word
+/// sampler's worker early only where that is the sampler it expects).
+pub fn contract(metric: Metric, sampler: Sampler) -> serde_json::Value {
     let ns = |d: std::time::Duration| d.as_nanos() as u64;
     let metrics: serde_json::Map<String, serde_json::Value> = Metric::ALL
         .iter()
@@ -158,6 +168,7 @@ pub fn contract(metric: Metric) -> serde_json::Value {
         .collect();
     serde_json::json!({
         "metric": metric.facts(),
+        "sampler": sampler.name(),
         "metrics": metrics,
         "layout": {
             "where": l::HDR_WHERE,
@@ -183,6 +194,10 @@ pub fn contract(metric: Metric) -> serde_json::Value {
             "one_memory_section": meta::ONE_MEMORY_SECTION,
             "frames_section": meta::FRAMES_SECTION,
             "no_function": meta::NO_FUNCTION,
+            "flush": meta::FLUSH_EXPORT,
+            "no_line": meta::NO_LINE,
+            "v8_sampler": Sampler::V8.name(),
+            "word_sampler": Sampler::Word.name(),
             "uncaught": UNCAUGHT_JS_EXCEPTION,
         },
         "env": {
@@ -192,6 +207,7 @@ pub fn contract(metric: Metric) -> serde_json::Value {
         },
         "sampling": {
             "default_interval_us": sampling::WORD_INTERVAL.as_micros() as u64,
+            "v8_interval_us": sampling::V8_INTERVAL.as_micros() as u64,
             "dense_phase_ns": ns(sampling::DENSE_PHASE),
             "dense_divisor": sampling::DENSE_DIVISOR,
             "dense_floor_ns": ns(sampling::DENSE_FLOOR),

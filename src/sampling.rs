@@ -28,11 +28,16 @@ pub const STACKS_INTERVAL: Duration = Duration::from_millis(1);
 /// program's time for those 20 ms, for a hundred samples.
 pub const STACKS_DENSE_FLOOR: Duration = Duration::from_micros(200);
 
+/// V8's sampler's interval unless the user chooses one: V8 keeps the one it is started
+/// with (no dense phase), so a short run gets its samples from this one.
+pub const V8_INTERVAL: Duration = Duration::from_micros(250);
+
 /// The interval of `sampler` unless the user chooses one.
 pub fn default_interval(sampler: Sampler) -> Duration {
     match sampler {
         Sampler::Word => WORD_INTERVAL,
         Sampler::Stacks => STACKS_INTERVAL,
+        Sampler::V8 => V8_INTERVAL,
     }
 }
 
@@ -54,11 +59,13 @@ pub const LATE_FACTOR: u32 = 4;
 /// See [`LATE_FACTOR`].
 pub const LATE_SLACK: Duration = Duration::from_micros(100);
 
-/// The wait between samples of `sampler` in the dense phase, for an `interval`.
+/// The wait between samples of `sampler` in the dense phase, for an `interval` (V8's keeps
+/// its interval throughout).
 pub fn dense_wait(sampler: Sampler, interval: Duration) -> Duration {
     let floor = match sampler {
         Sampler::Word => DENSE_FLOOR,
         Sampler::Stacks => STACKS_DENSE_FLOOR,
+        Sampler::V8 => return interval,
     };
     (interval / DENSE_DIVISOR).max(floor).min(interval)
 }

@@ -40,7 +40,8 @@ var wasmprof = (function () {
   var now = isNode ? process.hrtime.bigint
     : function () { return BigInt(Math.round(performance.now() * 1e6)); };
   // `depth`: the main thread's calls from JS into the module under way.
-  var run = { meta: null, state: null, started: null, trap: null, frames: null, frameTable: null, depth: 0 };
+  // `bytes`, `module`: the module that ran, which V8's frames are named in.
+  var run = { meta: null, state: null, started: null, trap: null, frames: null, frameTable: null, depth: 0, bytes: null, module: null };
 
   function locate() {
     if (Module['locateFile']) return Module['locateFile'](WASM_FILE, '');
@@ -126,15 +127,28 @@ var wasmprof = (function () {
   // `trapFrames` reads the whole stack.
   var wholeStacks = new WeakMap();
   var previousPrepare = Error.prepareStackTrace;
+  // How many frames an error's stack shows: all that V8 keeps, but for a module without a
+  // context tree, for which V8 keeps more (`keepDeepStacks`): the program's limit.
+  var shownFrames = Infinity;
   Error.prepareStackTrace = function (error, frames) {
     var at = function (frame) { return '    at ' + frame; };
     var shown = frames.filter(function (frame) {
       return !/ \(wasmprof thunk\)$/.test(frame.getFunctionName() || '');
-    });
+    }).slice(0, shownFrames);
     if (error !== null && typeof error === 'object') wholeStacks.set(error, frames.map(at).join('\n'));
     if (previousPrepare) return previousPrepare(error, shown);
     return [String(error)].concat(shown.map(at)).join('\n');
   };
+
+  // A module without a context tree has its open calls at a trap from the error's stack:
+  // V8 keeps DEEP_STACK frames of it, of which the stack shows as many as before.
+  var DEEP_STACK = 256;
+  function keepDeepStacks() {
+    if (Error.stackTraceLimit < DEEP_STACK) {
+      shownFrames = Error.stackTraceLimit;
+      Error.stackTraceLimit = DEEP_STACK;
+    }
+  }
 
   // Where a trap left the program, for a metric without a context tree: the wasm frames
   // of the error's stack (V8 keeps the innermost Error.stackTraceLimit frames), the thunks'
@@ -204,6 +218,7 @@ var wasmprof = (function () {
     }
     run.meta = meta;
     run.frameTable = frameTable;
+    if (!meta.contexts) keepDeepStacks();
     imports[NAMES.state_module] = clockImports();
     return function (instance) {
       run.state = instance.exports;
@@ -218,10 +233,23 @@ var wasmprof = (function () {
     return clock;
   }
 
-  // The sampler, for a sampled metric; else the worker started for it is not needed.
+  // The sampler, for a sampled metric: V8's own where the module's meta names it and node
+  // runs it, else the word sampler, which a page runs where the module keeps its calling
+  // contexts (the dump's meta then names it); the worker started for that is not needed
+  // otherwise.
   function startTiming() {
-    if (CONTRACT.metrics[run.meta.metric].sampled) startSampler();
-    else if (early) early.terminate();
+    var sampled = CONTRACT.metrics[run.meta.metric].sampled;
+    var v8Here = run.meta.sampler === NAMES.v8_sampler && isNode;
+    // (A page that is not cross-origin isolated has no SharedArrayBuffer global.)
+    var shared = Object.prototype.toString.call(run.state[NAMES.memory].buffer)
+      === '[object SharedArrayBuffer]';
+    if (sampled && !v8Here && run.meta.sampler === NAMES.v8_sampler && run.meta.contexts && shared) {
+      run.meta.sampler = NAMES.word_sampler;
+    }
+    if (sampled && run.meta.sampler !== NAMES.v8_sampler) return startSampler();
+    if (early) early.terminate();
+    early = null;
+    if (sampled) startV8();
   }
 
   // The profiler's state from its meta and its state module's bytes (and the frame table,
@@ -230,6 +258,7 @@ var wasmprof = (function () {
   function attach(meta, stateBytes, frameTable) {
     run.meta = meta;
     run.frameTable = frameTable;
+    if (!meta.contexts) keepDeepStacks();
     var stateModule = new WebAssembly.Module(stateBytes);
     var clock = clockImports();
     var stateImports = {};
@@ -243,12 +272,14 @@ var wasmprof = (function () {
   Module['instantiateWasm'] = function (imports, receive) {
     if (isPthread) return instantiateInWorker(imports, receive);
     load().then(function (bytes) {
-      return WebAssembly.compile(forThisHost(bytes));
+      run.bytes = new Uint8Array(forThisHost(bytes));
+      return WebAssembly.compile(run.bytes);
     }).then(function (module) {
       var instantiated = setUp(module, imports);
       watchWorkers();
       return WebAssembly.instantiate(module, imports).then(function (instance) {
         instantiated(instance);
+        run.module = module;
         return { instance: instance, module: module };
       });
     }, function (e) {
@@ -278,7 +309,7 @@ var wasmprof = (function () {
   var noSampler = null; // why none runs, when the metric is sampled (the dump says)
   var ready = Promise.resolve(); // the sampler has the memory
   var isolated = isNode || (typeof Worker === 'function' && !!self.crossOriginIsolated);
-  if (METRIC.sampled && !isPthread) {
+  if (METRIC.sampled && !isPthread && CONTRACT.sampler !== NAMES.v8_sampler) {
     if (isolated) early = startWorker();
     else noSampler = typeof Worker === 'function' ? 'not_isolated' : 'no_worker';
   }
@@ -331,6 +362,11 @@ var wasmprof = (function () {
   }
 
   function startSampler() {
+    // A worker not started early (the module's sampler was not the one expected).
+    if (!early && noSampler === null) {
+      if (isolated) early = startWorker();
+      else noSampler = typeof Worker === 'function' ? 'not_isolated' : 'no_worker';
+    }
     var memory = run.state[NAMES.memory];
     var data = {
       memory: memory,
@@ -353,6 +389,9 @@ var wasmprof = (function () {
       console.warn('wasmprof: ' + why + ', and the profile has no times; use the exact-time metric here (' + ENV.metric + '=exact-time at link time, or --metric exact-time)');
     }
   }
+
+  // V8's own sampler, under node (templates/wasmprof-v8.js, in this scope).
+  '__WASMPROF_V8__';
 
   function base64(bytes) {
     if (isNode) return Buffer.from(bytes.buffer, bytes.byteOffset, bytes.length).toString('base64');
@@ -423,6 +462,8 @@ var wasmprof = (function () {
   // (and of each worker's, with -pthread).
   function profile(exitCode) {
     if (!run.state) return null;
+    // Call sites that count in globals store their counts into the memory first.
+    if (typeof run.state[NAMES.flush] === 'function') run.state[NAMES.flush]();
     var memory = new Uint8Array(run.state[NAMES.memory].buffer);
     var used = sparse(memory.subarray(0, usedBytes(memory)));
     var workers = collected || collectThreads();
@@ -443,6 +484,7 @@ var wasmprof = (function () {
       threads: workers.threads,
       lost_threads: workers.lost,
       no_sampler: noSampler,
+      stacks: v8Stacks(),
       meta: run.meta
     });
   }

@@ -29,7 +29,7 @@ fn sampled(wat: &str, state: StateLocation, interval: std::time::Duration) -> (P
     let done = instrument::instrument(&wasm, &options).unwrap();
     validate(&done.wasm);
     let config = RunConfig {
-        sample_interval: interval,
+        sample_interval: Some(interval),
         ..RunConfig::new("test.wasm", Vec::new(), ".")
     };
     let outcome = Embedded.run_module(&done.wasm, &config).unwrap();

@@ -43,7 +43,7 @@ fn sampled_with(wat: &str, options: &Options) -> (Profile, Outcome) {
     let done = instrument::instrument(&wasm, options).unwrap();
     validate(&done.wasm);
     let config = RunConfig {
-        sample_interval: INTERVAL,
+        sample_interval: Some(INTERVAL),
         inherit_stdio: false,
         ..RunConfig::new("test.wasm", Vec::new(), ".")
     };

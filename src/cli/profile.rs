@@ -99,11 +99,12 @@ pub struct InstrumentFlags {
     /// such as node 20).
     #[arg(long, value_name = "WHERE", default_value = "own-memory")]
     pub state: StateArg,
-    /// With `--metric time`, how the host samples: `stacks` (the embedded wasmtime on Linux
+    /// With `--metric time`, how the embedded wasmtime samples: `stacks` (on Linux it
     /// interrupts the program's threads and walks their stacks: time per function, calling
     /// context and line, each host call's time under its caller) or `word` (a sampler beside
-    /// the program reads which calling context the probes say runs: any host, and brings
-    /// `--contexts` with it). JS hosts always take `word`.
+    /// the program reads which calling context the probes say runs: any host; brings
+    /// `--contexts` with it). JS hosts choose for themselves: V8's own sampler under node
+    /// (`v8`), the word sampler for threads, wasm-bindgen's tests and pages.
     #[arg(long, value_name = "HOW", value_enum, default_value = DEFAULT_SAMPLER)]
     pub sampler: SamplerArg,
     /// With `--allocations`: the most allocations followed live at once: each is followed
@@ -147,6 +148,7 @@ impl InstrumentFlags {
             max_live_allocations: self.max_live_allocations,
             inlining_budget: false,
             entries: crate::instrument::EntryProbes::BySize,
+            site_counters: Default::default(),
         }
     }
 }
@@ -156,10 +158,7 @@ impl ProfileArgs {
     pub fn to_request(&self) -> ProfileRequest {
         ProfileRequest {
             instrument: self.instrument.to_options(),
-            sample_interval: self.sample_interval.map_or_else(
-                || crate::sampling::default_interval(self.instrument.sampler.into()),
-                Duration::from_micros,
-            ),
+            sample_interval: self.sample_interval.map(Duration::from_micros),
             compensate: !self.no_compensation,
             report: ReportRequest {
                 output: self.output.clone(),

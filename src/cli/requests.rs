@@ -77,8 +77,8 @@ pub struct RunRequest {
 pub struct ProfileRequest {
     /// What the instrumentation measures and where it keeps its state.
     pub instrument: Options,
-    /// The sampled time metric's interval.
-    pub sample_interval: Duration,
+    /// The sampled time metric's interval, where one is asked for (else its sampler's own).
+    pub sample_interval: Option<Duration>,
     /// Whether to subtract the probes' measured cost from exact times.
     pub compensate: bool,
     /// What is written and shown of the profiles.
@@ -183,8 +183,8 @@ pub struct DoctestRunner {
     pub dir: PathBuf,
     /// What the instrumentation measures.
     pub instrument: Options,
-    /// The sampled time metric's interval.
-    pub sample_interval: Duration,
+    /// The sampled time metric's interval, where one is asked for.
+    pub sample_interval: Option<Duration>,
     /// What is done about the probes' cost in exact times: `test` measured it once for
     /// every doc test.
     pub compensation: Compensation,
@@ -209,9 +209,13 @@ impl DoctestRunner {
             name_of(StateArg::from(options.state)),
             "--sampler".to_string(),
             name_of(SamplerArg::from(options.sampler)),
-            "--sample-interval".to_string(),
-            self.sample_interval.as_micros().to_string(),
         ];
+        if let Some(interval) = self.sample_interval {
+            args.extend([
+                "--sample-interval".to_string(),
+                interval.as_micros().to_string(),
+            ]);
+        }
         if options.contexts {
             args.push("--contexts".into());
         }

@@ -134,7 +134,9 @@ mod tests {
                 };
                 for ((compensation, sampler), allocations) in compensations
                     .into_iter()
-                    .flat_map(|c| [(c.clone(), Sampler::Stacks), (c, Sampler::Word)])
+                    .flat_map(|c| {
+                        [Sampler::Stacks, Sampler::Word, Sampler::V8].map(|s| (c.clone(), s))
+                    })
                     .flat_map(|c| [(c.clone(), true), (c, false)])
                 {
                     let runner = DoctestRunner {
@@ -151,8 +153,9 @@ mod tests {
                             max_live_allocations: 777,
                             inlining_budget: false,
                             entries: crate::instrument::EntryProbes::BySize,
+                            site_counters: Default::default(),
                         },
-                        sample_interval: Duration::from_micros(250),
+                        sample_interval: Some(Duration::from_micros(250)),
                         compensation,
                     };
                     assert_eq!(parsed(&runner).as_ref(), Some(&runner));

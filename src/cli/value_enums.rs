@@ -86,8 +86,11 @@ value_enum! {
         /// Linux).
         Stacks,
         /// A sampler beside the program reads which calling context the probes say runs
-        /// (node, browsers, a host of your own that shares the profiler's memory).
+        /// (any host, a host of your own that shares the profiler's memory too).
         Word,
+        /// V8's own sampler, which the JS runtime starts under node: which function runs,
+        /// not where in it (JS hosts take it unless the module keeps its calling contexts).
+        V8,
     }
 }
 
@@ -214,7 +217,7 @@ mod tests {
         for state in StateLocation::ALL {
             assert_eq!(name_of(StateArg::from(state)), state.name());
         }
-        for sampler in [Sampler::Stacks, Sampler::Word] {
+        for sampler in [Sampler::Stacks, Sampler::Word, Sampler::V8] {
             assert_eq!(name_of(SamplerArg::from(sampler)), sampler.name());
         }
         for format in Format::ALL {

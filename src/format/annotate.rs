@@ -46,7 +46,12 @@ pub fn annotate(
 ) -> anyhow::Result<String> {
     anyhow::ensure!(
         !p.lines.is_empty(),
-        "the profile has no per-line costs: profile with --metric instructions, or --metric time --sampler stacks (in the embedded wasmtime; per-line counts need the profiler's own memory)"
+        "{}",
+        match p.sampling.map(|s| s.sampler) {
+            Some(crate::meta::Sampler::Stacks) => "the profile has no per-line costs: no sample found a line of the program (a run too short: --metric instructions counts every line)",
+            Some(crate::meta::Sampler::V8) => "the profile has no per-line costs: V8's sampler says which function ran, not which line (--metric instructions counts every line)",
+            _ => "the profile has no per-line costs: profile with --metric instructions, or --metric time in the embedded wasmtime (whose sampler finds lines; per-line counts need the profiler's own memory)",
+        }
     );
     let mut by_function: BTreeMap<&str, Vec<&LineCost>> = BTreeMap::new();
     for line in &p.lines {

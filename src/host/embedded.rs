@@ -61,6 +61,13 @@ impl Host for Embedded {
         let Some(options) = options else {
             return Ok(prepared(wasm, None));
         };
+        if options.metric.facts().sampled && options.sampler == meta::Sampler::V8 {
+            return Err(Error::input(
+                path,
+                "`--sampler v8` is V8's own sampler, for programs that run under node; \
+                 the embedded wasmtime samples the stacks (`--sampler stacks`)",
+            ));
+        }
         if let Some(meta) = carried {
             return Ok(prepared(wasm, Some(meta)));
         }
@@ -156,7 +163,9 @@ fn run_single(compiled: Compiled, config: &RunConfig) -> anyhow::Result<Outcome>
     }
 
     let started = Instant::now();
-    let planned = PlannedSampling::spawn(&links, code_map, config);
+    // A plain module sampled for the check is sampled as the stack sampler samples.
+    let sampler = meta.as_ref().map_or(meta::Sampler::Stacks, |m| m.sampler);
+    let planned = PlannedSampling::spawn(&links, code_map, config, sampler);
     let (instance, state_instance) =
         instantiate(&mut linker, &mut store, &module, state_module.as_ref())?;
     let start = instance
@@ -277,10 +286,16 @@ enum PlannedSampling {
 }
 
 impl PlannedSampling {
-    /// The sampling the module's `links` ask for, at `config`'s interval, its thread
-    /// started; the stack sampler's maps addresses through `code_map`.
-    fn spawn(links: &HostLinks, code_map: Option<CodeMap>, config: &RunConfig) -> Self {
-        let interval = config.sample_interval;
+    /// The sampling the module's `links` ask for, at `config`'s interval (its sampler's,
+    /// `sampler`, unless another is asked for), its thread started; the stack sampler's
+    /// maps addresses through `code_map`.
+    fn spawn(
+        links: &HostLinks,
+        code_map: Option<CodeMap>,
+        config: &RunConfig,
+        sampler: meta::Sampler,
+    ) -> Self {
+        let interval = config.interval(sampler);
         match code_map {
             Some(map) if !interval.is_zero() => {
                 PlannedSampling::Stacks(StackSampler::start(map, interval))

@@ -21,17 +21,17 @@ pub(super) struct JsProcess {
 
 impl JsProcess {
     /// `exe PROGRAM ARGS` in the run's directory, with the sampled time metric's interval
-    /// for the runtime, and the program's output where the run asks for it.
+    /// for the runtime where one is asked for (else the runtime takes its sampler's), and
+    /// the program's output where the run asks for it.
     pub(super) fn new(exe: &Path, program: &Path, config: &RunConfig) -> JsProcess {
         let mut command = Command::new(exe);
         command
             .arg(program)
             .args(&config.args)
-            .current_dir(&config.dir)
-            .env(
-                SAMPLE_INTERVAL_VAR,
-                config.sample_interval.as_micros().max(1).to_string(),
-            );
+            .current_dir(&config.dir);
+        if let Some(interval) = config.sample_interval {
+            command.env(SAMPLE_INTERVAL_VAR, interval.as_micros().max(1).to_string());
+        }
         if !config.inherit_stdio {
             command
                 .stdin(Stdio::null())

@@ -117,9 +117,10 @@ pub struct RunConfig {
     pub inherit_stdio: bool,
     /// The clock an instrumented module reads, where the host provides it.
     pub clock: ClockChoice,
-    /// How often the sampled time metric's sampler samples; zero: never (a test hook
-    /// takes the samples).
-    pub sample_interval: Duration,
+    /// How often the sampled time metric's sampler samples (`None`: the default of the
+    /// module's sampler, `sampling::default_interval`); zero: never (a test hook takes the
+    /// samples).
+    pub sample_interval: Option<Duration>,
     /// Sample an uninstrumented module's stacks (the embedded host on Linux), into
     /// [`Outcome::plain_samples`]: what the stack sampler sees of the program with no probe
     /// in it, which the accuracy checks hold against `perf` on the same run.
@@ -127,7 +128,15 @@ pub struct RunConfig {
 }
 
 impl RunConfig {
-    /// Runs `program` with `args` in `dir`, with inherited stdio and the cheapest clock.
+    /// The sampling interval of a module sampled by `sampler`: the one asked for, else the
+    /// sampler's own.
+    pub fn interval(&self, sampler: crate::meta::Sampler) -> Duration {
+        self.sample_interval
+            .unwrap_or_else(|| crate::sampling::default_interval(sampler))
+    }
+
+    /// Runs `program` with `args` in `dir`, with inherited stdio, the cheapest clock and the
+    /// sampler's own interval.
     pub fn new(
         program: impl Into<String>,
         args: Vec<String>,
@@ -139,7 +148,7 @@ impl RunConfig {
             dir: dir.into(),
             inherit_stdio: true,
             clock: ClockChoice::Auto,
-            sample_interval: crate::sampling::WORD_INTERVAL,
+            sample_interval: None,
             sample_plain: false,
         }
     }

@@ -97,8 +97,9 @@ pub(super) fn run(compiled: Compiled, config: &RunConfig) -> anyhow::Result<Outc
     let (program, ends) = Program::new(compiled, config)?;
     let pre = program.link()?;
     let _ = program.pre.set(pre);
-    let sampler = (sampled && !config.sample_interval.is_zero())
-        .then(|| Sampler::start(program.targets.clone(), config.sample_interval, None));
+    let interval = program.interval();
+    let sampler = (sampled && !interval.is_zero())
+        .then(|| Sampler::start(program.targets.clone(), interval, None));
     let started = Instant::now();
     // The main thread: `_start` on a thread of its own, so that the host can end the
     // program whatever it blocks in.
@@ -146,6 +147,12 @@ pub(super) fn run(compiled: Compiled, config: &RunConfig) -> anyhow::Result<Outc
 }
 
 impl Program {
+    /// The sampling interval of the program's sampler.
+    fn interval(&self) -> std::time::Duration {
+        let sampler = self.meta.as_ref().map_or(Default::default(), |m| m.sampler);
+        self.config.interval(sampler)
+    }
+
     /// The program `compiled` is, run as `config` says, with its imported shared memories
     /// made; and where it hears how it ended.
     fn new(
@@ -175,6 +182,7 @@ impl Program {
             .as_ref()
             .map_or(Layout::new(0, 0, 0, 0, 0, 0), |m| m.layout);
         let (ended, ends) = mpsc::channel();
+        let interval = config.interval(meta.as_ref().map_or(Default::default(), |m| m.sampler));
         let program = Arc::new(Program {
             engine,
             module,
@@ -191,8 +199,8 @@ impl Program {
             targets: Targets::default(),
             pre: OnceLock::new(),
             stacks: code_map
-                .filter(|_| !config.sample_interval.is_zero())
-                .map(|map| StackSampler::start(map, config.sample_interval)),
+                .filter(|_| !interval.is_zero())
+                .map(|map| StackSampler::start(map, interval)),
         });
         Ok((program, ends))
     }

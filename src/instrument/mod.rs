@@ -54,7 +54,7 @@ use frames::add_frame_table;
 pub use in_place::{instrument_in_place, original_path};
 use lines::LineInterner;
 use plan::{plan, Plan};
-pub use probes::{EntryProbes, INLINE_ENTRY_BELOW};
+pub use probes::{EntryProbes, SiteCounters, INLINE_ENTRY_BELOW};
 use rewrite::{rewrite_function, ProbeLocals, Setting, Unwind};
 use sites::{Site, Sites};
 pub use state_import::{import_state_from, StateImport};
@@ -100,6 +100,8 @@ pub struct Options {
     pub inlining_budget: bool,
     /// Where the entry probes go: inline in small functions, or a call in every function.
     pub entries: EntryProbes,
+    /// Where the direct call sites count their calls, where they do.
+    pub site_counters: SiteCounters,
 }
 
 /// The calling contexts a profile keeps unless told otherwise: 4 M, at most 192 MB of the
@@ -120,6 +122,7 @@ impl Default for Options {
             max_live_allocations: crate::layout::MAX_LIVE,
             inlining_budget: false,
             entries: EntryProbes::BySize,
+            site_counters: SiteCounters::Memory,
         }
     }
 }
@@ -129,15 +132,29 @@ impl Options {
     /// as in wasmtime, where the host allows a module two memories (node 22 and later,
     /// current browsers), the variant with a state module carried for those that allow one
     /// (node 20); handlers for the JS exceptions that the glue throws through imports
-    /// (longjmp, C++ exceptions); the word sampler; V8's inlining budget kept.
+    /// (longjmp, C++ exceptions); V8's own sampler; V8's inlining budget kept.
     pub fn for_js_host(self) -> Options {
         Options {
             state: StateLocation::OwnMemory,
             one_memory_variant: true,
             host_exceptions: true,
-            sampler: Sampler::Word,
+            sampler: Sampler::V8,
             inlining_budget: true,
+            site_counters: SiteCounters::Globals,
             ..self
+        }
+    }
+
+    /// These options for a module that starts threads the JS way (Emscripten's
+    /// `-pthread`): V8's sampler samples the one thread whose inspector starts it, so such
+    /// a module keeps the word sampler, which samples every thread's context.
+    fn for_threads(&self, threads: check::Threads) -> Options {
+        match (threads, self.sampler) {
+            (check::Threads::Emscripten, Sampler::V8) => Options {
+                sampler: Sampler::Word,
+                ..self.clone()
+            },
+            _ => self.clone(),
         }
     }
 
@@ -146,12 +163,14 @@ impl Options {
     /// (nothing chooses a variant at start-up), and no exception handlers of ours in the
     /// thunks (bindgen tells how the module handles exceptions by the instructions it
     /// finds, a legacy `try` meaning a panic=unwind build, and would generate other glue for
-    /// its `catch` imports).
+    /// its `catch` imports); the word sampler (bindgen renumbers the functions and drops
+    /// the sections that would map V8's frames back to them).
     pub fn for_wasm_bindgen(self) -> Options {
         Options {
             host_exceptions: false,
             state: StateLocation::StateModule,
             one_memory_variant: false,
+            sampler: Sampler::Word,
             ..self.for_js_host()
         }
     }
@@ -275,7 +294,7 @@ fn instrument_once(original: &[u8], options: &Options) -> Result<Instrumented, I
             Ok(None) => unreachable!("the proposals were accepted"),
             Err(panic) => std::panic::resume_unwind(panic),
         };
-        Ok(rewritten.finish(options, &symbols))
+        Ok(rewritten.finish(&symbols))
     })
 }
 
@@ -299,12 +318,16 @@ struct Rewritten {
     code_map: Option<Vec<(usize, u32)>>,
     /// What the module records of the program's allocations.
     allocations: meta::Allocations,
+    /// The options it was instrumented with, as the module made them
+    /// (`Options::for_threads`).
+    options: Options,
 }
 
 impl Rewritten {
     /// Writes the meta, with the names and source positions from `symbols`, into the
     /// module's `wasmprof` section.
-    fn finish(self, options: &Options, symbols: &SymbolTable) -> Instrumented {
+    fn finish(self, symbols: &SymbolTable) -> Instrumented {
+        let options = &self.options;
         let functions = symbols
             .functions()
             .iter()
@@ -377,6 +400,7 @@ fn rewrite(
         .enumerate()
         .all(|(i, id)| id.index() == i));
     let threads = check::threads(&module, options.state)?;
+    let options = &options.for_threads(threads);
     // A wasm-bindgen module: what its bindgen step interprets stays as it is, and the shims
     // it makes imports get thunks (see `bindgen`'s doc comment for why).
     let bindgen = bindgen::Bindgen::of(&module);
@@ -441,6 +465,7 @@ fn rewrite(
         segments,
         code_map: catch.map(|catch| catch.take()),
         allocations: allocs.meta,
+        options: options.clone(),
     })
 }
 

@@ -185,7 +185,7 @@ impl FunctionRewrite<'_> {
                 }
                 if is_call(&instr) {
                     let site = *next_site.next().unwrap_or(&0);
-                    if let (true, Some(arcs)) = (is_direct(site), self.profiler.site_arcs) {
+                    if let (true, Some(arcs)) = (is_direct(site), &self.profiler.site_arcs) {
                         let mut seq = self.func.builder_mut().dangling_instr_seq(None);
                         arcs.count(&mut seq, site);
                         let seq = seq.id();

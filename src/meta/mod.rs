@@ -19,6 +19,10 @@ pub use allocations::{AllocKind, Allocations, Allocator};
 pub const SECTION: &str = "wasmprof";
 /// Name under which the instrumented module exports the profiler's memory.
 pub const MEMORY_EXPORT: &str = "__wasmprof_memory";
+/// Name under which an instrumented module whose call sites count in globals exports the
+/// function that stores them into the profiler's memory: a host calls it before it reads
+/// the memory.
+pub const FLUSH_EXPORT: &str = "__wasmprof_flush";
 /// Name under which the instrumented module exports the global holding the current
 /// context-tree node (after a trap: the innermost open activation).
 pub const CUR_EXPORT: &str = "__wasmprof_cur";
@@ -103,6 +107,10 @@ pub enum Sampler {
     /// sample word in the profiler's shared memory). Hosts without a stack sampler.
     #[default]
     Word,
+    /// V8's own sampler (node's inspector), which the JS runtime starts: each sample is
+    /// the stack of functions that ran, not where inside them, so the probes' code is
+    /// inside their samples.
+    V8,
 }
 
 impl Sampler {
@@ -111,6 +119,7 @@ impl Sampler {
         match self {
             Sampler::Stacks => "stacks",
             Sampler::Word => "word",
+            Sampler::V8 => "v8",
         }
     }
 }

@@ -6,7 +6,7 @@ use std::path::Path;
 use anyhow::Context as _;
 use serde::{Deserialize, Serialize};
 
-use super::{Dump, NoSampler, Profile, RunInfo, ThreadDump, FORMAT};
+use super::{Dump, NoSampler, Profile, RunInfo, StackSamples, ThreadDump, FORMAT};
 use crate::fsutil::write_atomic;
 use crate::meta::Meta;
 
@@ -33,6 +33,7 @@ pub const DUMP_FIELDS: &[&str] = &[
     "threads",
     "lost_threads",
     "no_sampler",
+    "stacks",
 ];
 
 /// The fields of a [`DumpThread`], as the JS runtime writes them.
@@ -78,6 +79,9 @@ pub struct DumpFile {
     /// [`Dump::no_sampler`].
     #[serde(default)]
     pub no_sampler: Option<NoSampler>,
+    /// With V8's sampler, the stacks it sampled ([`Dump::stacks`]).
+    #[serde(default)]
+    pub stacks: Option<StackSamples>,
 }
 
 /// What a worker's thread left, in a [`DumpFile`].
@@ -159,13 +163,16 @@ impl DumpFile {
                 no_sampler: self.no_sampler,
             })
         };
-        let main = dump(
-            &self.memory,
-            &self.holes,
-            self.cur,
-            self.end.clone(),
-            self.frames.clone(),
-        )?;
+        let main = Dump {
+            stacks: self.stacks,
+            ..dump(
+                &self.memory,
+                &self.holes,
+                self.cur,
+                self.end.clone(),
+                self.frames.clone(),
+            )?
+        };
         let mut threads = Vec::new();
         if !self.threads.is_empty() || !self.lost_threads.is_empty() {
             let worker_trapped = self.threads.iter().find(|t| t.trap.is_some());
@@ -319,6 +326,7 @@ mod tests {
                     "holes" => json!([[1, 2]]),
                     "no_sampler" => json!("no_worker"),
                     "threads" => json!([sample(DUMP_THREAD_FIELDS)]),
+                    "stacks" => serde_json::to_value(StackSamples::default()).unwrap(),
                     _ => json!(1),
                 };
                 (field.to_string(), value)

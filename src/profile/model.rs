@@ -178,6 +178,8 @@ pub enum NoSampler {
     NoWorker,
     /// Starting the worker failed (the runtime printed why).
     WorkerFailed,
+    /// V8's sampler cannot be started here: a page (the runtime starts it under node).
+    NoV8Sampler,
 }
 
 impl NoSampler {
@@ -189,6 +191,10 @@ impl NoSampler {
             }
             NoSampler::NoWorker => "it ran where no worker can start (a shared or service worker)",
             NoSampler::WorkerFailed => "the sampler's worker did not start",
+            NoSampler::NoV8Sampler => {
+                "V8's sampler runs under node, not in a page (link with WASMPROF_CONTEXTS=1 \
+                 for the page's own sampler, in a cross-origin isolated page)"
+            }
         }
     }
 }
@@ -204,7 +210,8 @@ impl Sampling {
 
     /// Adds `other`'s samples in.
     pub fn add(&mut self, other: &Sampling) {
-        if other.sampler == crate::meta::Sampler::Stacks {
+        // (The merged profiles were sampled alike; the default is the word sampler.)
+        if other.sampler != crate::meta::Sampler::default() {
             self.sampler = other.sampler;
         }
         self.samples += other.samples;

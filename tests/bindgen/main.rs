@@ -137,7 +137,15 @@ fn run(metric: Metric) -> &'static (Output, Profile) {
         Metric::Calls => &CALLS,
         _ => &INSTRUCTIONS,
     };
-    cell.get_or_init(|| profiled_profile(&["--test", "node", "--metric", metric.name()], &[]))
+    // The instructions run records the allocations too.
+    let allocations: &[&str] = match metric {
+        Metric::Calls => &[],
+        _ => &["--allocations"],
+    };
+    cell.get_or_init(|| {
+        let args = [&["--test", "node", "--metric", metric.name()], allocations].concat();
+        profiled_profile(&args, &[])
+    })
 }
 
 /// The wasm frames of the stacks in the runner's output, without their places (each

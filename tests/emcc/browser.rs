@@ -343,10 +343,12 @@ fn cpp_exceptions_in_a_page_close_the_frames_they_unwind() {
     }
 }
 
-/// The sampled metric in a page: its worker samples in real time, the counts stay exact,
-/// and fib(32) (7 M calls) holds most of the program's samples, as under node
-/// (`the_sampled_metric_samples_under_node`). The report says that V8's compiling at first
-/// calls counts as the callers' time.
+/// The sampled metric in a page, where V8's sampler does not run: a module that keeps its
+/// calling contexts (`WASMPROF_CONTEXTS=1`) takes the word sampler, whose worker samples in
+/// real time; the counts stay exact, and fib(32) (7 M calls) holds most of the program's
+/// samples, as under node (`the_sampled_metric_samples_under_node`). The report says that
+/// V8's compiling at first calls counts as the callers' time. A module without its
+/// contexts (the default) has the counts, and its profile says why it has no times.
 #[test]
 fn the_sampled_metric_samples_in_a_page() {
     if !browser_ready() {
@@ -354,11 +356,17 @@ fn the_sampled_metric_samples_in_a_page() {
     }
     let dir = tempfile::tempdir().unwrap();
     link_calls(dir.path(), "time");
+    let run = page_run(dir.path(), "calls", &["20"]);
+    assert_eq!(calls(&run.profile, "fib"), fib_calls(20));
+    let sampling = run.profile.sampling.expect("a sampled profile");
+    assert_eq!(sampling.no_sampler, Some(NoSampler::NoV8Sampler));
+    link_calls_with(dir.path(), &[("WASMPROF_CONTEXTS", "1")]);
     let run = page_run(dir.path(), "calls", &["32"]);
     let p = &run.profile;
     check_invariants(p);
     assert_eq!(calls(p, "fib"), fib_calls(32));
     let sampling = p.sampling.expect("a sampled profile");
+    assert_eq!(sampling.sampler, cargo_wasmprof::meta::Sampler::Word);
     assert!(sampling.samples >= 20, "{sampling:?}");
     let hottest = p.functions.iter().max_by_key(|f| f.cost.self_ns).unwrap();
     assert_eq!(hottest.name, "fib", "{sampling:?}");
@@ -372,16 +380,16 @@ fn the_sampled_metric_samples_in_a_page() {
     );
 }
 
-/// The sampled metric in a page that is not cross-origin isolated: no worker can share the
-/// memory, so the counts are exact, there are no times, and the console and the profile say
-/// why.
+/// The word sampler (the sampled metric of a module that keeps its contexts) in a page that
+/// is not cross-origin isolated: no worker can share the memory, so the counts are exact,
+/// there are no times, and the console and the profile say why.
 #[test]
 fn a_page_not_isolated_has_counts_and_says_why_it_has_no_times() {
     if !browser_ready() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    link_calls(dir.path(), "time");
+    link_calls_with(dir.path(), &[("WASMPROF_CONTEXTS", "1")]);
     let run = page_run_served(dir.path(), "calls", &["20"], false);
     let p = &run.profile;
     check_invariants(p);

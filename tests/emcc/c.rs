@@ -498,21 +498,24 @@ fn allocations_have_exact_bytes_under_both_nodes() {
     }
 }
 
-/// `WASMPROF_NO_ALLOC=1` at link time, as `--no-alloc`: the profile records no allocations
-/// and says so.
+/// Without `WASMPROF_ALLOCATIONS` at link time (`--allocations`), the profile records no
+/// allocations and says so.
 #[test]
-fn the_wrapper_leaves_allocations_out_when_asked() {
+fn the_wrapper_leaves_allocations_out_unless_asked() {
     if !have(&["emcc", "node"]) {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
     std::fs::create_dir_all(dir.path().join("build")).unwrap();
     let args = ["-O1", "-sALLOW_MEMORY_GROWTH", "-o", "build/allocs.js"];
-    let link = wasmprof_emcc(dir.path(), &[("WASMPROF_NO_ALLOC", "1")], "allocs.c", &args);
+    let link = wasmprof_emcc(dir.path(), &[], "allocs.c", &args);
     assert!(link.status.success(), "wasmprof-emcc links");
     let p = node_profile(&nodes()[0], dir.path(), &["build/allocs.js"], "allocs.json");
     let why = p.allocations.and_then(|a| a.not_recorded);
-    assert_eq!(why.as_deref(), Some("--no-alloc"));
+    assert_eq!(
+        why.as_deref(),
+        Some("not asked for (--allocations records them)")
+    );
     assert!(p.contexts.iter().all(|c| c.alloc.is_none()));
 }
 
@@ -525,7 +528,10 @@ fn the_wrapper_makes_room_for_the_live_allocations_asked() {
     }
     let dir = tempfile::tempdir().unwrap();
     let link = |value: &str| {
-        let env = [("WASMPROF_MAX_LIVE_ALLOCATIONS", value)];
+        let env = [
+            ("WASMPROF_ALLOCATIONS", "1"),
+            ("WASMPROF_MAX_LIVE_ALLOCATIONS", value),
+        ];
         wasmprof_emcc(dir.path(), &env, "allocs.c", &["-O1", "-o", "allocs.wasm"])
     };
     assert!(link("90000").status.success(), "wasmprof-emcc links");

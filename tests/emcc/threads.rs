@@ -52,6 +52,7 @@ fn threads_run(n: &NodeBin, metric: &str, args: &[&str]) -> (Option<i32>, String
             .env(cargo_wasmprof::host::NODE_VAR, &n.path)
             .args(["run", "--metric", metric, "--no-report", "-o"])
             .arg(&out)
+            .args((metric != "calls").then_some("--allocations"))
             .arg("build/threads.js")
             .args(args),
     );

@@ -297,6 +297,7 @@ fn sampled(out: &mut String, s: &Sampling) {
     let by = match s.sampler {
         Sampler::Stacks => "the stack sampler: where the code was, the probes' own code left out",
         Sampler::Word => "the word sampler: which context the probes said ran",
+        Sampler::V8 => "V8's sampler: which function ran, the probes' counting inside it",
     };
     if let Some(none) = s.no_sampler.filter(|_| s.samples == 0) {
         let _ = writeln!(

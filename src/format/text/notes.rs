@@ -128,14 +128,24 @@ fn sampling(notes: &mut Vec<String>, p: &Profile) {
         // Measured (BENCHMARKS.md, accuracy of time under node): fixtures/emcc/parts.c.
         notes.push("under a JS host the probes' calls, and what they slow around them, count as the functions' own time, so the shares of call-dense functions lean high (measured on a program of a loop, small calls and a recursion: under node 20 the recursion 12-18 points high and the loop 20-25 points low; under node 26 the medians of several runs 1-6 points off, single runs up to 10); --metric instructions gives exact costs".to_string());
     }
+    let through_state_module = p
+        .runs
+        .iter()
+        .any(|r| r.state == Some(crate::meta::StateLocation::StateModule));
+    if p.sampling
+        .is_some_and(|s| s.sampler == Sampler::V8 && s.samples > 0)
+        && through_state_module
+    {
+        notes.push("node 20 allows a module one memory, so the probes counted through calls of another module, which slow the functions that call much: their times read high (node 22 or later counts in the module itself)".to_string());
+    }
     if let Some(s) = p.sampling.filter(|s| s.in_probes > 0) {
         let share = percent(s.in_probes, s.samples + s.in_probes + s.idle);
         // Measured (BENCHMARKS.md, accuracy of time): where calls are dense, time moves
         // between a small function, its caller and the probes, each way by machine.
         let lean = match s.sampler {
             _ if share < 10.0 => "",
-            Sampler::Stacks => "; where calls are this dense, the times of small functions and of their callers are the least exact: the CPU runs part of a small function's work in the shadow of the probes around it, and the samples that find the probes' instructions waiting leave with them (fixtures/parts' 60 M calls of a small leaf read 1-4 points under their true share); --metric instructions gives exact costs",
-            Sampler::Word => "; where calls are this dense, the times of small functions and of their callers are the least exact: work outside the probes' marks counts as the caller's: in wasmtime's code, the register saves of a small function that calls others and the instructions the compiler moves past an exit's mark (fixtures/parts' 60 M calls of a small leaf read within 2 points of their true share in most runs, but up to 18 over in runs that the machine slowed); --metric instructions gives exact costs",
+            Sampler::Stacks | Sampler::V8 => "; where calls are this dense, the times of small functions and their callers are the least exact (the counting slows them a little, and part of their time is left out with the probes'); --metric instructions gives exact costs",
+            Sampler::Word => "; where calls are this dense, the times of small functions and of their callers are the least exact: work outside the probes' marks counts as the caller's (up to several points of the run in runs the machine slowed); --metric instructions gives exact costs",
         };
         notes.push(format!(
             "{} samples ({share:.1}%) found the profiler's probes running and were left out of the times{lean}",

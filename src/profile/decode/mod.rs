@@ -173,7 +173,7 @@ impl Decoder<'_> {
             let stacked: u64 = stacks.stacks.iter().map(|s| s.samples).sum();
             let stacked_ns: u64 = stacks.stacks.iter().map(|s| s.ns).sum();
             return Sampling {
-                sampler: crate::meta::Sampler::Stacks,
+                sampler: self.meta.sampler,
                 samples,
                 sampled_ns,
                 in_probes: stacks.in_probes,
@@ -188,7 +188,7 @@ impl Decoder<'_> {
         }
         let header = |at| self.raw.u64(at).unwrap_or(0);
         Sampling {
-            sampler: crate::meta::Sampler::Word,
+            sampler: self.meta.sampler,
             samples,
             sampled_ns,
             in_probes: header(layout::HDR_PROBE_SAMPLES),
