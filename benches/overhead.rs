@@ -204,43 +204,41 @@ fn main() {
         println!();
     }
 
-    // Run time, uninstrumented and under each metric (and clock), interleaved.
+    // Run time, uninstrumented and under each metric (and clock, sampler, and with the
+    // contexts counted), interleaved.
+    let with = |metric, contexts, sampler, clock| {
+        let options = Options {
+            metric,
+            contexts,
+            sampler,
+            ..Options::default()
+        };
+        (options, clock)
+    };
+    let (stacks, word, auto) = (Sampler::Stacks, Sampler::Word, ClockChoice::Auto);
     let configs = [
-        ("time", Metric::Time, ClockChoice::Auto, Sampler::Word),
-        (
-            "time/stacks",
-            Metric::Time,
-            ClockChoice::Auto,
-            Sampler::Stacks,
-        ),
-        (
-            "exact-time",
-            Metric::ExactTime,
-            ClockChoice::Auto,
-            Sampler::Word,
-        ),
+        ("time", with(Metric::Time, false, stacks, auto)),
+        ("time --contexts", with(Metric::Time, true, stacks, auto)),
+        ("time/word", with(Metric::Time, true, word, auto)),
+        ("exact-time", with(Metric::ExactTime, true, stacks, auto)),
         (
             "exact/Instant",
-            Metric::ExactTime,
-            ClockChoice::Instant,
-            Sampler::Word,
+            with(Metric::ExactTime, true, stacks, ClockChoice::Instant),
         ),
         (
             "instructions",
-            Metric::Instructions,
-            ClockChoice::Auto,
-            Sampler::Word,
+            with(Metric::Instructions, true, stacks, auto),
         ),
-        ("calls", Metric::Calls, ClockChoice::Auto, Sampler::Word),
+        ("calls", with(Metric::Calls, false, stacks, auto)),
     ];
     println!();
     print!("{:<30} {:>10}", "workload", "plain run");
-    for (name, _, _, _) in &configs {
-        print!(" {name:>13}");
+    for (name, _) in &configs {
+        print!(" {name:>15}");
     }
     println!();
     // Per group: the sum of the logarithms of each configuration's ratios, and the count.
-    let mut log_sums = [[0.0f64; 6]; GROUPS.len()];
+    let mut log_sums = [[0.0f64; 7]; GROUPS.len()];
     let mut counts = [0usize; GROUPS.len()];
     for w in &workloads {
         let plain_config = RunConfig {
@@ -249,13 +247,9 @@ fn main() {
         };
         let variants: Vec<(Vec<u8>, RunConfig)> = configs
             .iter()
-            .map(|&(_, metric, clock, sampler)| {
-                let options = Options {
-                    metric,
-                    sampler,
-                    ..Options::default()
-                };
-                let wasm = instrument::instrument(&w.wasm, &options).unwrap().wasm;
+            .map(|(_, (options, clock))| {
+                let clock = *clock;
+                let wasm = instrument::instrument(&w.wasm, options).unwrap().wasm;
                 (
                     wasm,
                     RunConfig {
@@ -287,14 +281,14 @@ fn main() {
         for (k, times) in profiled.into_iter().enumerate() {
             let ratio = median(times) / plain;
             log_sums[group][k] += ratio.ln();
-            print!(" {ratio:>12.2}x");
+            print!(" {ratio:>14.2}x");
         }
         println!();
     }
     for (g, name) in GROUPS.iter().enumerate() {
         print!("{:<30} {:>10}", format!("geometric mean, {name}"), "");
         for sum in log_sums[g] {
-            print!(" {:>12.2}x", (sum / counts[g].max(1) as f64).exp());
+            print!(" {:>14.2}x", (sum / counts[g].max(1) as f64).exp());
         }
         println!();
     }

@@ -3,10 +3,11 @@
 //! sampler worker, `templates/wasmprof-runtime.js`, which gets these through `js_runtime`)
 //! and the embedded host's stack sampler (`host::stacks`).
 //!
-//! A sampler samples densely at first ([`DENSE_PHASE`], every interval divided by
-//! [`DENSE_DIVISOR`] but not under the sampler's floor), so that a run of a millisecond or
-//! two still gets a usable estimate, then every interval ([`default_interval`] unless the
-//! user chooses). Each sample is credited with the time that actually passed since the
+//! The word sampler samples densely at first ([`DENSE_PHASE`], every interval divided by
+//! [`DENSE_DIVISOR`] but not under its floor), so that a run of a millisecond or two still
+//! gets a usable estimate, then every interval ([`default_interval`] unless the user
+//! chooses); the others keep their interval throughout (each of the stack sampler's
+//! samples costs the program a signal, and V8 takes one interval). Each sample is credited with the time that actually passed since the
 //! previous one; a word sample that waited much longer than it should ([`is_late`]) is
 //! counted as late: the sampler did not get a CPU in time.
 
@@ -21,12 +22,9 @@ pub const WORD_INTERVAL: Duration = Duration::from_micros(100);
 
 /// The stack sampler's interval unless the user chooses one: 1 kHz. Each of its samples
 /// interrupts the program (a signal, a stack walk: 10-30 us on the machines of
-/// BENCHMARKS.md), 1-3% of its time at this interval.
+/// BENCHMARKS.md), 1-3% of its time at this interval; a dense phase at 200 us took 10-15%
+/// of a run of 20 ms (BENCHMARKS.md, "Run time in the embedded wasmtime").
 pub const STACKS_INTERVAL: Duration = Duration::from_millis(1);
-
-/// The stack sampler's shortest wait between samples in its dense phase: 5-15% of the
-/// program's time for those 20 ms, for a hundred samples.
-pub const STACKS_DENSE_FLOOR: Duration = Duration::from_micros(200);
 
 /// V8's sampler's interval unless the user chooses one: V8 keeps the one it is started
 /// with (no dense phase), so a short run gets its samples from this one.
@@ -59,15 +57,13 @@ pub const LATE_FACTOR: u32 = 4;
 /// See [`LATE_FACTOR`].
 pub const LATE_SLACK: Duration = Duration::from_micros(100);
 
-/// The wait between samples of `sampler` in the dense phase, for an `interval` (V8's keeps
-/// its interval throughout).
+/// The wait between samples of `sampler` in the dense phase, for an `interval` (the word
+/// sampler's; the others keep their interval throughout).
 pub fn dense_wait(sampler: Sampler, interval: Duration) -> Duration {
-    let floor = match sampler {
-        Sampler::Word => DENSE_FLOOR,
-        Sampler::Stacks => STACKS_DENSE_FLOOR,
-        Sampler::V8 => return interval,
-    };
-    (interval / DENSE_DIVISOR).max(floor).min(interval)
+    match sampler {
+        Sampler::Word => (interval / DENSE_DIVISOR).max(DENSE_FLOOR).min(interval),
+        Sampler::Stacks | Sampler::V8 => interval,
+    }
 }
 
 /// Whether a sample that asked to wait `wait` and waited `waited` came late.
@@ -84,11 +80,9 @@ mod tests {
         let word = |us| dense_wait(Sampler::Word, Duration::from_micros(us));
         assert_eq!(word(100), Duration::from_micros(10));
         assert_eq!(word(10), DENSE_FLOOR);
+        // The stack sampler's samples cost the program: it keeps its interval.
         let stacks = |us| dense_wait(Sampler::Stacks, Duration::from_micros(us));
-        assert_eq!(stacks(1000), STACKS_DENSE_FLOOR);
-        assert_eq!(stacks(10_000), Duration::from_millis(1));
-        assert_eq!(stacks(100), Duration::from_micros(100));
-        assert_eq!(stacks(50), Duration::from_micros(50));
+        assert_eq!(stacks(1000), Duration::from_millis(1));
         assert!(!is_late(
             Duration::from_micros(10),
             Duration::from_micros(140)

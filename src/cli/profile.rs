@@ -38,11 +38,11 @@ pub struct ProfileArgs {
     /// own cost (which is measured at start-up otherwise).
     #[arg(long)]
     pub no_compensation: bool,
-    /// With `--metric time`: sample every US microseconds; the first 20 ms ten times as
-    /// often (but at most every 200 us with `--sampler stacks`, every 5 us with `word`), so
-    /// that a short run still gets samples. Each sample is credited with the time that
-    /// passed since the one before [default: 1000 with `--sampler stacks`, 100 with
-    /// `word`]
+    /// With `--metric time`: sample every US microseconds (the word sampler: its first 20 ms
+    /// ten times as often, at most every 5 us, so that a short run still gets samples). Each
+    /// sample is credited with the time that passed since the one before [default: 1000
+    /// with `--sampler stacks`, whose samples interrupt the program, 250 under node, 100
+    /// with `word`]
     #[arg(
         long,
         value_name = "US",

@@ -1,7 +1,7 @@
-//! The stack sampler of the sampled time metric ([`Sampler::Stacks`]), for the embedded
+//! The stack sampler of the sampled time metric ([`meta::Sampler::Stacks`]), for the embedded
 //! host on Linux: each wasm thread gets a POSIX timer on the wall clock that interrupts
-//! that thread alone (`SIGEV_THREAD_ID`) every interval (densely at first, as
-//! [`crate::sampling`] says), at an unbiased moment; the signal handler records where the
+//! that thread alone (`SIGEV_THREAD_ID`) every interval (with no dense phase at first: each
+//! sample costs the program a signal), at an unbiased moment; the signal handler records where the
 //! thread was, the interrupted PC and the return addresses of the wasm frames above it
 //! (Cranelift keeps frame pointers; an innermost frame interrupted in its prologue or at
 //! its return, where the frame pointer is its caller's, gives its return address from the
@@ -31,16 +31,15 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 pub(super) use code_map::CodeMap;
 pub(super) use exits::Exits;
 
 use ring::{Record, Ring, Timer};
 
-use crate::meta::{self, Sampler};
+use crate::meta;
 use crate::profile::{StackSample, StackSamples};
-use crate::sampling::{dense_wait, DENSE_PHASE};
 
 /// How often the drain thread empties the rings.
 const DRAIN_EVERY: Duration = Duration::from_millis(2);
@@ -65,8 +64,6 @@ struct Shared {
 struct Thread {
     ring: Ring,
     timer: Mutex<Option<Timer>>,
-    /// When the dense phase ends; `None` once the timer keeps the interval.
-    dense_until: Mutex<Option<Instant>>,
     tally: Mutex<Tally>,
 }
 
@@ -75,18 +72,6 @@ impl Thread {
     fn drain(&self, map: &CodeMap) {
         let mut tally = self.tally.lock().expect("not poisoned");
         self.ring.drain(|record| tally.add(map, record));
-    }
-
-    /// Sets the timer to `interval` once the dense phase is over.
-    fn end_dense_phase(&self, interval: Duration) {
-        let mut dense_until = self.dense_until.lock().expect("not poisoned");
-        if dense_until.is_some_and(|until| Instant::now() >= until) {
-            if let Some(timer) = &*self.timer.lock().expect("not poisoned") {
-                // A timer that cannot be set keeps sampling densely: more samples, no error.
-                let _ = timer.set(interval);
-            }
-            *dense_until = None;
-        }
     }
 }
 
@@ -109,7 +94,6 @@ impl StackSampler {
                     let threads = shared.threads.lock().expect("not poisoned").clone();
                     for thread in threads {
                         thread.drain(&shared.map);
-                        thread.end_dense_phase(interval);
                     }
                 }
             })
@@ -128,11 +112,10 @@ impl StackSampler {
         let thread = Arc::new(Thread {
             ring: Ring::new(self.shared.map.text(), exits)?,
             timer: Mutex::new(None),
-            dense_until: Mutex::new(Some(Instant::now() + DENSE_PHASE)),
             tally: Mutex::default(),
         });
         thread.ring.attach();
-        match Timer::start(dense_wait(Sampler::Stacks, self.interval)) {
+        match Timer::start(self.interval) {
             Ok(timer) => *thread.timer.lock().expect("not poisoned") = Some(timer),
             Err(e) => {
                 thread.ring.detach();

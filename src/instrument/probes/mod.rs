@@ -162,13 +162,13 @@ pub enum SiteCounters {
     /// In globals, stored into the profiler's memory by the exported `__wasmprof_flush`
     /// before the host reads it: V8 updates a global at a sixth of what an update of
     /// memory costs it (an increment per call: 1.18x against 2.55x on naive fib in node 26;
-    /// the same in wasmtime). A module of more sites than [`MAX_GLOBAL_COUNTERS`] counts in
+    /// the same in wasmtime). A module of more than 200,000 direct call sites counts in
     /// memory.
     Globals,
 }
 
 /// The most direct call sites whose counters go into globals (V8 allows a module a million
-/// globals).
+/// globals), as [`SiteCounters::Globals`] says.
 pub const MAX_GLOBAL_COUNTERS: u32 = 200_000;
 
 /// Whether `options`' probes count each direct call site's arc at the site (see
