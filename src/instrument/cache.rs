@@ -3,19 +3,20 @@
 //! instead of made again (a test binary that did not change, a doc test that rustdoc built
 //! the same again).
 //!
-//! An entry is named by a SHA-256 of the original module's bytes, the options and this
-//! build of the instrumenter (its executable's version, size and time of writing), so a
-//! changed module, other options or a rebuilt profiler never find an old entry. The
-//! entries live in the user's cache directory (`$XDG_CACHE_HOME/cargo-wasmprof/instrumented`
-//! on Linux), each written whole or not at all; past [`CAP`] bytes, the least recently used
-//! go. Nothing depends on them: without a cache directory, or with an entry that cannot be
-//! read, the module is instrumented as it would be without a cache.
+//! An entry is named by a 128-bit XXH3 hash of the original module's bytes, the options
+//! and this build of the instrumenter (its executable's version, size and time of
+//! writing), so a changed module, other options or a rebuilt profiler never find an old
+//! entry. The entries live in the user's cache directory
+//! (`$XDG_CACHE_HOME/cargo-wasmprof/instrumented` on Linux), each written whole or not at
+//! all; past [`CAP`] bytes, the least recently used go. Nothing depends on them: without a
+//! cache directory, or with an entry that cannot be read, the module is instrumented as it
+//! would be without a cache.
 
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 use std::time::SystemTime;
 
-use sha2::{Digest as _, Sha256};
+use xxhash_rust::xxh3::Xxh3;
 
 use super::{instrument, Instrumented, Options};
 use crate::error::InstrumentError;
@@ -76,13 +77,13 @@ fn build() -> Option<&'static str> {
 
 /// The entry of `original` instrumented with `options`.
 fn entry(original: &[u8], options: &Options) -> Option<PathBuf> {
-    let mut key = Sha256::new();
+    let mut key = Xxh3::new();
     for part in [build()?.as_bytes(), format!("{options:?}").as_bytes()] {
-        key.update((part.len() as u64).to_le_bytes());
+        key.update(&(part.len() as u64).to_le_bytes());
         key.update(part);
     }
     key.update(original);
-    let name: String = key.finalize().iter().map(|b| format!("{b:02x}")).collect();
+    let name = format!("{:032x}", key.digest128());
     Some(directory()?.join(name).with_extension(EXTENSION))
 }
 
