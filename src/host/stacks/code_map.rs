@@ -1,8 +1,6 @@
 //! What each native address of the compiled module is, for the stack sampler's drain
 //! thread: the function, and the program's line or the probes' code.
 
-use std::sync::OnceLock;
-
 use crate::meta::{self, Meta};
 
 /// Where an address of the module's code is: the function id (as the frame table maps the
@@ -22,69 +20,14 @@ pub(in crate::host) struct CodeMap {
     /// Each function's text offset, length and index, by offset.
     functions: Vec<(usize, usize, u32)>,
     /// Each text offset where what the code is changes, and what it is from there on (a
-    /// line index, [`meta::NO_LINE`] or [`meta::PROBE_CODE`]); made on first use.
-    native: OnceLock<Vec<(usize, u32)>>,
-    /// What `native` is made from: the compiled module and the instrumented module's
-    /// stretches; `None` for a plain module, whose code is all the program's at no line.
-    source: Option<(wasmtime::Module, Vec<u8>)>,
+    /// line index, [`meta::NO_LINE`] or [`meta::PROBE_CODE`]).
+    native: Vec<(usize, u32)>,
     /// Function index to function id.
     frames: Vec<u32>,
 }
 
 impl CodeMap {
-    /// The map of `module`, compiled from the instrumented `wasm` of `meta`. What each
-    /// stretch of native code is waits for the first sample (or [`CodeMap::prepare`]): a
-    /// walk of the whole address map, 1-2 ms of a module of a few MB, that the drain
-    /// thread makes while the program runs.
-    pub(in crate::host) fn new(
-        module: &wasmtime::Module,
-        wasm: &[u8],
-        meta: &Meta,
-    ) -> anyhow::Result<CodeMap> {
-        let section = meta::custom_section(wasm, meta::ADDRESSES_SECTION)?.ok_or_else(|| {
-            anyhow::anyhow!("the module has no {} section", meta::ADDRESSES_SECTION)
-        })?;
-        Ok(CodeMap {
-            source: Some((module.clone(), section.to_vec())),
-            frames: meta.frames.clone(),
-            ..CodeMap::of_functions(module)
-        })
-    }
-
-    /// The map of an uninstrumented `module`: each function its own index, its code the
-    /// program's at no line.
-    pub(in crate::host) fn plain(module: &wasmtime::Module) -> anyhow::Result<CodeMap> {
-        let map = CodeMap::of_functions(module);
-        let count = map.functions.iter().map(|&(_, _, index)| index + 1).max();
-        Ok(CodeMap {
-            frames: (0..count.unwrap_or(0)).collect(),
-            ..map
-        })
-    }
-
-    /// The text and the functions of `module`, no stretches, no frames.
-    fn of_functions(module: &wasmtime::Module) -> CodeMap {
-        let text = module.text().as_ptr_range();
-        let mut functions: Vec<(usize, usize, u32)> = module
-            .functions()
-            .map(|f| (f.offset, f.len, f.index.as_u32()))
-            .collect();
-        functions.sort_unstable();
-        CodeMap {
-            text: (text.start as usize, text.end as usize),
-            functions,
-            native: OnceLock::new(),
-            source: None,
-            frames: Vec::new(),
-        }
-    }
-
-    /// Makes what each stretch of native code is, if not made yet.
-    pub(super) fn prepare(&self) {
-        self.native();
-    }
-
-    /// What each stretch of native code is.
+    /// The map of `module`, compiled from the instrumented `wasm` of `meta`.
     ///
     /// wasmtime's address map names the wasm instruction each stretch of native code comes
     /// from, but not for all of it: code that Cranelift's optimizer made anew (a loop's
@@ -92,33 +35,63 @@ impl CodeMap {
     /// function is (the program's at its line, or the probes'); a function's code before
     /// any named instruction (its prologue, which the plain program runs too) is the
     /// function's own, at no line.
-    fn native(&self) -> &[(usize, u32)] {
-        self.native.get_or_init(|| {
-            let Some((module, section)) = &self.source else {
-                return Vec::new();
-            };
-            let functions = &self.functions;
-            let mut stretches = Stretches::new(section);
-            let mut native: Vec<(usize, u32)> = Vec::new();
-            let mut function = 0;
-            for (offset, wasm) in module.address_map().into_iter().flatten() {
-                // The function this entry is in; a new function starts as its set-up.
-                while function + 1 < functions.len() && functions[function + 1].0 <= offset {
-                    function += 1;
-                }
-                let starts_function = functions
-                    .get(function)
-                    .is_some_and(|&(start, _, _)| native.last().is_none_or(|&(o, _)| o < start));
-                let what = match (wasm, native.last()) {
-                    (Some(wasm), _) => stretches.what_at(wasm),
-                    (None, Some(&(_, before))) if !starts_function => before,
-                    (None, _) => meta::NO_LINE,
-                };
-                if native.last().is_none_or(|&(_, last)| last != what) {
-                    native.push((offset, what));
-                }
+    pub(in crate::host) fn new(
+        module: &wasmtime::Module,
+        wasm: &[u8],
+        meta: &Meta,
+    ) -> anyhow::Result<CodeMap> {
+        let text = module.text().as_ptr_range();
+        let mut functions: Vec<(usize, usize, u32)> = module
+            .functions()
+            .map(|f| (f.offset, f.len, f.index.as_u32()))
+            .collect();
+        functions.sort_unstable();
+        let section = meta::custom_section(wasm, meta::ADDRESSES_SECTION)?.ok_or_else(|| {
+            anyhow::anyhow!("the module has no {} section", meta::ADDRESSES_SECTION)
+        })?;
+        let mut stretches = Stretches::new(section);
+        let mut native: Vec<(usize, u32)> = Vec::new();
+        let mut function = 0;
+        for (offset, wasm) in module.address_map().into_iter().flatten() {
+            // The function this entry is in; a new function starts as its set-up.
+            while function + 1 < functions.len() && functions[function + 1].0 <= offset {
+                function += 1;
             }
-            native
+            let starts_function = functions
+                .get(function)
+                .is_some_and(|&(start, _, _)| native.last().is_none_or(|&(o, _)| o < start));
+            let what = match (wasm, native.last()) {
+                (Some(wasm), _) => stretches.what_at(wasm),
+                (None, Some(&(_, before))) if !starts_function => before,
+                (None, _) => meta::NO_LINE,
+            };
+            if native.last().is_none_or(|&(_, last)| last != what) {
+                native.push((offset, what));
+            }
+        }
+        Ok(CodeMap {
+            text: (text.start as usize, text.end as usize),
+            functions,
+            native,
+            frames: meta.frames.clone(),
+        })
+    }
+
+    /// The map of an uninstrumented `module`: each function its own index, its code the
+    /// program's at no line.
+    pub(in crate::host) fn plain(module: &wasmtime::Module) -> anyhow::Result<CodeMap> {
+        let text = module.text().as_ptr_range();
+        let mut functions: Vec<(usize, usize, u32)> = module
+            .functions()
+            .map(|f| (f.offset, f.len, f.index.as_u32()))
+            .collect();
+        functions.sort_unstable();
+        let count = functions.iter().map(|&(_, _, index)| index + 1).max();
+        Ok(CodeMap {
+            text: (text.start as usize, text.end as usize),
+            functions,
+            native: Vec::new(),
+            frames: (0..count.unwrap_or(0)).collect(),
         })
     }
 
@@ -145,13 +118,12 @@ impl CodeMap {
         // CPU was retiring (most of all one that waited on memory: a probe's counter). So
         // a sample at the first instruction of a stretch is the stretch's before it, in the
         // same function.
-        let native = self.native();
-        let at = native.partition_point(|&(o, _)| o <= offset);
+        let at = self.native.partition_point(|&(o, _)| o <= offset);
         let what = match at.checked_sub(1) {
-            Some(i) if native[i].0 == offset && i > 0 && native[i - 1].0 >= start => {
-                native[i - 1].1
+            Some(i) if self.native[i].0 == offset && i > 0 && self.native[i - 1].0 >= start => {
+                self.native[i - 1].1
             }
-            Some(i) => native[i].1,
+            Some(i) => self.native[i].1,
             None => meta::NO_LINE,
         };
         Some(Place { function, what })

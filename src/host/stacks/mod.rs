@@ -87,7 +87,6 @@ impl StackSampler {
         let drainer = {
             let shared = Arc::clone(&shared);
             std::thread::spawn(move || {
-                shared.map.prepare();
                 while !shared.stop.load(Ordering::Relaxed) {
                     // Parked, not asleep: `drop` wakes it, and a run's end need not wait
                     // out the rest of its interval (a millisecond on average).
