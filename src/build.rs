@@ -1,5 +1,5 @@
-//! The build step: cargo builds the user's test or bench binaries for wasm32-wasip1 (or
-//! wasm32-unknown-emscripten), with names and DWARF kept and the user's opt-level left alone.
+//! The build step: cargo builds the user's test or bench binaries for wasm32 (wasip1 by
+//! default), with names and DWARF kept and the user's opt-level left alone.
 
 use std::io::BufReader;
 use std::path::{Path, PathBuf};
@@ -20,6 +20,8 @@ pub enum Target {
     Wasip1,
     /// `wasm32-wasip1-threads` (`host::Embedded`, a thread an instance).
     Wasip1Threads,
+    /// `wasm32-wasip2`: components (`host::Embedded`).
+    Wasip2,
     /// `wasm32-unknown-emscripten` (linked by `emcc`, run by `host::Node`).
     Emscripten,
     /// `wasm32-unknown-unknown` for wasm-bindgen (`host::Bindgen`).
@@ -28,9 +30,10 @@ pub enum Target {
 
 impl Target {
     /// Every target.
-    pub const ALL: [Target; 4] = [
+    pub const ALL: [Target; 5] = [
         Target::Wasip1,
         Target::Wasip1Threads,
+        Target::Wasip2,
         Target::Emscripten,
         Target::Unknown,
     ];
@@ -40,6 +43,7 @@ impl Target {
         match self {
             Target::Wasip1 => "wasm32-wasip1",
             Target::Wasip1Threads => "wasm32-wasip1-threads",
+            Target::Wasip2 => "wasm32-wasip2",
             Target::Emscripten => "wasm32-unknown-emscripten",
             Target::Unknown => "wasm32-unknown-unknown",
         }
@@ -47,7 +51,10 @@ impl Target {
 
     /// Whether its programs run in the embedded wasmtime (WASI), not under node.
     pub fn is_wasi(self) -> bool {
-        matches!(self, Target::Wasip1 | Target::Wasip1Threads)
+        matches!(
+            self,
+            Target::Wasip1 | Target::Wasip1Threads | Target::Wasip2
+        )
     }
 }
 

@@ -114,9 +114,6 @@ pub enum InstrumentError {
     /// Not a WebAssembly binary at all.
     #[error("not a WebAssembly module (no \\0asm header)")]
     NotWasm,
-    /// A component, not a core module.
-    #[error("a WebAssembly component, not a core module; only core modules can be instrumented")]
-    Component,
     /// Already carries the profiler.
     #[error("already instrumented by cargo-wasmprof")]
     AlreadyInstrumented,

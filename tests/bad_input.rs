@@ -118,9 +118,47 @@ fn a_module_truncated_at_every_section_boundary() {
 }
 
 #[test]
-fn a_component() {
-    let component = wat::parse_str("(component)").unwrap();
-    instrument_fails(&component, "a WebAssembly component, not a core module");
+fn components_that_cannot_be_profiled() {
+    // No core module: nothing to instrument; plain, no `wasi:cli/run` to call.
+    let empty = wat::parse_str("(component)").unwrap();
+    instrument_fails(&empty, "a component without a core module");
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("input.wasm");
+    std::fs::write(&input, &empty).unwrap();
+    let out = output(
+        wasmprof()
+            .args(["run", "-q", "--no-instrument"])
+            .arg(&input),
+    );
+    assert_clean_failure(&out, &input, "as a WASI command");
+    // A composition: a nested component with code of its own.
+    let nested = wat::parse_str("(component (component (core module (func))))").unwrap();
+    instrument_fails(&nested, "nests components with code");
+    // Its core module instrumented already.
+    let module = instrument::instrument(&fib_command(), &Options::default()).unwrap();
+    let mut component = b"\0asm\x0d\0\x01\0".to_vec();
+    component.push(1);
+    let mut size = module.wasm.len();
+    loop {
+        let byte = (size & 0x7f) as u8;
+        size >>= 7;
+        component.push(if size == 0 { byte } else { byte | 0x80 });
+        if size == 0 {
+            break;
+        }
+    }
+    component.extend_from_slice(&module.wasm);
+    instrument_fails(&component, "already instrumented");
+    // A metric that needs a host function of the profiler's.
+    let plain = wat::parse_str("(component (core module (func)))").unwrap();
+    let exact = Options {
+        metric: cargo_wasmprof::meta::Metric::ExactTime,
+        ..Options::default()
+    };
+    let Err(refused) = instrument::instrument(&plain, &exact) else {
+        panic!("exact-time is refused for a component");
+    };
+    assert!(refused.to_string().contains("exact-time"), "{refused}");
 }
 
 #[test]

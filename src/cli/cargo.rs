@@ -74,9 +74,9 @@ pub struct CargoArgs {
     /// Build with the given profile.
     #[arg(long, value_name = "NAME")]
     pub profile: Option<String>,
-    /// Build for this target: wasm32-wasip1 runs in the embedded wasmtime, and so does
+    /// Build for this target: wasm32-wasip1 runs in the embedded wasmtime, and so do
     /// wasm32-wasip1-threads (wasi-threads: a profile per thread, merged by default, `report
-    /// --threads` for each); wasm32-unknown-emscripten links through wasmprof-emcc (wrapping the linker you
+    /// --threads` for each) and wasm32-wasip2 (components); wasm32-unknown-emscripten links through wasmprof-emcc (wrapping the linker you
     /// configured for it, else emcc) and runs under node; wasm32-unknown-unknown is for
     /// wasm-bindgen crates, whose wasm-bindgen-test binaries wasm-bindgen-test-runner runs
     /// under node, or in headless Chromium when the crate (`run_in_browser`) or

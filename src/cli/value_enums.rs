@@ -167,6 +167,9 @@ value_enum! {
         /// wasmtime, each thread in an instance of its own.
         #[value(name = "wasm32-wasip1-threads")]
         Wasip1Threads,
+        /// WASI 0.2: the binaries are components, run in the embedded wasmtime.
+        #[value(name = "wasm32-wasip2")]
+        Wasip2,
         /// Emscripten: linked through wasmprof-emcc, run under node.
         #[value(name = "wasm32-unknown-emscripten")]
         Emscripten,

@@ -120,6 +120,12 @@ fn instrumented_for_js(path: &Path) -> String {
 /// if it is profiled). A module that starts threads (wasi-threads) runs in
 /// [`super::threads`].
 fn run_module(wasm: &[u8], meta: Option<&Meta>, config: &RunConfig) -> anyhow::Result<Outcome> {
+    if instrument::component::is_component(wasm) {
+        #[cfg(unix)]
+        return super::component::run_component(wasm, meta, config);
+        #[cfg(not(unix))]
+        anyhow::bail!("components run in the embedded wasmtime on Unix hosts only");
+    }
     let threaded = starts_threads(wasm);
     let compiled = compile(wasm, meta, threaded, config.sample_plain)?;
     if threaded {

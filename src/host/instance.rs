@@ -121,6 +121,20 @@ fn compile_cache() -> Option<wasmtime::Cache> {
         .clone()
 }
 
+/// The most wasm frames a trap's backtrace keeps: wasmtime keeps 20 unless told, and a run
+/// that ends deep inside (a stack overflow: up to about 32,000 frames in wasmtime's 512 KiB
+/// stack) needs its whole open stack. A backtrace this long is marked as cut short.
+pub(super) const BACKTRACE_FRAMES: usize = 1 << 16;
+
+/// What every engine of the host is configured with: the compilation cache, and
+/// backtraces of [`BACKTRACE_FRAMES`].
+pub(super) fn engine_config() -> wasmtime::Config {
+    let mut config = wasmtime::Config::new();
+    config.cache(compile_cache());
+    config.wasm_backtrace_max_frames(std::num::NonZeroUsize::new(BACKTRACE_FRAMES));
+    config
+}
+
 /// Compiles `wasm` (and its state module) in an engine of its own: with the epoch
 /// interruption a `threaded` program's end needs (see `threads`). The code map is made for
 /// a module whose stacks are sampled, and for an uninstrumented one whose run will be
@@ -131,12 +145,11 @@ pub(super) fn compile(
     threaded: bool,
     sample_plain: bool,
 ) -> anyhow::Result<Compiled> {
-    let mut engine_config = wasmtime::Config::new();
+    let mut engine_config = engine_config();
     // Single-threaded programs may use a shared memory, and the sampled time metric's
     // profiler memory is one.
     engine_config.shared_memory(true).wasm_threads(true);
     engine_config.epoch_interruption(threaded);
-    engine_config.cache(compile_cache());
     let engine = Engine::new(&engine_config)
         .map_err(anyhow::Error::from)
         .context("cannot set up wasmtime")?;
@@ -242,16 +255,33 @@ impl HostLinks {
 /// Where a trap or an exit left the program, from wasmtime's backtrace, as function ids
 /// outermost first: the profile's open stack where the metric keeps no context tree.
 pub(super) fn frames_of(result: &wasmtime::Result<()>, meta: Option<&Meta>) -> Vec<u32> {
-    let backtrace: Vec<u32> = match result {
-        Err(error) => error
-            .downcast_ref::<wasmtime::WasmBacktrace>()
-            .map(|bt| bt.frames().iter().map(|f| f.func_index()).collect())
-            .unwrap_or_default(),
-        Ok(()) => Vec::new(),
+    let Some(meta) = meta else {
+        return Vec::new();
     };
-    meta.map_or_else(Vec::new, |meta| {
-        meta.frame_functions(backtrace.into_iter().rev())
-    })
+    backtrace_functions(result, meta, |_| true)
+}
+
+/// The frames of `result`'s backtrace that `ours` keeps, as function ids, outermost first,
+/// led by [`meta::NO_FUNCTION`] where wasmtime cut the backtrace short.
+pub(super) fn backtrace_functions(
+    result: &wasmtime::Result<()>,
+    meta: &Meta,
+    ours: impl Fn(&wasmtime::FrameInfo) -> bool,
+) -> Vec<u32> {
+    let Some(backtrace) = result
+        .as_ref()
+        .err()
+        .and_then(|error| error.downcast_ref::<wasmtime::WasmBacktrace>())
+    else {
+        return Vec::new();
+    };
+    let frames = backtrace.frames();
+    let indices = frames.iter().filter(|f| ours(f)).map(|f| f.func_index());
+    let mut functions = meta.frame_functions(indices.rev());
+    if frames.len() >= BACKTRACE_FRAMES {
+        functions.insert(0, meta::NO_FUNCTION);
+    }
+    functions
 }
 
 /// Links WASI preview 1 and, as the module needs them, the clock and the sampler's test
@@ -280,19 +310,23 @@ pub(super) fn link_host(
 /// The WASI context of a run: inherited stdio (unless not asked for) and environment, the
 /// arguments, the working directory preopened as `.`.
 pub(super) fn wasi_context(config: &RunConfig) -> anyhow::Result<WasiP1Ctx> {
+    Ok(wasi_builder(config)?.build_p1())
+}
+
+/// The WASI context's builder for a run, as [`wasi_context`] says, for either version.
+pub(super) fn wasi_builder(config: &RunConfig) -> anyhow::Result<WasiCtxBuilder> {
     let mut argv = vec![config.program.clone()];
     argv.extend(config.args.iter().cloned());
     let mut wasi = WasiCtxBuilder::new();
     if config.inherit_stdio {
         wasi.inherit_stdio();
     }
-    Ok(wasi
-        .inherit_env()
+    wasi.inherit_env()
         .args(&argv)
         .preopened_dir(&config.dir, ".", FsPerms::ReadWrite)
         .map_err(anyhow::Error::from)
-        .with_context(|| format!("cannot open {} for the program", config.dir.display()))?
-        .build_p1())
+        .with_context(|| format!("cannot open {} for the program", config.dir.display()))?;
+    Ok(wasi)
 }
 
 /// What the host knows of how a thread's run ended, besides the profiler's memory: the

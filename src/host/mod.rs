@@ -11,6 +11,10 @@
 //! a module here that implements [`Host`], and one line in [`for_program`].
 
 mod bindgen;
+#[cfg(unix)]
+mod caught_memories;
+#[cfg(unix)]
+mod component;
 mod dump_server;
 mod embedded;
 mod instance;

@@ -1,18 +1,15 @@
-//! The instrumenter's input checks: what it refuses (not a core module, instrumented
+//! The instrumenter's input checks: what it refuses (not WebAssembly, instrumented
 //! already, names that are the profiler's own, proposals it cannot handle), and the
 //! validation of what it writes.
 
 use crate::error::InstrumentError;
 use crate::meta::{self, StateLocation};
 
-/// Refuses what is not a core module, one we already instrumented, and one whose names are
+/// Refuses what is not WebAssembly, a module we already instrumented, and one whose names are
 /// the profiler's own. ([`check_proposals`] runs beside walrus's parse.)
 pub(super) fn check_input(bytes: &[u8]) -> Result<(), InstrumentError> {
     if bytes.len() < 8 || &bytes[..4] != b"\0asm" {
         return Err(InstrumentError::NotWasm);
-    }
-    if wasmparser::Parser::is_component(bytes) {
-        return Err(InstrumentError::Component);
     }
     match meta::custom_section(bytes, meta::SECTION) {
         Ok(Some(_)) => return Err(InstrumentError::AlreadyInstrumented),

@@ -25,6 +25,7 @@ mod allocators;
 mod bindgen;
 mod cache;
 mod check;
+pub mod component;
 mod counting;
 mod frames;
 mod in_place;
@@ -233,6 +234,9 @@ pub struct Instrumented {
 
 /// Instruments `original`, a core module's bytes. The same input gives the same output.
 pub fn instrument(original: &[u8], options: &Options) -> Result<Instrumented, InstrumentError> {
+    if component::is_component(original) {
+        return instrument_component(original, options);
+    }
     if !options.carries_one_memory_variant() {
         return instrument_once(original, options);
     }
@@ -251,6 +255,39 @@ pub fn instrument(original: &[u8], options: &Options) -> Result<Instrumented, In
     });
     let mut done = done?;
     one_memory::carry(&mut done.wasm, &variant?.wasm);
+    Ok(done)
+}
+
+/// [`instrument`] of a component: its main core module instrumented, in its place. Only
+/// what needs no host function of the profiler's (the component's instances provide the
+/// module its original imports alone) and runs in the embedded wasmtime.
+fn instrument_component(
+    original: &[u8],
+    options: &Options,
+) -> Result<Instrumented, InstrumentError> {
+    let refuse = |what: &str| {
+        Err(InstrumentError::Unsupported(format!(
+            "a component: {what} (components are profiled with the sampled `time` of the \
+             stack sampler, the default, or with `--metric calls`)"
+        )))
+    };
+    match options.metric {
+        Metric::ExactTime => return refuse("`exact-time` reads a clock from the host"),
+        Metric::Instructions => {
+            return refuse("`instructions` reads its counter from a global the host cannot reach")
+        }
+        Metric::Time if options.sampler != Sampler::Stacks => {
+            return refuse("only the stack sampler samples a component")
+        }
+        Metric::Time | Metric::Calls => {}
+    }
+    if options.state != StateLocation::OwnMemory || options.carries_one_memory_variant() {
+        return refuse("its profiler keeps its state in a memory of its own");
+    }
+    let main = component::main_module(original)?;
+    let mut done = instrument(&original[main.bytes.clone()], options)?;
+    done.wasm = component::with_module(original, &main, &done.wasm);
+    component::validate(&done.wasm)?;
     Ok(done)
 }
 

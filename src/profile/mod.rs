@@ -30,7 +30,7 @@ mod view;
 
 pub use alloc::{Allocations, Allocs};
 pub use compensate::Compensation;
-pub use decode::Dump;
+pub use decode::{context_of, Dump};
 pub use io::{DumpFile, DumpThread, RunDump, DUMP_FIELDS, DUMP_FORMAT, DUMP_THREAD_FIELDS};
 pub use merge::MergedNames;
 pub use model::*;

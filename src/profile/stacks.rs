@@ -68,6 +68,19 @@ impl Children {
         )
     }
 
+    /// The deepest node of the path `frames` (function ids, outermost first) takes from the
+    /// root, as far as the tree has it (the root where it has none of it).
+    pub(super) fn deepest(&self, frames: &[u32]) -> u32 {
+        let mut node = 0;
+        for &f in frames {
+            match self.0.get(&(node, f)) {
+                Some(&child) => node = child,
+                None => break,
+            }
+        }
+        node
+    }
+
     /// The node `frames` (function ids, outermost first) lead to from the root; where a
     /// child is missing and the tree was `full`, its function's fold node (node f + 1),
     /// else `None`.

@@ -8,6 +8,7 @@ mod allocations;
 mod baselines;
 mod benches;
 mod calls;
+mod components;
 mod lines;
 mod runs;
 mod threads;

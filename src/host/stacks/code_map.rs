@@ -28,23 +28,58 @@ pub(in crate::host) struct CodeMap {
 
 impl CodeMap {
     /// The map of `module`, compiled from the instrumented `wasm` of `meta`.
+    pub(in crate::host) fn new(
+        module: &wasmtime::Module,
+        wasm: &[u8],
+        meta: &Meta,
+    ) -> anyhow::Result<CodeMap> {
+        let functions = module
+            .functions()
+            .map(|f| (f.offset, f.len, f.index.as_u32()));
+        let addresses = module.address_map().into_iter().flatten();
+        CodeMap::of_code(module.text(), functions, addresses, 0, wasm, meta)
+    }
+
+    /// The map of a component's instrumented core module, the static module `index` of
+    /// `component`, compiled from the module `wasm` of `meta`, which starts at byte
+    /// `offset` of the component (wasmtime's address map gives offsets in the component).
+    pub(in crate::host) fn of_component(
+        component: &wasmtime::component::Component,
+        index: u32,
+        offset: usize,
+        wasm: &[u8],
+        meta: &Meta,
+    ) -> anyhow::Result<CodeMap> {
+        let functions = component
+            .functions()
+            .filter(|f| f.module.as_u32() == index)
+            .map(|f| (f.offset, f.len, f.index.as_u32()));
+        let addresses = component.address_map().into_iter().flatten();
+        let offset = u32::try_from(offset)?;
+        CodeMap::of_code(component.text(), functions, addresses, offset, wasm, meta)
+    }
+
+    /// The map of the module `wasm` of `meta` whose `functions` (text offset, length,
+    /// index) are in the compiled `text`, its native offsets' wasm offsets as `addresses`
+    /// has them, `offset` bytes into what it was compiled from.
     ///
     /// wasmtime's address map names the wasm instruction each stretch of native code comes
     /// from, but not for all of it: code that Cranelift's optimizer made anew (a loop's
     /// arithmetic) has none. Such code is taken to be what the code before it in the same
     /// function is (the program's at its line, or the probes'); a function's code before
     /// any named instruction (its prologue, which the plain program runs too) is the
-    /// function's own, at no line.
-    pub(in crate::host) fn new(
-        module: &wasmtime::Module,
+    /// function's own, at no line. Code of no function of the module (a component's other
+    /// modules, trampolines) is left out.
+    fn of_code(
+        text: &[u8],
+        functions: impl Iterator<Item = (usize, usize, u32)>,
+        addresses: impl Iterator<Item = (usize, Option<u32>)>,
+        offset: u32,
         wasm: &[u8],
         meta: &Meta,
     ) -> anyhow::Result<CodeMap> {
-        let text = module.text().as_ptr_range();
-        let mut functions: Vec<(usize, usize, u32)> = module
-            .functions()
-            .map(|f| (f.offset, f.len, f.index.as_u32()))
-            .collect();
+        let text = text.as_ptr_range();
+        let mut functions: Vec<(usize, usize, u32)> = functions.collect();
         functions.sort_unstable();
         let section = meta::custom_section(wasm, meta::ADDRESSES_SECTION)?.ok_or_else(|| {
             anyhow::anyhow!("the module has no {} section", meta::ADDRESSES_SECTION)
@@ -52,21 +87,25 @@ impl CodeMap {
         let mut stretches = Stretches::new(section);
         let mut native: Vec<(usize, u32)> = Vec::new();
         let mut function = 0;
-        for (offset, wasm) in module.address_map().into_iter().flatten() {
+        for (at, wasm) in addresses {
             // The function this entry is in; a new function starts as its set-up.
-            while function + 1 < functions.len() && functions[function + 1].0 <= offset {
+            while function + 1 < functions.len() && functions[function + 1].0 <= at {
                 function += 1;
             }
-            let starts_function = functions
-                .get(function)
-                .is_some_and(|&(start, _, _)| native.last().is_none_or(|&(o, _)| o < start));
-            let what = match (wasm, native.last()) {
+            let Some(&(start, len, _)) = functions.get(function) else {
+                break;
+            };
+            if at < start || at >= start + len {
+                continue;
+            }
+            let starts_function = native.last().is_none_or(|&(o, _)| o < start);
+            let what = match (wasm.and_then(|w| w.checked_sub(offset)), native.last()) {
                 (Some(wasm), _) => stretches.what_at(wasm),
                 (None, Some(&(_, before))) if !starts_function => before,
                 (None, _) => meta::NO_LINE,
             };
             if native.last().is_none_or(|&(_, last)| last != what) {
-                native.push((offset, what));
+                native.push((at, what));
             }
         }
         Ok(CodeMap {

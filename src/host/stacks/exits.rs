@@ -61,6 +61,17 @@ impl Exits {
         }
     }
 
+    /// The exits of `store`, through a function of a module of no code of its own
+    /// instantiated there: a store's core instances all point to its one context, and a
+    /// component's hand out no function. `None` where it cannot be found.
+    pub(in crate::host) fn of_store<T: 'static>(store: &mut wasmtime::Store<T>) -> Option<Exits> {
+        let wasm = wat::parse_str(r#"(module (func (export "f")))"#).ok()?;
+        let module = wasmtime::Module::new(store.engine(), wasm).ok()?;
+        let instance = wasmtime::Instance::new(&mut *store, &module, &[]).ok()?;
+        let func = instance.get_func(&mut *store, "f")?;
+        Exits::of(store, &func)
+    }
+
     /// The frame pointer of the trampoline through which the thread's wasm code last called
     /// the host (0: none since it entered the module): its frame keeps the calling wasm
     /// frame's pointer and return address. Async-signal-safe: one load.

@@ -24,6 +24,17 @@ impl CodeMap {
     }
 
     /// Refuses: this host has no stack sampler.
+    pub(in crate::host) fn of_component(
+        _component: &wasmtime::component::Component,
+        _index: u32,
+        _offset: usize,
+        _wasm: &[u8],
+        _meta: &Meta,
+    ) -> anyhow::Result<CodeMap> {
+        anyhow::bail!("the stack sampler needs Linux on x86-64 or aarch64")
+    }
+
+    /// Refuses: this host has no stack sampler.
     pub(in crate::host) fn plain(_module: &wasmtime::Module) -> anyhow::Result<CodeMap> {
         anyhow::bail!("the stack sampler needs Linux on x86-64 or aarch64")
     }
@@ -39,6 +50,11 @@ impl Exits {
         _store: impl wasmtime::AsContextMut,
         _func: &wasmtime::Func,
     ) -> Option<Exits> {
+        None
+    }
+
+    /// None: no stack sampler runs here.
+    pub(in crate::host) fn of_store<T: 'static>(_store: &mut wasmtime::Store<T>) -> Option<Exits> {
         None
     }
 }

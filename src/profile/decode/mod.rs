@@ -10,6 +10,7 @@ mod allocs;
 mod lines;
 mod nodes;
 
+pub use nodes::context_of;
 use nodes::{direct_sites, end_or_samples, read_nodes, Raw, RawNode};
 
 use super::outermost::{arc_keys, outermost_sums, TreeNode};

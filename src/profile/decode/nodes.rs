@@ -79,6 +79,19 @@ pub(super) struct RawNode {
     pub(super) chunk: bool,
 }
 
+/// The context node the call path `frames` (function ids, outermost first) leads to in the
+/// tree the profiler's `memory` holds, where a host knows the path but not the node (a
+/// component's, whose globals it cannot read): the deepest node on the path the tree has,
+/// the root for an empty path or a metric with no tree.
+pub fn context_of(memory: &[u8], meta: &Meta, frames: &[u32]) -> anyhow::Result<u32> {
+    if !meta.contexts || frames.is_empty() {
+        return Ok(0);
+    }
+    let l = &meta.layout;
+    let nodes = read_raw_nodes(&Raw(memory), l, Ending::Unknown)?;
+    Ok(children(&nodes, l).deepest(frames))
+}
+
 /// The children of each context node, by function id, for placing stacks (chunks' nodes
 /// are no one's).
 pub(super) fn children(nodes: &[RawNode], l: &Layout) -> Children {
