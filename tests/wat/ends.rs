@@ -83,10 +83,12 @@ fn stack_exhaustion_leaves_the_open_stack() {
     assert_eq!(stack[0], "_start");
     let depth = calls(&p, "down");
     assert!(depth > 1000, "deep: {depth}");
-    assert_eq!(
-        stack.len() as u64,
-        depth + 1,
-        "every activation is still open"
+    // The innermost activation may have run out of stack in its prologue or its entry
+    // probe, before its call was counted: the host's backtrace still shows it open.
+    let open = stack.len() as u64;
+    assert!(
+        open == depth + 1 || open == depth + 2,
+        "every activation is still open: {open} frames, {depth} calls"
     );
     assert!(stack[1..].iter().all(|f| f == "down"));
     // The innermost call may have been counted as an arc and then run out of stack in
