@@ -66,6 +66,8 @@ pub enum Mode {
     Test,
     /// `cargo bench`: benchmarks (the harness is told `--bench`, as cargo does).
     Bench,
+    /// `cargo build` of the one binary `cargo run` would run (a bin or an example).
+    Run,
 }
 
 impl Mode {
@@ -74,13 +76,14 @@ impl Mode {
         match self {
             Mode::Test => "test",
             Mode::Bench => "bench",
+            Mode::Run => "build",
         }
     }
 
     /// The arguments cargo gives the harness before the user's.
     pub fn harness_args(self) -> &'static [&'static str] {
         match self {
-            Mode::Test => &[],
+            Mode::Test | Mode::Run => &[],
             Mode::Bench => &["--bench"],
         }
     }
@@ -179,10 +182,12 @@ pub fn build(args: &BuildRequest) -> Result<Built, Error> {
     check_target(&dir, args.target)?;
     let metadata = metadata(args)?;
 
-    let mut cmd = cargo_command(
-        args,
-        &["--no-run", "--message-format=json-render-diagnostics"],
-    )?;
+    let messages = "--message-format=json-render-diagnostics";
+    let extra: &[&str] = match args.mode {
+        Mode::Run => &[messages],
+        Mode::Test | Mode::Bench => &["--no-run", messages],
+    };
+    let mut cmd = cargo_command(args, extra)?;
     cmd.stdout(Stdio::piped()).stderr(Stdio::inherit());
     let mut child = cmd.spawn().context("cannot run cargo")?;
     let stdout = child.stdout.take().expect("piped stdout");
@@ -192,7 +197,7 @@ pub fn build(args: &BuildRequest) -> Result<Built, Error> {
         if let Message::CompilerArtifact(artifact) =
             message.context("cannot read cargo's messages")?
         {
-            binaries.extend(test_binary(artifact, &metadata, &dir));
+            binaries.extend(test_binary(artifact, &metadata, &dir, args.mode));
         }
     }
     let status = child.wait().context("cargo did not finish")?;
@@ -217,22 +222,26 @@ pub fn build(args: &BuildRequest) -> Result<Built, Error> {
     })
 }
 
-/// The binary cargo would run that `artifact` is, if it is one: an executable built with
-/// the test harness, or a test or bench target with a harness of its own (`harness =
-/// false`). `dir` is the package's directory when the artifact does not say.
+/// The binary cargo would run in `mode` that `artifact` is, if it is one: for `test` and
+/// `bench`, an executable built with the test harness, or a test or bench target with a
+/// harness of its own (`harness = false`); for `run`, an executable bin or example. `dir`
+/// is the package's directory when the artifact does not say.
 fn test_binary(
     artifact: cargo_metadata::Artifact,
     metadata: &cargo_metadata::Metadata,
     dir: &Path,
+    mode: Mode,
 ) -> Option<TestBinary> {
     let executable = artifact.executable?;
-    let own_harness = artifact.target.kind.iter().any(|k| {
-        matches!(
-            k,
-            cargo_metadata::TargetKind::Test | cargo_metadata::TargetKind::Bench
-        )
-    });
-    if !artifact.profile.test && !own_harness {
+    let is = |kinds: &[cargo_metadata::TargetKind]| {
+        artifact.target.kind.iter().any(|k| kinds.contains(k))
+    };
+    use cargo_metadata::TargetKind as K;
+    let runs = match mode {
+        Mode::Run => !artifact.profile.test && is(&[K::Bin, K::Example]),
+        Mode::Test | Mode::Bench => artifact.profile.test || is(&[K::Test, K::Bench]),
+    };
+    if !runs {
         return None;
     }
     let package_dir = artifact
@@ -268,6 +277,37 @@ fn test_binary(
         label,
         package_dir,
     })
+}
+
+/// Builds the one binary `cargo run` would run (`args` in [`Mode::Run`]: a bin, or what
+/// `--bin` or `--example` names), and the target directory it went to.
+pub fn build_program(args: &BuildRequest) -> Result<(TestBinary, PathBuf), Error> {
+    let mut built = build(args)?;
+    match built.binaries.len() {
+        1 => Ok((built.binaries.remove(0), built.target_dir)),
+        0 => Err(anyhow::anyhow!(
+            "a bin target must be available for `cargo wasmprof run` (or name a FILE to run)"
+        )
+        .into()),
+        _ => {
+            let names: Vec<&str> = built.binaries.iter().map(|b| b.target.as_str()).collect();
+            Err(anyhow::anyhow!(
+                "`cargo wasmprof run` could not determine which binary to run; use the \
+                 `--bin` option to name one (available binaries: {})",
+                names.join(", ")
+            )
+            .into())
+        }
+    }
+}
+
+/// Where the profiles of a run for `target` go in `target_dir`: the default target's in
+/// wasmprof/, others in wasmprof/<triple>/ (as cargo keeps its own outputs).
+pub fn profiles_dir(target_dir: &Path, target: Target) -> PathBuf {
+    match target {
+        Target::Wasip1 => target_dir.join("wasmprof"),
+        other => target_dir.join("wasmprof").join(other.triple()),
+    }
 }
 
 /// The target directory that `args` build into.

@@ -23,23 +23,24 @@ mod view;
 
 use std::ffi::OsString;
 
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, CommandFactory, Parser, Subcommand};
 
 pub use cargo::{CargoArgs, TestArgs};
 pub use files::{AnnotateArgs, DiffArgs, InstrumentArgs, ReportArgs};
 pub use profile::{InstrumentFlags, ProfileArgs};
 pub use requests::{
     AnnotateRequest, BaselineRequest, DiffRequest, DocTests, DoctestRunner, InstrumentRequest,
-    ProfileRequest, ReportFileRequest, ReportRequest, RunRequest, TestRequest, NO_COMPENSATION,
+    ProfileRequest, ProgramToRun, ReportFileRequest, ReportRequest, RunRequest, TestRequest,
+    NO_COMPENSATION,
 };
-pub use run::RunArgs;
+pub use run::{RunArgs, RunCargoArgs};
 pub use value_enums::{ColorArg, FormatArg, GroupingArg, MetricArg, StateArg, TargetArg};
 pub use view::{FilterArgs, Top, ViewArgs};
 
 /// An instrumenting profiler for WebAssembly.
 ///
-/// Builds your crate for wasm32 (wasip1 by default; Emscripten and wasm-bindgen crates with
-/// --target), rewrites each test binary so that it records its own profile (exact call
+/// Builds your crate for wasm32 (wasip1 by default; components, Emscripten and wasm-bindgen
+/// crates with --target), rewrites each test binary so that it records its own profile (exact call
 /// counts, caller->callee arcs, self and inclusive costs, a calling-context tree), runs it
 /// (in an embedded wasmtime, under node, or in a headless browser), and prints a
 /// gprof-style report.
@@ -102,21 +103,41 @@ impl Cli {
         if args.get(1).is_some_and(|a| a == "wasmprof") {
             args.remove(1);
         }
-        Cli::parse_from(args)
+        let mut cli = Cli::parse_from(&args);
+        if let Command::Run(run) = &mut cli.command {
+            // `run -- ARGS`: everything after the first `--` is the command's values only
+            // where that `--` came before them (after FILE, a `--` is the program's).
+            let escape = args.iter().position(|a| a == "--");
+            run.after_escape = escape.is_some_and(|at| {
+                !run.command.is_empty()
+                    && args[at + 1..]
+                        .iter()
+                        .map(|a| a.to_str())
+                        .eq(run.command.iter().map(|c| Some(c.as_str())))
+            }) || (escape.is_some() && run.command.is_empty());
+            if !run.after_escape && !run.command.is_empty() && run.cargo.any() {
+                let message = "cargo's options choose what `run` builds: they take no FILE \
+                               (the binary's arguments go after `--`)";
+                Cli::command()
+                    .error(clap::error::ErrorKind::ArgumentConflict, message)
+                    .exit();
+            }
+        }
+        cli
     }
 }
 
 /// The commands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Build the crate's tests for wasm32-wasip1 (or --target wasm32-unknown-emscripten),
-    /// profile them, and report.
+    /// Build the crate's tests for wasm32 (wasm32-wasip1 unless --target says), profile
+    /// them, and report.
     ///
     /// Takes `cargo test`'s selection flags. NAME and everything after `--` go to the test
     /// harness (filters, --exact, --nocapture). A profile per test binary is
     /// written to the target directory's wasmprof/ folder; the report covers them all.
     Test(Box<TestArgs>),
-    /// Build the crate's benchmarks for wasm32-wasip1 (or wasm32-unknown-emscripten),
+    /// Build the crate's benchmarks for wasm32 (wasm32-wasip1 unless --target says),
     /// profile them, and report.
     ///
     /// Takes `cargo bench`'s selection flags; benches are built with the bench profile,
@@ -125,9 +146,10 @@ pub enum Command {
     /// The report adds the cost of one iteration of each routine that a harness's
     /// measuring loop ran (criterion's or libtest's `Bencher::iter`).
     Bench(Box<TestArgs>),
-    /// Run a wasip1 command module in the embedded host, profiled (or as is); or a .js
+    /// Build the package's binary and run it profiled, as `cargo run` does; or run a WASI
+    /// command (a wasip1 module or a wasi:cli component) in the embedded host, or a .js
     /// program that wasmprof-emcc linked, under node.
-    Run(RunArgs),
+    Run(Box<RunArgs>),
     /// Write an instrumented copy of a module, for any host that gives it a clock.
     Instrument(InstrumentArgs),
     /// Print the report of a profile file again, or write it in another format; of several

@@ -58,8 +58,8 @@ pub enum DocTests {
 /// `run`: one program, profiled or as it is.
 #[derive(Debug, Clone)]
 pub struct RunRequest {
-    /// The module (or the JS program that loads it).
-    pub program: PathBuf,
+    /// The program: a file, or the package's binary that cargo builds.
+    pub program: ProgramToRun,
     /// The program's own arguments.
     pub args: Vec<String>,
     /// Whether to profile it (else it runs as it is).
@@ -70,6 +70,15 @@ pub struct RunRequest {
     pub doctest: Option<DoctestRunner>,
     /// Run as it is, its stacks sampled into this file (the stack sampler's check).
     pub plain_samples: Option<PathBuf>,
+}
+
+/// What `run` runs.
+#[derive(Debug, Clone)]
+pub enum ProgramToRun {
+    /// A module, a component, or the JS program that loads one.
+    File(PathBuf),
+    /// The binary cargo builds, as `cargo run` builds it.
+    Build(BuildRequest),
 }
 
 /// How programs are profiled and what is reported, for the commands that run them.

@@ -7,8 +7,10 @@ use std::path::PathBuf;
 use clap::Args;
 
 use super::profile::ProfileArgs;
-use super::requests::{doctest_compensation, DoctestRunner, RunRequest};
+use super::requests::{doctest_compensation, DoctestRunner, ProgramToRun, RunRequest};
+use super::value_enums::TargetArg;
 use super::UiOptions;
+use crate::build::{BuildRequest, Mode, Target};
 use crate::profile::ProbeCost;
 
 /// `cargo wasmprof run`.
@@ -30,18 +32,25 @@ pub struct RunArgs {
     /// measured, `IN_CALLEE,IN_CALLER` nanoseconds per call, to subtract.
     #[arg(long, value_name = "NS,NS", hide = true, value_parser = parse_probe_cost)]
     pub probe_cost: Option<ProbeCost>,
-    /// The wasip1 command module (or a JS program linked by wasmprof-emcc: `prog.js`, or
-    /// `prog` with `prog.wasm` beside it, as emcc writes `-o prog`), then the
-    /// program's arguments: everything after it goes to the program, even what looks like
-    /// our own options.
+    /// The program to run: a WASI command (a wasip1 module or a wasi:cli component) or a
+    /// JS program linked by wasmprof-emcc (`prog.js`, or `prog` with `prog.wasm` beside
+    /// it, as emcc writes `-o prog`), then its arguments: everything after FILE goes to the
+    /// program, even what looks like our own options. Without FILE (or after `--`), the
+    /// package's binary is built and run, as `cargo run` does, with these as its arguments.
     #[arg(
-        value_name = "FILE.wasm [ARGS]",
-        required = true,
-        num_args = 1..,
+        value_name = "FILE [ARGS]",
+        num_args = 0..,
         trailing_var_arg = true,
         allow_hyphen_values = true
     )]
     pub command: Vec<String>,
+    /// Whether `command` came after `--`: the arguments of the binary cargo builds, not a
+    /// FILE (set by [`super::Cli::parse_args`], which sees the raw arguments).
+    #[arg(skip)]
+    pub after_escape: bool,
+    /// Without FILE: what cargo builds, as `cargo run` takes it.
+    #[command(flatten)]
+    pub cargo: RunCargoArgs,
     /// The profile and report (the profile goes to FILE.wasmprof.json unless --output).
     #[command(flatten)]
     pub profile: ProfileArgs,
@@ -50,9 +59,124 @@ pub struct RunArgs {
     pub ui: UiOptions,
 }
 
+/// `cargo run`'s flags that choose what to build, for `run` without a FILE.
+#[derive(Debug, Clone, Default, Args)]
+#[command(next_help_heading = "Cargo options (without FILE, as `cargo run` takes them)")]
+pub struct RunCargoArgs {
+    /// Package with the target to run.
+    #[arg(short, long = "package", value_name = "SPEC")]
+    pub package: Option<String>,
+    /// Name of the bin target to run.
+    #[arg(long, value_name = "NAME")]
+    pub bin: Option<String>,
+    /// Name of the example target to run.
+    #[arg(long, value_name = "NAME")]
+    pub example: Option<String>,
+    /// Space or comma separated list of features to activate.
+    #[arg(short = 'F', long, value_name = "FEATURES")]
+    pub features: Vec<String>,
+    /// Activate all available features.
+    #[arg(long)]
+    pub all_features: bool,
+    /// Do not activate the `default` feature.
+    #[arg(long)]
+    pub no_default_features: bool,
+    /// Build in release mode (names and DWARF are kept; the opt-level is the profile's).
+    #[arg(short, long)]
+    pub release: bool,
+    /// Build with the given profile.
+    #[arg(long, value_name = "NAME")]
+    pub profile: Option<String>,
+    /// Build for this target: wasm32-wasip1 (the default), wasm32-wasip1-threads and
+    /// wasm32-wasip2 run in the embedded wasmtime, wasm32-unknown-emscripten under node.
+    #[arg(long, value_name = "TRIPLE")]
+    pub target: Option<TargetArg>,
+    /// Path to Cargo.toml.
+    #[arg(long, value_name = "PATH")]
+    pub manifest_path: Option<PathBuf>,
+    /// Directory for all generated artifacts.
+    #[arg(long, value_name = "DIRECTORY")]
+    pub target_dir: Option<PathBuf>,
+    /// Number of parallel build jobs.
+    #[arg(short, long, value_name = "N")]
+    pub jobs: Option<String>,
+    /// Require Cargo.lock to be up to date.
+    #[arg(long)]
+    pub locked: bool,
+    /// Run without accessing the network.
+    #[arg(long)]
+    pub offline: bool,
+    /// Require Cargo.lock and the cache to be up to date.
+    #[arg(long)]
+    pub frozen: bool,
+}
+
+impl RunCargoArgs {
+    /// Whether any of these flags was given.
+    pub fn any(&self) -> bool {
+        !self.cargo_args().is_empty()
+            || self.target.is_some()
+            || self.manifest_path.is_some()
+            || self.target_dir.is_some()
+            || self.profile.is_some()
+    }
+
+    /// The build of the binary to run, instrumenting an Emscripten link as `instrument`
+    /// says.
+    fn to_request(&self, instrument: &crate::instrument::Options) -> BuildRequest {
+        BuildRequest {
+            mode: Mode::Run,
+            target: self.target.map_or_else(Target::default, Into::into),
+            cargo_args: self.cargo_args(),
+            manifest_path: self.manifest_path.clone(),
+            target_dir: self.target_dir.clone(),
+            profile: self.profile.clone(),
+            metric: instrument.metric,
+            contexts: instrument.contexts,
+            allocations: instrument.allocations,
+            max_live_allocations: Some(instrument.max_live_allocations),
+        }
+    }
+
+    /// The flags cargo takes as they are.
+    fn cargo_args(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        let options = [
+            ("--package", &self.package),
+            ("--bin", &self.bin),
+            ("--example", &self.example),
+            ("--jobs", &self.jobs),
+        ];
+        for (flag, value) in options {
+            if let Some(value) = value {
+                out.extend([flag.to_string(), value.clone()]);
+            }
+        }
+        for features in &self.features {
+            out.extend(["--features".to_string(), features.clone()]);
+        }
+        let flags = [
+            (self.all_features, "--all-features"),
+            (self.no_default_features, "--no-default-features"),
+            (self.release, "--release"),
+            (self.locked, "--locked"),
+            (self.offline, "--offline"),
+            (self.frozen, "--frozen"),
+        ];
+        out.extend(
+            flags
+                .iter()
+                .filter(|(on, _)| *on)
+                .map(|(_, f)| f.to_string()),
+        );
+        out
+    }
+}
+
 impl RunArgs {
-    /// The request these arguments make: the program, its arguments, and, when rustdoc
-    /// runs it for `test` (`--doctest-dir`), the doc test's runner they describe.
+    /// The request these arguments make: the program (or the build of the package's
+    /// binary), its arguments, and, when rustdoc runs it for `test` (`--doctest-dir`), the
+    /// doc test's runner they describe.
     pub fn to_request(&self) -> RunRequest {
         let profile = self.profile.to_request();
         let doctest = self.doctest_dir.as_ref().map(|dir| DoctestRunner {
@@ -65,9 +189,18 @@ impl RunArgs {
                 profile.compensate,
             ),
         });
+        let (program, args) = match self.command.split_first() {
+            Some((file, args)) if !self.after_escape => {
+                (ProgramToRun::File(PathBuf::from(file)), args.to_vec())
+            }
+            _ => (
+                ProgramToRun::Build(self.cargo.to_request(&profile.instrument)),
+                self.command.clone(),
+            ),
+        };
         RunRequest {
-            program: PathBuf::from(&self.command[0]),
-            args: self.command[1..].to_vec(),
+            program,
+            args,
             instrument: !self.no_instrument,
             profile,
             doctest,
@@ -90,6 +223,7 @@ fn parse_probe_cost(text: &str) -> Result<ProbeCost, String> {
 
 #[cfg(test)]
 mod tests {
+    use std::path::Path;
     use std::time::Duration;
 
     use super::*;
@@ -111,7 +245,9 @@ mod tests {
             panic!("not the run command");
         };
         let request = args.to_request();
-        assert_eq!(request.program, PathBuf::from("doctest.wasm"));
+        assert!(
+            matches!(&request.program, ProgramToRun::File(f) if f == Path::new("doctest.wasm"))
+        );
         assert_eq!(request.args, ["--quiet"]);
         request.doctest
     }

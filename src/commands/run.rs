@@ -4,7 +4,8 @@
 use std::path::{Path, PathBuf};
 
 use super::pipeline::{exit_with, finish, probe_cost, profile_run, program_name, stem};
-use crate::cli::{DoctestRunner, ReportRequest, RunRequest};
+use crate::build;
+use crate::cli::{DoctestRunner, ProgramToRun, ReportRequest, RunRequest};
 use crate::error::Error;
 use crate::fsutil::{relative, write_atomic};
 use crate::harness::DocTest;
@@ -13,10 +14,27 @@ use crate::instrument::{EntryProbes, Options};
 use crate::profile::Profile;
 use crate::status::Status;
 
-/// `run`: the profile goes to PROGRAM.wasmprof.json (or `--output`), then the report; the
-/// command ends with the program's exit code.
+/// `run`: the profile goes to PROGRAM.wasmprof.json (or `--output`; a binary cargo built:
+/// to `<target-dir>/wasmprof/`, as `test`'s), then the report; the command ends with the
+/// program's exit code.
 pub(super) fn run(request: RunRequest, status: Status) -> Result<(), Error> {
-    let path = request.program.as_path();
+    let (path, profile_file) = match &request.program {
+        ProgramToRun::File(path) => {
+            let file = PathBuf::from(format!("{}.wasmprof.json", stem(path).display()));
+            (path.clone(), file)
+        }
+        ProgramToRun::Build(build) => {
+            let (binary, target_dir) = build::build_program(build)?;
+            let command = std::iter::once(relative(&binary.path))
+                .chain(request.args.iter().cloned())
+                .collect::<Vec<_>>()
+                .join(" ");
+            status.step("Running", format!("`{command}`"));
+            let file = build::profiles_dir(&target_dir, build.target).join(binary.profile_name());
+            (binary.path, file)
+        }
+    };
+    let path = path.as_path();
     let host = host::for_program(path);
     let profile = &request.profile;
     let config = host::RunConfig {
@@ -48,7 +66,7 @@ pub(super) fn run(request: RunRequest, status: Status) -> Result<(), Error> {
         .map_or(profile.instrument.metric, |m| m.metric);
     let compensation = probe_cost(host, metric, profile.compensate, status)?;
     let (written, outcome) = profile_run(host, &prepared, &config, &compensation)?;
-    write_default_profile(path, &written, &profile.report, status)?;
+    write_default_profile(path, &profile_file, &written, &profile.report, status)?;
     finish(&[written], &profile.report, &stem(path), status)?;
     exit_with(outcome.exit_code)
 }
@@ -66,8 +84,8 @@ fn run_doctest(
 ) -> Result<(), Error> {
     let quiet = Status::new(crate::status::ColorChoice::Never, true);
     // Compiling a doc test is most of its run: every entry probe a call of `enter` gives
-    // the host the least code to compile (BENCHMARKS.md, "The entry probe: inline or a
-    // call").
+    // the host the least code to compile (BENCHMARKS.md, "Levers tried,
+    // not kept", and the file's history).
     let options = Options {
         entries: EntryProbes::Calls,
         ..runner.instrument.clone()
@@ -125,9 +143,10 @@ fn source_file(package_dir: &Path, test: &DocTest) -> Option<String> {
     None
 }
 
-/// `run` writes the profile to PROGRAM.wasmprof.json unless told where (`--output`).
+/// `run` writes the profile to `file` unless told where (`--output`).
 fn write_default_profile(
     path: &Path,
+    file: &Path,
     profile: &Profile,
     args: &ReportRequest,
     status: Status,
@@ -135,11 +154,10 @@ fn write_default_profile(
     if args.output.is_some() {
         return Ok(());
     }
-    let file = PathBuf::from(format!("{}.wasmprof.json", stem(path).display()));
-    profile.write(&file)?;
+    profile.write(file)?;
     status.done(
         "Profiled",
-        format!("{} -> {}", relative(path), relative(&file)),
+        format!("{} -> {}", relative(path), relative(file)),
     );
     Ok(())
 }

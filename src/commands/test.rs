@@ -29,7 +29,7 @@ pub(super) fn test(request: TestRequest, status: Status) -> Result<(), Error> {
         },
         _ => build::build(build)?,
     };
-    let out_dir = out_dir(&built.target_dir, build.target);
+    let out_dir = build::profiles_dir(&built.target_dir, build.target);
     // Doc tests come last, as in cargo (the libraries' and, with --doc, only they), and not
     // after a failure unless --no-fail-fast.
     let libraries: Vec<&str> = built
@@ -108,19 +108,10 @@ fn verdict(failed: &[String], fail_fast: bool) -> Result<(), Error> {
     }
 }
 
-/// Where the profiles of `target` go in `target_dir`: the default target's in wasmprof/,
-/// others in wasmprof/<triple>/ (as cargo keeps its own outputs).
-fn out_dir(target_dir: &Path, target: Target) -> PathBuf {
-    match target {
-        Target::Wasip1 => target_dir.join("wasmprof"),
-        other => target_dir.join("wasmprof").join(other.triple()),
-    }
-}
-
 /// Baseline `name` of the run `request` makes, checked to compare with it.
 fn baseline_to_compare(request: &TestRequest, name: &str) -> Result<Baseline, Error> {
     let build = &request.build;
-    let out_dir = out_dir(&build::target_dir(build)?, build.target);
+    let out_dir = build::profiles_dir(&build::target_dir(build)?, build.target);
     let found = Baseline::load(&baseline::dir(&out_dir, name), name)?;
     found.check(
         request.profile.instrument.metric,

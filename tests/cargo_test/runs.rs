@@ -285,3 +285,39 @@ fn binaries_run_in_cargos_order_and_fail_fast_as_cargo() {
         "{err}"
     );
 }
+
+/// `run` without a FILE builds the package's binary and runs it as `cargo run` does: its
+/// arguments after `--`, its stdin and stdout, its exit code; the profile goes where
+/// `test`'s go.
+#[test]
+fn run_builds_and_runs_the_packages_binary_as_cargo_run_does() {
+    use std::io::Write as _;
+    let dir = copy_fixture("order");
+    let out = output(
+        wasmprof()
+            .args(["run", "--no-report"])
+            .env_remove("ORDER_FAIL")
+            .current_dir(dir.path()),
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(stdout(&out).trim(), "2");
+    let bin = Profile::read(&dir.path().join("target/wasmprof/order-order-bin.json")).unwrap();
+    assert_eq!(calls(&bin, "order::add"), 1);
+
+    let mut child = wasmprof()
+        .args(["run", "--example", "echo", "--no-report", "--", "3", "--x"])
+        .current_dir(dir.path())
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(b"hello\n").unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    assert!(stdout(&out).contains("args: 3 --x"), "{}", stdout(&out));
+    assert!(stdout(&out).contains("stdin: hello"));
+    let example =
+        Profile::read(&dir.path().join("target/wasmprof/order-echo-example.json")).unwrap();
+    assert_eq!(calls(&example, "order::add"), 3);
+}
