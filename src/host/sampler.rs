@@ -202,7 +202,7 @@ impl Sampler {
     }
 
     /// Starts the thread as [`Sampler::start`] does, without waiting for it to run: a
-    /// thread took 60-200 µs to come up on the third machine of BENCHMARKS.md, which the
+    /// thread took 60-200 µs to come up on the M3 machine of BENCHMARKS.md, which the
     /// program's thread can spend instantiating the module; `targets` can be added to later.
     pub(super) fn spawn(
         targets: Targets,

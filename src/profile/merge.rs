@@ -96,7 +96,7 @@ fn article(word: &str) -> &'static str {
 /// and line of it is by its key.
 struct Merger {
     out: Profile,
-    function_ids: FxHashMap<FnKey, u32>,
+    function_ids: FxHashMap<String, u32>,
     arc_ids: FxHashMap<(String, String), usize>,
     context_ids: FxHashMap<(u32, Option<u32>, bool), u32>,
     line_ids: FxHashMap<LineKey, usize>,
@@ -217,17 +217,23 @@ impl Merger {
     /// Adds function `f` in as `name`; its id in the merged profile.
     fn function(&mut self, f: &Function, name: &str) -> u32 {
         let out = &mut self.out;
-        let id = *self.function_ids.entry(identity(f)).or_insert_with(|| {
-            out.functions.push(Function {
-                id: out.functions.len() as u32,
-                name: name.to_string(),
-                calls: 0,
-                cost: Costs::default(),
-                ..f.clone()
+        let id = *self
+            .function_ids
+            .entry(name.to_string())
+            .or_insert_with(|| {
+                out.functions.push(Function {
+                    id: out.functions.len() as u32,
+                    name: name.to_string(),
+                    calls: 0,
+                    cost: Costs::default(),
+                    ..f.clone()
+                });
+                out.functions.len() as u32 - 1
             });
-            out.functions.len() as u32 - 1
-        });
         let g = &mut out.functions[id as usize];
+        if g.file.is_none() && f.file.is_some() {
+            (g.file, g.line) = (f.file.clone(), f.line);
+        }
         g.calls += f.calls;
         g.cost.add(&f.cost);
         id
@@ -385,6 +391,13 @@ impl MergedNames {
         }
         let mut names = FxHashMap::default();
         for (base, keys) in by_base {
+            // A copy without a source (a doc test's, which rustdoc builds without DWARF) is
+            // the one function of its name that has one, where there is just one.
+            let sourced = keys.iter().filter(|k| k.1.is_some()).count();
+            if sourced == 1 {
+                names.extend(keys.into_iter().map(|key| (key, base.clone())));
+                continue;
+            }
             let shared = keys.len() > 1;
             for key in keys {
                 let name = match (&key.1, key.2) {
@@ -510,6 +523,24 @@ mod tests {
             ["grow", "helper [src/a.rs:7]", "helper [src/b.rs:7]"]
         );
         assert_eq!(merged.arc("grow", "helper [src/b.rs:7]").unwrap().count, 1);
+    }
+
+    #[test]
+    fn a_copy_without_source_is_the_one_function_of_its_name_with_one() {
+        // A doc test's copy of a library function: rustdoc builds it without DWARF.
+        let sourceless = |mut p: Profile| {
+            p.functions[1].file = None;
+            p
+        };
+        let doc_test = sourceless(module("doc.wasm", 2, "src/lib.rs", 4));
+        let merged = Profile::merge(&[doc_test, module("a.wasm", 1, "src/lib.rs", 2)]);
+        let helper = merged.function_named("helper").unwrap().file.as_deref();
+        assert_eq!(helper, Some("src/lib.rs"));
+        assert_eq!(merged.functions.len(), 2);
+        // Two with a source, and a copy without: which it is, nothing says.
+        let [a, b, c] = ["a", "b", "c"].map(|m| module(m, 1, &format!("src/{m}.rs"), 1));
+        let merged = Profile::merge(&[a, b, sourceless(c)]);
+        assert_eq!(merged.functions.len(), 4, "{:?}", merged.functions);
     }
 
     /// `module` with its helper's context holding `peak` bytes in one block at the peak,

@@ -51,7 +51,7 @@ fn the_environment_can_ask_for_a_browser() {
     );
     // The browser's clock is coarse, and the report says so.
     assert!(
-        stdout.contains("note: times come from a browser's performance.now()"),
+        stdout.contains("note: times come from a browser's coarsened performance.now()"),
         "{stdout}"
     );
     assert_eq!(calls(&p, "bindgen_fixture::fib"), fib_calls(15));

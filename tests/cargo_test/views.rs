@@ -37,16 +37,14 @@ fn the_default_report_leads_with_the_programs_own_code() {
     // say so, with the count, and name the exact alternative; with more they do not.
     let sampled = lines[..4]
         .iter()
-        .find(|l| l.starts_with("sampled by the stack sampler"))
+        .find(|l| l.starts_with("time: ") && l.contains("by the stack sampler"))
         .unwrap_or_else(|| panic!("{report}"));
-    let samples: u64 = sampled
-        .split(": ")
-        .find_map(|part| {
-            let (n, rest) = part.split_once(' ')?;
-            rest.starts_with("samples").then(|| n.parse().ok())?
-        })
+    let samples: u64 = sampled["time: ".len()..]
+        .split(' ')
+        .next()
+        .and_then(|n| n.parse().ok())
         .unwrap_or_else(|| panic!("a sample count in {sampled}"));
-    let warned = (sampled.contains("too few to rank") || sampled.contains("its times say nothing"))
+    let warned = (sampled.contains("too few to rank") || sampled.contains("the times say nothing"))
         && sampled.contains("--metric instructions");
     assert_eq!(warned, samples < 1000, "{sampled}");
     // Ranked by exact instructions, the crate's hottest function leads the flat profile.

@@ -375,7 +375,7 @@ fn the_sampled_metric_samples_in_a_page() {
     let report = output(wasmprof().arg("report").arg(&file));
     let text = String::from_utf8_lossy(&report.stdout);
     assert!(
-        text.contains("V8 compiles each wasm function when it is first called"),
+        text.contains("V8 compiles each function at its first call"),
         "{text}"
     );
 }

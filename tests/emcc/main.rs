@@ -164,7 +164,7 @@ fn the_sampled_metric_samples_under_node() {
             "{text}"
         );
         assert!(
-            text.contains("V8 compiles each wasm function when it is first called"),
+            text.contains("V8 compiles each function at its first call"),
             "{text}"
         );
     }

@@ -295,14 +295,14 @@ fn header(out: &mut String, p: &Profile, units: Units) {
 /// makes of the times.
 fn sampled(out: &mut String, s: &Sampling) {
     let by = match s.sampler {
-        Sampler::Stacks => "the stack sampler: where the code was, the probes' own code left out",
-        Sampler::Word => "the word sampler: which context the probes said ran",
-        Sampler::V8 => "V8's sampler: which function ran, the probes' counting inside it",
+        Sampler::Stacks => "the stack sampler",
+        Sampler::Word => "the word sampler",
+        Sampler::V8 => "V8's sampler",
     };
     if let Some(none) = s.no_sampler.filter(|_| s.samples == 0) {
         let _ = writeln!(
             out,
-            "not sampled: {}, so the profile has no times; profile with --metric exact-time for times here, or --metric instructions for exact costs; calls and arcs are exact",
+            "time: not sampled: {}; --metric instructions gives exact costs here; calls and arcs are exact",
             none.why()
         );
         return;
@@ -310,16 +310,16 @@ fn sampled(out: &mut String, s: &Sampling) {
     let _ = match s.samples {
         n if n < FEW_SAMPLES => writeln!(
             out,
-            "sampled by {by}: {n} samples only: {}, its times say nothing; for exact costs, profile with --metric instructions; calls and arcs are exact",
+            "time: {n} samples by {by}, {}: the times say nothing (rows of equal time go by calls); --metric instructions gives exact costs; calls and arcs are exact",
             few_samples_why(s)
         ),
         n if n < RANK_SAMPLES => writeln!(
             out,
-            "sampled by {by}: {n} samples, too few to rank the functions by time (about {RANK_SAMPLES} are needed; a self time from n samples is within about 1/sqrt(n), `~` marks those from fewer than {FEW_SAMPLES}); for exact costs, profile with --metric instructions; calls and arcs are exact, and rows of equal time are in name order, not by calls"
+            "time: {n} samples by {by}, too few to rank by time (about {RANK_SAMPLES} are needed; `~` marks a time from under {FEW_SAMPLES}); --metric instructions gives exact costs; calls and arcs are exact"
         ),
         n => writeln!(
             out,
-            "sampled by {by}: {n} samples, one every {} on average; times are estimates (a self time from n samples is within about 1/sqrt(n)), `~` marks those from fewer than {FEW_SAMPLES}; calls and arcs are exact",
+            "time: {n} samples by {by}, one every {}; a time from n samples is within about 1/sqrt(n), `~` marks those from under {FEW_SAMPLES}; calls and arcs are exact",
             super::units::time(s.interval_ns().round() as u64),
         ),
     };
@@ -345,17 +345,15 @@ fn self_cost(units: Units, cost: &Costs) -> String {
     }
 }
 
-/// The functions, most `cost` first, then (unless the costs are sampled: calls are no
-/// cost) most calls, then by name.
+/// The functions, most `cost` first, then most calls (where a short run left many at no
+/// sample), then by name.
 fn by_cost(p: &Profile, cost: impl Fn(&Function) -> u64) -> Vec<&Function> {
     let mut rows: Vec<&Function> = p.functions.iter().collect();
-    let by_calls = p.sampling.is_none();
     rows.sort_by(|a, b| {
-        let calls = match by_calls {
-            true => b.calls.cmp(&a.calls),
-            false => std::cmp::Ordering::Equal,
-        };
-        cost(b).cmp(&cost(a)).then(calls).then(a.name.cmp(&b.name))
+        cost(b)
+            .cmp(&cost(a))
+            .then(b.calls.cmp(&a.calls))
+            .then(a.name.cmp(&b.name))
     });
     rows
 }

@@ -78,7 +78,7 @@ fn by_word(p: &Profile) -> bool {
 fn exact_times(notes: &mut Vec<String>, p: &Profile) {
     if let Some(cost) = p.compensation {
         notes.push(format!(
-            "times exclude the probes' own cost, measured at start-up: {:.1} ns per call in the callee, {:.1} ns per call in the caller (--no-compensation keeps the raw times)",
+            "times exclude the probes' cost measured at start-up ({:.1} + {:.1} ns a call); --no-compensation keeps the raw times",
             cost.in_callee_ns, cost.in_caller_ns
         ));
     }
@@ -88,7 +88,7 @@ fn exact_times(notes: &mut Vec<String>, p: &Profile) {
             .uncompensated
             .as_deref()
             .unwrap_or("it was not measured for this run");
-        notes.push(format!("times include the probes' own cost, a clock read at every entry and exit (not subtracted: {why}); --metric time samples without it"));
+        notes.push(format!("times include the probes' clock reads ({why}); the default --metric time samples without them"));
     }
     // (Sampled times are sums of intervals of about 100 µs: a clock of 5 µs does them
     // little harm.)
@@ -97,7 +97,7 @@ fn exact_times(notes: &mut Vec<String>, p: &Profile) {
             .iter()
             .any(|r| r.clock == crate::js_runtime::BROWSER_CLOCK)
     {
-        notes.push("times come from a browser's performance.now(), which browsers coarsen (Chromium: to 5 µs in a cross-origin isolated page, 100 µs in others), so short calls' times are rough; --metric instructions gives exact costs".to_string());
+        notes.push("times come from a browser's coarsened performance.now() (5-100 µs), so short calls' times are rough; --metric instructions gives exact costs".to_string());
     }
 }
 
@@ -114,7 +114,7 @@ fn js_host(p: &Profile) -> bool {
 fn lazy_compilation(notes: &mut Vec<String>, p: &Profile) {
     let timed = p.metric.facts().probes.clock || p.sampling.is_some_and(|s| s.samples > 0);
     if timed && js_host(p) {
-        notes.push("V8 compiles each wasm function when it is first called, and that time counts as its caller's own, so a function that calls many others for the first time can read milliseconds for little work, most in short runs (under node 20, node --no-wasm-lazy-compilation compiles them all before main)".to_string());
+        notes.push("V8 compiles each function at its first call and that time counts as the caller's, so a caller of many functions can read high in short runs; node --no-wasm-lazy-compilation compiles them first".to_string());
     }
 }
 
@@ -125,8 +125,8 @@ fn sampling(notes: &mut Vec<String>, p: &Profile) {
         .sampling
         .is_some_and(|s| s.sampler == Sampler::Word && s.samples > 0);
     if word_sampled && js_host(p) {
-        // Measured (BENCHMARKS.md, accuracy of time under node): fixtures/emcc/parts.c.
-        notes.push("under a JS host the probes' calls, and what they slow around them, count as the functions' own time, so the shares of call-dense functions lean high (measured on a program of a loop, small calls and a recursion: under node 20 the recursion 12-18 points high and the loop 20-25 points low; under node 26 the medians of several runs 1-6 points off, single runs up to 10); --metric instructions gives exact costs".to_string());
+        // Measured: BENCHMARKS.md, "Accuracy of time under node".
+        notes.push("under a JS host the probes' work counts as the functions' own time, so call-dense functions read several points high; --metric instructions gives exact costs".to_string());
     }
     let through_state_module = p
         .runs
@@ -136,25 +136,24 @@ fn sampling(notes: &mut Vec<String>, p: &Profile) {
         .is_some_and(|s| s.sampler == Sampler::V8 && s.samples > 0)
         && through_state_module
     {
-        notes.push("node 20 allows a module one memory, so the probes counted through calls of another module, which slow the functions that call much: their times read high (node 22 or later counts in the module itself)".to_string());
+        notes.push("node 20 ran the probes in a module of their own, which slows call-dense functions: their times are approximate; node 22 or later runs them inline".to_string());
     }
     if let Some(s) = p.sampling.filter(|s| s.in_probes > 0) {
         let share = percent(s.in_probes, s.samples + s.in_probes + s.idle);
-        // Measured (BENCHMARKS.md, accuracy of time): where calls are dense, time moves
+        // Measured (BENCHMARKS.md, "Accuracy of time"): where calls are dense, time moves
         // between a small function, its caller and the probes, each way by machine.
-        let lean = match s.sampler {
-            _ if share < 10.0 => "",
-            Sampler::Stacks | Sampler::V8 => "; where calls are this dense, the times of small functions and their callers are the least exact (the counting slows them a little, and part of their time is left out with the probes'); --metric instructions gives exact costs",
-            Sampler::Word => "; where calls are this dense, the times of small functions and of their callers are the least exact: work outside the probes' marks counts as the caller's (up to several points of the run in runs the machine slowed); --metric instructions gives exact costs",
+        let lean = match share < 10.0 {
+            true => "",
+            false => "; with calls this dense, small functions' and their callers' times are the least exact (--metric instructions is exact)",
         };
         notes.push(format!(
-            "{} samples ({share:.1}%) found the profiler's probes running and were left out of the times{lean}",
+            "{} samples ({share:.1}%) found the probes running and were left out{lean}",
             s.in_probes,
         ));
     }
     if let Some(s) = p.sampling.filter(|s| s.unplaced > 0) {
         notes.push(format!(
-            "{} samples ({}) could not be placed in the calling-context tree (stacks deeper than the sampler walks, paths the tree had no room for, samples the sampler had no room for) and were left out of the times",
+            "{} samples ({}) could not be placed in the calling-context tree (too deep, or no room) and were left out",
             s.unplaced,
             time(s.unplaced_ns),
         ));
@@ -164,7 +163,7 @@ fn sampling(notes: &mut Vec<String>, p: &Profile) {
         .filter(|s| s.late * 20 > s.samples + s.in_probes + s.idle)
     {
         notes.push(format!(
-            "{:.0}% of the samples came late: the sampler waited for a CPU (the machine was busy), so those fell where the program let it run, often a host call that blocked, and the times lean toward there",
+            "{:.0}% of the samples came late (the machine was busy), so the times lean toward where the program blocked; a quieter machine gives truer times",
             percent(s.late, s.samples + s.in_probes + s.idle)
         ));
     }
@@ -174,13 +173,13 @@ fn sampling(notes: &mut Vec<String>, p: &Profile) {
 fn full_tables(notes: &mut Vec<String>, p: &Profile) {
     if p.folded_entries > 0 {
         notes.push(format!(
-            "the calling-context tree was full: {} entries were folded per function (raise --max-contexts)",
+            "the calling-context tree was full: {} entries were folded per function, counts exact; --max-contexts N keeps more",
             p.folded_entries
         ));
     }
     if p.arcs_dropped > 0 {
         notes.push(format!(
-            "{} calls could not be recorded as arcs (the arc table was full)",
+            "{} calls could not be recorded as arcs: the arc table was full",
             p.arcs_dropped
         ));
     }
@@ -201,23 +200,23 @@ fn allocations(notes: &mut Vec<String>, p: &Profile) {
         None => {}
     }
     if a.allocators.is_empty() {
-        notes.push("no allocator entry point by a known name (malloc, free, __rust_alloc, ...) was found: the allocations show only what grew the memory (an allocator of the program's own, under other names, is not seen)".into());
+        notes.push("no allocator by a known name (malloc, __rust_alloc, ...) was found: the allocations show only what grew the memory".into());
     }
     if a.untracked > 0 {
         notes.push(format!(
-            "{} allocations ({}) found the live table full: they are counted where they were made, but not in the bytes held at the end or the peak (--max-live-allocations, or WASMPROF_MAX_LIVE_ALLOCATIONS at an Emscripten link, makes room for more)",
+            "{} allocations ({}) found the live table full: counted, but not in the bytes held or the peak; --max-live-allocations N makes room",
             a.untracked,
             crate::format::units::bytes(a.untracked_bytes)
         ));
     }
     if a.held_is_upper_bound() {
         notes.push(format!(
-            "{} frees were of addresses no allocation of their own thread had (each thread's probes match the frees they see with the blocks their thread allocated: a block freed on another thread counts as held where it was allocated, so the bytes held at the end are an upper bound; or an untracked allocation's, or memory the allocator gave out unseen); only those that say their size (__rust_dealloc) count their bytes",
+            "{} frees were of blocks no allocation of their own thread had: a block freed on another thread stays held where it was allocated, so the bytes held are an upper bound",
             a.unmatched_frees
         ));
     } else if a.unmatched_frees > 0 {
         notes.push(format!(
-            "{} frees were of addresses no recorded allocation had (an untracked allocation's, or memory the allocator gave out unseen); only those that say their size (__rust_dealloc) count their bytes",
+            "{} frees were of blocks no recorded allocation had (untracked, or given out unseen); only those that say their size count their bytes",
             a.unmatched_frees
         ));
     }

@@ -412,7 +412,7 @@ thread_local! {
 
 /// The calling thread's stack: its lowest and highest address. Read once a thread: for the
 /// process's main thread, where the embedded host runs a program, glibc reads it from
-/// `/proc/self/maps` (55-90 µs on the third machine of BENCHMARKS.md), and a thread's
+/// `/proc/self/maps` (55-90 µs on the M3 machine of BENCHMARKS.md), and a thread's
 /// stack stays where it is.
 fn thread_stack() -> anyhow::Result<(usize, usize)> {
     if let Some(stack) = STACK.with(Cell::get) {

@@ -230,8 +230,8 @@ pub enum EntryPlace<'a> {
 /// probe calls nothing, and the leaf stays a leaf: Cranelift saves the callee-saved
 /// registers a function uses in its prologue whenever it has a call, taken or not, and
 /// those saves and their restores, outside the probes' marks, were charged to the program:
-/// the small function of the accuracy benchmark's calls part (BENCHMARKS.md, "The entry
-/// probe: inline or a call").
+/// the small function of the accuracy benchmark's calls part (BENCHMARKS.md's history:
+/// "A leaf's entry that calls nothing").
 pub struct Reentry {
     /// The stub, of the function's type.
     pub stub: FunctionId,

@@ -6,8 +6,8 @@
 /// 60 instructions, in every function: most of what the probes add to a module's code,
 /// which the host compiles before the program runs. A call of `enter` costs a few
 /// nanoseconds more a call, which a small function (fib, a getter) would feel and a larger
-/// one, doing more per call, less. BENCHMARKS.md ("The entry probe: inline or a call") has
-/// the figures.
+/// one, doing more per call, less. BENCHMARKS.md ("The context tree's lookup", and the
+/// file's history) has the figures.
 pub const INLINE_ENTRY_BELOW: u64 = 40;
 
 /// Where the entry probes go, where the probes are on the module's own memory.
