@@ -2,6 +2,8 @@
 //! short, counts with k, M and G, shares of a whole, and source paths as a person reads
 //! them.
 
+use std::collections::HashMap;
+
 use crate::meta::{Metric, Unit};
 pub use crate::source::short_path;
 
@@ -62,6 +64,42 @@ pub fn elide(name: &str, width: usize) -> String {
     let mut out: String = chars[..head].iter().collect();
     out.push('…');
     out.extend(&chars[chars.len() - tail..]);
+    out
+}
+
+/// Of `names`, those that [`elide`] would make alike, each with the fewest levels of
+/// generic arguments that tell them apart (whole where none do), so that no two rows of a
+/// report read the same.
+pub fn distinct_elisions<'a>(
+    names: impl IntoIterator<Item = &'a str>,
+    width: usize,
+) -> HashMap<&'a str, String> {
+    let mut alike: HashMap<String, Vec<&str>> = HashMap::new();
+    for name in names {
+        let group = alike.entry(elide(name, width)).or_default();
+        if !group.contains(&name) {
+            group.push(name);
+        }
+    }
+    let mut out = HashMap::new();
+    for group in alike.into_values().filter(|g| g.len() > 1) {
+        let deepest = group.iter().map(|n| max_depth(n)).max().unwrap_or(0);
+        let shown = (0..deepest)
+            .map(|keep| {
+                group
+                    .iter()
+                    .map(|n| elide_below(n, keep))
+                    .collect::<Vec<_>>()
+            })
+            .find(|shown| {
+                let mut unique = shown.clone();
+                unique.sort();
+                unique.dedup();
+                unique.len() == shown.len()
+            })
+            .unwrap_or_else(|| group.iter().map(|n| n.to_string()).collect());
+        out.extend(group.into_iter().zip(shown));
+    }
     out
 }
 
@@ -226,6 +264,18 @@ mod tests {
         let cut = elide(&"x".repeat(300), 100);
         assert_eq!(cut.chars().count(), 100);
         assert!(cut.contains('…'));
+    }
+
+    #[test]
+    fn names_elided_alike_keep_what_tells_them_apart() {
+        let a = "<alloc::vec::Vec<u8> as alloc::vec::spec_from_iter_nested::SpecFromIterNested<u8, core::iter::adapters::map::Map<core::str::Chars, textstats::f<alloc::string::String>>>>::from_iter";
+        let b = "<alloc::vec::Vec<u8> as alloc::vec::spec_from_iter_nested::SpecFromIterNested<u8, core::iter::adapters::map::Map<core::str::Bytes, textstats::f<alloc::string::String>>>>::from_iter";
+        assert_eq!(elide(a, 60), elide(b, 60));
+        let shown = distinct_elisions([a, b, a, "main"], 60);
+        assert_eq!(shown.len(), 2);
+        assert_ne!(shown[a], shown[b]);
+        assert!(shown[a].contains("Chars") && shown[b].contains("Bytes"));
+        assert!(shown[a].len() < a.len(), "{}", shown[a]);
     }
 
     #[test]

@@ -14,7 +14,12 @@ use crate::profile::{Allocs, Profile};
 /// The section, when the profile records allocations: the whole run's figures, then the
 /// rows by bytes allocated, or by bytes held at the end with `--weight held-bytes` (and
 /// any that hold the most at the end or at the peak, or grew the memory, past `top`).
-pub(super) fn allocations(out: &mut String, p: &Profile, units: Units, (top, by): (usize, Weight)) {
+pub(super) fn allocations(
+    out: &mut String,
+    p: &Profile,
+    units: Units<'_>,
+    (top, by): (usize, Weight),
+) {
     let Some(summary) = &p.allocations else {
         return;
     };

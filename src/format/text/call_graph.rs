@@ -17,7 +17,7 @@ const UNKNOWN_CALLER: &str = "<caller unknown>";
 pub(super) fn call_graph(
     out: &mut String,
     p: &Profile,
-    units: Units,
+    units: Units<'_>,
     options: &EmitOptions,
     rows: &FlatRows,
 ) {
@@ -41,7 +41,7 @@ pub(super) fn call_graph(
 }
 
 /// The call graph's heading and its columns' header.
-fn heading(out: &mut String, p: &Profile, units: Units, options: &EmitOptions, entries: usize) {
+fn heading(out: &mut String, p: &Profile, units: Units<'_>, options: &EmitOptions, entries: usize) {
     let _ = writeln!(
         out,
         "\n{BOLD}Call graph{BOLD:#} ({}callers above each function, callees below{})\n",
@@ -74,7 +74,7 @@ fn heading(out: &mut String, p: &Profile, units: Units, options: &EmitOptions, e
 /// The profile as the call graph reads it: each entry's index, each function by name, the
 /// arcs into and out of each.
 struct Graph<'a> {
-    units: Units,
+    units: Units<'a>,
     index: HashMap<&'a str, usize>,
     by_name: HashMap<&'a str, &'a Function>,
     callers: HashMap<&'a str, Vec<&'a Arc>>,
@@ -83,7 +83,7 @@ struct Graph<'a> {
 
 impl<'a> Graph<'a> {
     /// The graph of `p` whose entries are `order`, in that order.
-    fn of(p: &'a Profile, units: Units, order: &[&'a Function]) -> Graph<'a> {
+    fn of(p: &'a Profile, units: Units<'a>, order: &[&'a Function]) -> Graph<'a> {
         let mut callers: HashMap<&str, Vec<&Arc>> = HashMap::new();
         let mut callees: HashMap<&str, Vec<&Arc>> = HashMap::new();
         for a in &p.arcs {

@@ -7,6 +7,7 @@
 //! program's allocations, `notes` the notes that say what the figures leave out or how far
 //! to trust them.
 
+use std::collections::HashMap;
 use std::fmt::Write as _;
 
 use anstyle::Style;
@@ -21,7 +22,7 @@ use call_graph::call_graph;
 use notes::notes;
 use runs::{iterations, tests, threads};
 
-use super::units::{elide, percent, short_path, NAME_WIDTH};
+use super::units::{distinct_elisions, elide, percent, short_path, NAME_WIDTH};
 use super::EmitOptions;
 use crate::meta::Metric;
 use crate::meta::Sampler;
@@ -31,30 +32,33 @@ const BOLD: Style = Style::new().bold();
 
 /// How costs read in the profile's metric, and names in the report's width.
 #[derive(Clone, Copy)]
-struct Units {
+struct Units<'a> {
     metric: Metric,
     /// The whole run's cost: the sum of all self costs (every unit is some function's self).
     total: u64,
     /// How many characters of a name are shown.
     name_width: usize,
+    /// The names that, elided to the width, would read alike, as they are shown instead.
+    distinct: &'a HashMap<&'a str, String>,
 }
 
-impl Units {
-    fn of(p: &Profile, options: &EmitOptions) -> Units {
+impl<'a> Units<'a> {
+    fn of(p: &Profile, options: &EmitOptions, distinct: &'a HashMap<&'a str, String>) -> Units<'a> {
         Units {
             metric: p.metric,
             total: p.functions.iter().map(|f| f.cost.get(p.metric).0).sum(),
-            name_width: if options.full_names {
-                usize::MAX
-            } else {
-                NAME_WIDTH
-            },
+            name_width: name_width(options),
+            distinct,
         }
     }
 
-    /// A function's name as the report shows it: elided past the width.
+    /// A function's name as the report shows it: elided past the width, unless that would
+    /// make it read as another's.
     fn name(&self, name: &str) -> String {
-        elide(name, self.name_width)
+        match self.distinct.get(name) {
+            Some(shown) => shown.clone(),
+            None => elide(name, self.name_width),
+        }
     }
 
     fn has_cost(&self) -> bool {
@@ -96,13 +100,23 @@ pub(super) fn write(
     Ok(())
 }
 
+/// How many characters of a name the report shows.
+fn name_width(options: &EmitOptions) -> usize {
+    match options.full_names {
+        true => usize::MAX,
+        false => NAME_WIDTH,
+    }
+}
+
 /// The whole report as text, with ANSI bold headings: the summary, the tests and
 /// benchmarks by cost, the flat profile's costliest functions of the program (the
 /// runtime's scaffolding folded into one line), the call graph of those, the notes.
 pub(super) fn render(p: &Profile, options: &EmitOptions) -> String {
     let mut out = String::new();
     let top = options.top.unwrap_or(usize::MAX);
-    let units = Units::of(p, options);
+    let names = p.functions.iter().map(|f| f.name.as_str());
+    let distinct = distinct_elisions(names, name_width(options));
+    let units = Units::of(p, options, &distinct);
     // The sections show the program's own calls unless asked for all; shares are of the
     // whole run either way.
     let program = match options.show_runtime {
@@ -192,7 +206,7 @@ impl<'a> FlatRows<'a> {
         q: &'a Profile,
         folded: bool,
         options: &EmitOptions,
-        units: Units,
+        units: Units<'_>,
     ) -> FlatRows<'a> {
         let mut rows = by_cost(q, |f| units.get(&f.cost).0);
         let rest = rows.split_off(rows.len().min(options.top.unwrap_or(usize::MAX)));
@@ -224,7 +238,7 @@ impl<'a> FlatRows<'a> {
     }
 }
 
-fn header(out: &mut String, p: &Profile, units: Units) {
+fn header(out: &mut String, p: &Profile, units: Units<'_>) {
     let calls: u64 = p.functions.iter().map(|f| f.calls).sum();
     // A merged profile's modules, the first few: the profile lists them all.
     const SHOWN: usize = 4;
@@ -337,7 +351,7 @@ fn few_samples_why(s: &Sampling) -> &'static str {
 }
 
 /// A self cost as text, marked `~` when it is sampled from too few samples to rank by.
-fn self_cost(units: Units, cost: &Costs) -> String {
+fn self_cost(units: Units<'_>, cost: &Costs) -> String {
     let shown = units.show(units.get(cost).0);
     match cost.self_samples {
         Some(n) if n < FEW_SAMPLES => format!("~{shown}"),
@@ -358,7 +372,7 @@ fn by_cost(p: &Profile, cost: impl Fn(&Function) -> u64) -> Vec<&Function> {
     rows
 }
 
-fn flat_profile(out: &mut String, p: &Profile, units: Units, rows: &FlatRows) {
+fn flat_profile(out: &mut String, p: &Profile, units: Units<'_>, rows: &FlatRows) {
     let what = units.metric.facts().describes;
     let _ = writeln!(out, "\n{BOLD}Flat profile{BOLD:#} ({what})\n");
     let all_calls: u64 = p.functions.iter().map(|f| f.calls).sum::<u64>()
@@ -399,7 +413,13 @@ fn flat_profile(out: &mut String, p: &Profile, units: Units, rows: &FlatRows) {
 }
 
 /// One function's row of the flat profile (`cumulative` its running sum of self costs).
-fn flat_row(out: &mut String, f: &Function, units: Units, all_calls: u64, cumulative: &mut u64) {
+fn flat_row(
+    out: &mut String,
+    f: &Function,
+    units: Units<'_>,
+    all_calls: u64,
+    cumulative: &mut u64,
+) {
     if !units.has_cost() {
         let _ = writeln!(
             out,
@@ -439,7 +459,7 @@ fn flat_row(out: &mut String, f: &Function, units: Units, all_calls: u64, cumula
 /// self cost.
 fn left_out(
     out: &mut String,
-    units: Units,
+    units: Units<'_>,
     all_calls: u64,
     (calls, self_): (u64, u64),
     what: &str,

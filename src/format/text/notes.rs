@@ -11,7 +11,7 @@ use crate::meta::Sampler;
 use crate::profile::{Profile, UNCAUGHT_JS_EXCEPTION};
 
 /// The notes, after a blank line when there are any.
-pub(super) fn notes(out: &mut String, p: &Profile, units: Units) {
+pub(super) fn notes(out: &mut String, p: &Profile, units: Units<'_>) {
     let mut notes = Vec::new();
     open_stacks(&mut notes, p, units);
     exact_times(&mut notes, p);
@@ -28,7 +28,7 @@ pub(super) fn notes(out: &mut String, p: &Profile, units: Units) {
 }
 
 /// Each run that ended inside functions: where, and what its open calls' costs are.
-fn open_stacks(notes: &mut Vec<String>, p: &Profile, units: Units) {
+fn open_stacks(notes: &mut Vec<String>, p: &Profile, units: Units<'_>) {
     for run in p.runs.iter().filter(|r| !r.open_stack.is_empty()) {
         const SHOWN: usize = 8;
         let stack = &run.open_stack;

@@ -14,7 +14,7 @@ const THREAD_TOP: usize = 5;
 
 /// Each thread's total (its share of the run), how it ended, and its costliest functions
 /// of the program's own code (calls, with the calls metric).
-pub(super) fn threads(out: &mut String, p: &Profile, units: Units, options: &EmitOptions) {
+pub(super) fn threads(out: &mut String, p: &Profile, units: Units<'_>, options: &EmitOptions) {
     if p.threads.is_empty() {
         return;
     }
@@ -72,7 +72,7 @@ pub(super) fn threads(out: &mut String, p: &Profile, units: Units, options: &Emi
 }
 
 /// Writes each test function with its inclusive cost, costliest first (the first `top`).
-pub(super) fn tests(out: &mut String, p: &Profile, units: Units, top: usize) {
+pub(super) fn tests(out: &mut String, p: &Profile, units: Units<'_>, top: usize) {
     let tests = crate::harness::test_functions(p);
     if tests.is_empty() || !units.has_cost() {
         return;
@@ -127,7 +127,7 @@ struct IterationRow {
 
 /// Writes the cost per iteration of each benchmark (the first `top`): of those its harness
 /// named, in the order they ran, else of each harness loop's measured routine.
-pub(super) fn iterations(out: &mut String, p: &Profile, units: Units, top: usize) {
+pub(super) fn iterations(out: &mut String, p: &Profile, units: Units<'_>, top: usize) {
     let (name, beside, what, rows) = if p.benchmarks.is_empty() {
         let what = "the routine a harness loop measured: its cost in those calls / its calls";
         (
@@ -183,7 +183,7 @@ pub(super) fn iterations(out: &mut String, p: &Profile, units: Units, top: usize
 }
 
 /// The rows of each harness loop's measured routine.
-fn routine_rows(p: &Profile, units: Units) -> Vec<IterationRow> {
+fn routine_rows(p: &Profile, units: Units<'_>) -> Vec<IterationRow> {
     let routines = crate::harness::measured_routines(p).into_iter();
     routines
         .map(|r| IterationRow {
@@ -198,7 +198,7 @@ fn routine_rows(p: &Profile, units: Units) -> Vec<IterationRow> {
 }
 
 /// The rows of the benchmarks a harness named, and what they are.
-fn benchmark_rows(p: &Profile, units: Units) -> (String, Vec<IterationRow>) {
+fn benchmark_rows(p: &Profile, units: Units<'_>) -> (String, Vec<IterationRow>) {
     let measured = p.benchmarks.iter().filter(|b| b.measured).count();
     let rows = p.benchmarks.iter().map(|b| {
         let routine = match b.routine.as_str() {
