@@ -157,7 +157,7 @@ fn the_sampled_metric_samples_under_node() {
         let report = output(wasmprof().arg("report").arg(&file));
         let text = String::from_utf8_lossy(&report.stdout);
         assert!(text.starts_with("cargo-wasmprof profile"), "{text}");
-        assert!(text.contains("sampled by V8's sampler"), "{text}");
+        assert!(text.contains("samples by V8's sampler"), "{text}");
         assert_eq!(
             text.contains("node 20 allows a module one memory"),
             n.state() == cargo_wasmprof::meta::StateLocation::StateModule,
