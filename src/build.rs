@@ -68,6 +68,9 @@ pub enum Mode {
     Bench,
     /// `cargo build` of the one binary `cargo run` would run (a bin or an example).
     Run,
+    /// `cargo build` of a server: a bin or an example, as `Run`, or a library built as a
+    /// `cdylib` (what a `wasi:http/proxy` component often is).
+    Serve,
 }
 
 impl Mode {
@@ -76,14 +79,14 @@ impl Mode {
         match self {
             Mode::Test => "test",
             Mode::Bench => "bench",
-            Mode::Run => "build",
+            Mode::Run | Mode::Serve => "build",
         }
     }
 
     /// The arguments cargo gives the harness before the user's.
     pub fn harness_args(self) -> &'static [&'static str] {
         match self {
-            Mode::Test | Mode::Run => &[],
+            Mode::Test | Mode::Run | Mode::Serve => &[],
             Mode::Bench => &["--bench"],
         }
     }
@@ -184,7 +187,7 @@ pub fn build(args: &BuildRequest) -> Result<Built, Error> {
 
     let messages = "--message-format=json-render-diagnostics";
     let extra: &[&str] = match args.mode {
-        Mode::Run => &[messages],
+        Mode::Run | Mode::Serve => &[messages],
         Mode::Test | Mode::Bench => &["--no-run", messages],
     };
     let mut cmd = cargo_command(args, extra)?;
@@ -232,13 +235,22 @@ fn test_binary(
     dir: &Path,
     mode: Mode,
 ) -> Option<TestBinary> {
-    let executable = artifact.executable?;
     let is = |kinds: &[cargo_metadata::TargetKind]| {
         artifact.target.kind.iter().any(|k| kinds.contains(k))
     };
     use cargo_metadata::TargetKind as K;
+    let cdylib = || {
+        let wasm = artifact
+            .filenames
+            .iter()
+            .find(|f| f.extension() == Some("wasm"));
+        wasm.filter(|_| mode == Mode::Serve && is(&[K::CDyLib]))
+            .cloned()
+    };
+    let executable = artifact.executable.clone().or_else(cdylib)?;
     let runs = match mode {
         Mode::Run => !artifact.profile.test && is(&[K::Bin, K::Example]),
+        Mode::Serve => !artifact.profile.test && is(&[K::Bin, K::Example, K::CDyLib]),
         Mode::Test | Mode::Bench => artifact.profile.test || is(&[K::Test, K::Bench]),
     };
     if !runs {
@@ -280,19 +292,24 @@ fn test_binary(
 }
 
 /// Builds the one binary `cargo run` would run (`args` in [`Mode::Run`]: a bin, or what
-/// `--bin` or `--example` names), and the target directory it went to.
+/// `--bin` or `--example` names; in [`Mode::Serve`], a `cdylib` too), and the target
+/// directory it went to.
 pub fn build_program(args: &BuildRequest) -> Result<(TestBinary, PathBuf), Error> {
+    let command = match args.mode {
+        Mode::Serve => "serve",
+        _ => "run",
+    };
     let mut built = build(args)?;
     match built.binaries.len() {
         1 => Ok((built.binaries.remove(0), built.target_dir)),
         0 => Err(anyhow::anyhow!(
-            "a bin target must be available for `cargo wasmprof run` (or name a FILE to run)"
+            "a bin target must be available for `cargo wasmprof {command}` (or name a FILE)"
         )
         .into()),
         _ => {
             let names: Vec<&str> = built.binaries.iter().map(|b| b.target.as_str()).collect();
             Err(anyhow::anyhow!(
-                "`cargo wasmprof run` could not determine which binary to run; use the \
+                "`cargo wasmprof {command}` could not determine which binary to run; use the \
                  `--bin` option to name one (available binaries: {})",
                 names.join(", ")
             )

@@ -100,6 +100,15 @@ impl Status {
 /// A spinner shown while a step runs; see [`Status::spinner`].
 pub struct Spinner(Option<indicatif::ProgressBar>);
 
+impl Spinner {
+    /// Shows `message` after the word from now on.
+    pub fn set_message(&self, message: impl std::fmt::Display) {
+        if let Some(bar) = &self.0 {
+            bar.set_message(message.to_string());
+        }
+    }
+}
+
 impl Drop for Spinner {
     fn drop(&mut self) {
         if let Some(bar) = &self.0 {

@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use cargo_wasmprof::build::{build, BuildRequest, Mode, TestBinary};
+use cargo_wasmprof::build::{build, BuildRequest, Mode, Target, TestBinary};
 
 /// The median of `xs` (the upper one of an even count).
 pub fn median(mut xs: Vec<f64>) -> f64 {
@@ -14,9 +14,20 @@ pub fn median(mut xs: Vec<f64>) -> f64 {
 /// fixtures/`name`'s test or bench binaries (`mode`), built with the profiler's own build
 /// step (names and DWARF kept) into target/bench-fixtures.
 pub fn fixture(name: &str, mode: Mode) -> Vec<TestBinary> {
+    fixture_for(name, mode, Target::default())
+}
+
+/// [`fixture`], for `target`; a program to run or serve in release mode, as the benches are.
+pub fn fixture_for(name: &str, mode: Mode, target: Target) -> Vec<TestBinary> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let release = match mode {
+        Mode::Serve | Mode::Run => vec!["--release".to_string()],
+        _ => Vec::new(),
+    };
     let request = BuildRequest {
         mode,
+        target,
+        cargo_args: release,
         manifest_path: Some(root.join("fixtures").join(name).join("Cargo.toml")),
         target_dir: Some(root.join("target/bench-fixtures")),
         ..BuildRequest::default()

@@ -18,6 +18,7 @@ mod files;
 mod profile;
 mod requests;
 mod run;
+mod serve;
 mod value_enums;
 mod view;
 
@@ -30,10 +31,11 @@ pub use files::{AnnotateArgs, DiffArgs, InstrumentArgs, ReportArgs};
 pub use profile::{InstrumentFlags, ProfileArgs};
 pub use requests::{
     AnnotateRequest, BaselineRequest, DiffRequest, DocTests, DoctestRunner, InstrumentRequest,
-    ProfileRequest, ProgramToRun, ReportFileRequest, ReportRequest, RunRequest, TestRequest,
-    NO_COMPENSATION,
+    ProfileRequest, ProgramToRun, ReportFileRequest, ReportRequest, RunRequest, ServeRequest,
+    TestRequest, NO_COMPENSATION,
 };
 pub use run::{RunArgs, RunCargoArgs};
+pub use serve::ServeArgs;
 pub use value_enums::{ColorArg, FormatArg, GroupingArg, MetricArg, StateArg, TargetArg};
 pub use view::{FilterArgs, Top, ViewArgs};
 
@@ -83,6 +85,7 @@ impl Command {
         match self {
             Command::Test(args) | Command::Bench(args) => args.ui,
             Command::Run(args) => args.ui,
+            Command::Serve(args) => args.ui,
             Command::Instrument(args) => args.ui,
             Command::Report(args) => args.ui,
             Command::Diff(args) => args.ui,
@@ -150,6 +153,12 @@ pub enum Command {
     /// command (a wasip1 module or a wasi:cli component) in the embedded host, or a .js
     /// program that wasmprof-emcc linked, under node.
     Run(Box<RunArgs>),
+    /// Serve a wasi:http/proxy component as `wasmtime serve` does, a fresh instance per
+    /// request, and profile its requests until Ctrl-C (or --requests N): exact calls and
+    /// arcs, CPU time per function, and each route's requests, latency and CPU per request.
+    ///
+    /// Without FILE, the package's component is built for wasm32-wasip2 first.
+    Serve(Box<ServeArgs>),
     /// Write an instrumented copy of a module, for any host that gives it a clock.
     Instrument(InstrumentArgs),
     /// Print the report of a profile file again, or write it in another format; of several

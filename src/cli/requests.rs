@@ -72,6 +72,23 @@ pub struct RunRequest {
     pub plain_samples: Option<PathBuf>,
 }
 
+/// `serve`: a wasi:http/proxy component served, profiled or as it is.
+#[derive(Debug, Clone)]
+pub struct ServeRequest {
+    /// The component: a file, or the package's that cargo builds.
+    pub program: ProgramToRun,
+    /// Where to listen.
+    pub addr: std::net::SocketAddr,
+    /// Stop once this many requests have been answered.
+    pub requests: Option<u64>,
+    /// The most requests in flight at once.
+    pub workers: usize,
+    /// Whether to profile it (else it is served as it is).
+    pub instrument: bool,
+    /// How it is profiled and what is reported.
+    pub profile: ProfileRequest,
+}
+
 /// What `run` runs.
 #[derive(Debug, Clone)]
 pub enum ProgramToRun {

@@ -124,9 +124,19 @@ impl RunCargoArgs {
     /// The build of the binary to run, instrumenting an Emscripten link as `instrument`
     /// says.
     fn to_request(&self, instrument: &crate::instrument::Options) -> BuildRequest {
+        self.to_build(instrument, Mode::Run, Target::default())
+    }
+
+    /// The build of `mode`'s binary, for `target` unless `--target` says.
+    pub(super) fn to_build(
+        &self,
+        instrument: &crate::instrument::Options,
+        mode: Mode,
+        target: Target,
+    ) -> BuildRequest {
         BuildRequest {
-            mode: Mode::Run,
-            target: self.target.map_or_else(Target::default, Into::into),
+            mode,
+            target: self.target.map_or(target, Into::into),
             cargo_args: self.cargo_args(),
             manifest_path: self.manifest_path.clone(),
             target_dir: self.target_dir.clone(),

@@ -21,6 +21,8 @@ pub mod units;
 
 use std::io::Write;
 
+pub use text::requests_report;
+
 use crate::profile::Profile;
 
 /// What every format is: a function that writes its view of a profile.

@@ -13,7 +13,7 @@
 //! function of the profiler's run here (the instrumenter refuses the others): the sampled
 //! time, with the stack sampler, and the calls.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 use wasmtime::component::{Component, Linker, ResourceTable};
@@ -25,7 +25,7 @@ use super::caught_memories::{Catching, Caught, Creator};
 use super::instance::{
     backtrace_functions, engine_config, populate_for_writing, wasi_builder, Ending,
 };
-use super::stacks::{CodeMap, Exits, StackSampler};
+use super::stacks::{Clock, CodeMap, Exits, StackSampler};
 use super::{Outcome, RunConfig};
 use crate::instrument::component;
 use crate::layout;
@@ -146,11 +146,15 @@ impl<'a> CompiledComponent<'a> {
     /// where the component is not stack-sampled. It maps the code of this compilation:
     /// one sampler per run.
     pub(super) fn sampler(&mut self, config: &RunConfig) -> Option<StackSampler> {
-        let interval = config.interval(meta::Sampler::Stacks);
+        self.sampler_on(config.interval(meta::Sampler::Stacks), Clock::Wall)
+    }
+
+    /// The stack sampler, every `interval` of `clock`, as [`CompiledComponent::sampler`].
+    pub(super) fn sampler_on(&mut self, interval: Duration, clock: Clock) -> Option<StackSampler> {
         self.code_map
             .take()
             .filter(|_| !interval.is_zero())
-            .map(|map| StackSampler::start(map, interval))
+            .map(|map| StackSampler::start_on(map, interval, clock))
     }
 
     /// The profiler of an instance, among the `memories` its instantiation made (none for

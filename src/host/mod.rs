@@ -6,6 +6,9 @@
 //! - [`Bindgen`]: `wasm-bindgen-test-runner`, under node or in a headless browser, for
 //!   wasm-bindgen's test binaries.
 //!
+//! A server is the embedded wasmtime's too, in a shape of its own: [`serve`] answers a
+//! `wasi:http/proxy` component's requests until told to stop, each in its own instance.
+//!
 //! The commands choose a host once, with [`for_program`], and walk the same pipeline
 //! whichever it is. A new host (a browser, node's `node:wasi`) is
 //! a module here that implements [`Host`], and one line in [`for_program`].
@@ -23,6 +26,8 @@ mod marks;
 mod node;
 mod perf_map;
 mod sampler;
+#[cfg(unix)]
+mod server;
 #[cfg_attr(
     not(all(
         target_os = "linux",
@@ -45,6 +50,8 @@ pub use self::marks::{Mark, Marks};
 pub use self::node::{Node, NODE_VAR};
 pub use self::perf_map::PERF_MAP_VAR;
 pub use self::sampler::{HOOK as SAMPLE_HOOK, HOOK_SAMPLE_NS};
+#[cfg(unix)]
+pub use self::server::{serve, ServeConfig, Served};
 use crate::clock::ClockChoice;
 use crate::error::{Error, HostError};
 use crate::instrument::Options;

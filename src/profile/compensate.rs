@@ -231,6 +231,7 @@ mod tests {
             threads: Vec::new(),
             allocations: None,
             benchmarks: Vec::new(),
+            requests: None,
         }
     }
 

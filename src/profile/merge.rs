@@ -85,11 +85,7 @@ impl Profile {
 
 /// `a` or `an`, before `word`.
 fn article(word: &str) -> &'static str {
-    if word.starts_with(['a', 'e', 'i', 'o', 'u']) {
-        "an"
-    } else {
-        "a"
-    }
+    ["a", "an"][usize::from(word.starts_with(['a', 'e', 'i', 'o', 'u']))]
 }
 
 /// A merge in progress: the merged profile so far, and where each function, arc, context
@@ -157,6 +153,7 @@ impl Merger {
                 threads: Vec::new(),
                 allocations,
                 benchmarks: Vec::new(),
+                requests: None,
             },
             function_ids: FxHashMap::default(),
             arc_ids: FxHashMap::default(),
@@ -211,6 +208,8 @@ impl Merger {
                 routine: rename(&b.routine),
                 ..b.clone()
             }));
+        let requests = [self.out.requests.take(), p.requests.clone()];
+        self.out.requests = requests.into_iter().flatten().reduce(|a, b| a.merged(&b));
         self.contexts(p, &fmap, has_peak);
     }
 
@@ -492,6 +491,7 @@ mod tests {
             threads: Vec::new(),
             allocations: None,
             benchmarks: Vec::new(),
+            requests: None,
         }
     }
 

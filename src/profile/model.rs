@@ -35,9 +35,8 @@ pub struct Profile {
     pub arcs: Vec<Arc>,
     /// The calling-context tree: node 0 is the host, every other node one call path.
     pub contexts: Vec<Context>,
-    /// The calling contexts are those the stack sampler's samples found, each with its time
-    /// but no count of calls: the probes counted calls per function and per arc alone
-    /// (`--contexts` counts them per context).
+    /// The calling contexts are the stack sampler's, each with its time but no count of
+    /// calls: the probes counted per function and per arc alone (`--contexts`: per context).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub sampled_contexts: bool,
     /// Function entries that went to a per-function fold node because the context tree
@@ -75,6 +74,9 @@ pub struct Profile {
     /// ran, each with its own iterations and their cost; empty where the host saw no names.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub benchmarks: Vec<Benchmark>,
+    /// A server's requests, route by route, where `serve` profiled one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requests: Option<super::Requests>,
 }
 
 /// One benchmark as its harness named it: the routine its measuring loop called, and what
@@ -165,6 +167,9 @@ pub struct Sampling {
     /// worker): the times are then empty for that reason, not for a short run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub no_sampler: Option<NoSampler>,
+    /// CPU time, not wall time: each thread sampled by its own CPU clock (a server's workers).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub cpu: bool,
 }
 
 /// Why a JS host ran the sampled time metric without its sampler, as the runtime found.
@@ -222,6 +227,7 @@ impl Sampling {
         self.unplaced += other.unplaced;
         self.unplaced_ns += other.unplaced_ns;
         self.no_sampler = self.no_sampler.or(other.no_sampler);
+        self.cpu |= other.cpu;
     }
 }
 
@@ -558,6 +564,7 @@ impl Profile {
             threads,
             allocations,
             benchmarks,
+            requests,
         } = self;
         Profile {
             format: format.clone(),
@@ -580,6 +587,7 @@ impl Profile {
             threads: threads.clone(),
             allocations: allocations.clone(),
             benchmarks: benchmarks.clone(),
+            requests: requests.clone(),
         }
     }
 

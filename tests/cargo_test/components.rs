@@ -161,7 +161,7 @@ fn instrument_writes_a_component_that_run_profiles() {
 }
 
 /// Whether rustup has `target` (CI installs it; elsewhere the test says it is skipped).
-fn have_target(target: &str) -> bool {
+pub(super) fn have_target(target: &str) -> bool {
     let installed = Command::new("rustup")
         .args(["target", "list", "--installed"])
         .output()

@@ -11,6 +11,7 @@ mod calls;
 mod components;
 mod lines;
 mod runs;
+mod serve;
 mod threads;
 mod views;
 

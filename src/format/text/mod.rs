@@ -15,11 +15,14 @@ use anstyle::Style;
 mod allocations;
 mod call_graph;
 mod notes;
+mod requests;
 mod runs;
 
 use allocations::allocations;
 use call_graph::call_graph;
 use notes::notes;
+use requests::requests;
+pub use requests::requests_report;
 use runs::{iterations, tests, threads};
 
 use super::units::{distinct_elisions, elide, percent, short_path, NAME_WIDTH};
@@ -129,6 +132,7 @@ pub(super) fn render(p: &Profile, options: &EmitOptions) -> String {
     let q = with_inlined.as_ref().unwrap_or(q);
     let rows = FlatRows::of(p, q, folded, options, units);
     header(&mut out, p, units);
+    requests(&mut out, p.requests.as_ref());
     // Tests and harness loops are found by their callers, which a view of the program's
     // stacks leaves out.
     tests(&mut out, p, units, top);
@@ -230,6 +234,8 @@ impl<'a> FlatRows<'a> {
                 self_.saturating_sub(q_self),
             )
         });
+        let scaffolding =
+            scaffolding.filter(|&(unreached, calls, _)| unreached + calls as usize > 0);
         FlatRows {
             rows,
             rest,
@@ -301,13 +307,18 @@ fn header(out: &mut String, p: &Profile, units: Units<'_>) {
         let _ = writeln!(out, "view: {}: {part}", view.description);
     }
     if let Some(s) = &p.sampling {
-        sampled(out, s);
+        // A server's samples grow with its load; its components have no instructions metric.
+        let exact = match p.requests {
+            Some(_) => "a longer load gives more samples",
+            None => "--metric instructions gives exact costs",
+        };
+        sampled(out, s, exact);
     }
 }
 
 /// The header's line on the samples: which sampler took them, how many, and what that
 /// makes of the times.
-fn sampled(out: &mut String, s: &Sampling) {
+fn sampled(out: &mut String, s: &Sampling, exact: &str) {
     let by = match s.sampler {
         Sampler::Stacks => "the stack sampler",
         Sampler::Word => "the word sampler",
@@ -324,12 +335,12 @@ fn sampled(out: &mut String, s: &Sampling) {
     let _ = match s.samples {
         n if n < FEW_SAMPLES => writeln!(
             out,
-            "time: {n} samples by {by}, {}: the times say nothing (rows of equal time go by calls); --metric instructions gives exact costs; calls and arcs are exact",
+            "time: {n} samples by {by}, {}: the times say nothing (rows of equal time go by calls); {exact}; calls and arcs are exact",
             few_samples_why(s)
         ),
         n if n < RANK_SAMPLES => writeln!(
             out,
-            "time: {n} samples by {by}, too few to rank by time (about {RANK_SAMPLES} are needed; `~` marks a time from under {FEW_SAMPLES}); --metric instructions gives exact costs; calls and arcs are exact"
+            "time: {n} samples by {by}, too few to rank by time (about {RANK_SAMPLES} are needed; `~` marks a time from under {FEW_SAMPLES}); {exact}; calls and arcs are exact"
         ),
         n => writeln!(
             out,
@@ -374,6 +385,10 @@ fn by_cost(p: &Profile, cost: impl Fn(&Function) -> u64) -> Vec<&Function> {
 
 fn flat_profile(out: &mut String, p: &Profile, units: Units<'_>, rows: &FlatRows) {
     let what = units.metric.facts().describes;
+    let what = match p.sampling.is_some_and(|s| s.cpu) {
+        true => what.replacen("wall time", "CPU time", 1),
+        false => what.to_string(),
+    };
     let _ = writeln!(out, "\n{BOLD}Flat profile{BOLD:#} ({what})\n");
     let all_calls: u64 = p.functions.iter().map(|f| f.calls).sum::<u64>()
         + rows.scaffolding.map_or(0, |(_, calls, _)| calls);

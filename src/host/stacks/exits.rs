@@ -65,19 +65,31 @@ impl Exits {
     /// instantiated there: a store's core instances all point to its one context, and a
     /// component's hand out no function. `None` where it cannot be found.
     pub(in crate::host) fn of_store<T: 'static>(store: &mut wasmtime::Store<T>) -> Option<Exits> {
+        let module = Exits::finder(store.engine())?;
+        Exits::of_store_with(store, &module)
+    }
+
+    /// The module [`Exits::of_store_with`] instantiates, compiled once for an engine whose
+    /// stores it finds the exits of.
+    pub(in crate::host) fn finder(engine: &wasmtime::Engine) -> Option<wasmtime::Module> {
         let wasm = wat::parse_str(r#"(module (func (export "f")))"#).ok()?;
-        let module = wasmtime::Module::new(store.engine(), wasm).ok()?;
-        let instance = wasmtime::Instance::new(&mut *store, &module, &[]).ok()?;
+        wasmtime::Module::new(engine, wasm).ok()
+    }
+
+    /// [`Exits::of_store`] with the module of [`Exits::finder`].
+    pub(in crate::host) fn of_store_with<T: 'static>(
+        store: &mut wasmtime::Store<T>,
+        module: &wasmtime::Module,
+    ) -> Option<Exits> {
+        let instance = wasmtime::Instance::new(&mut *store, module, &[]).ok()?;
         let func = instance.get_func(&mut *store, "f")?;
         Exits::of(store, &func)
     }
 
-    /// The frame pointer of the trampoline through which the thread's wasm code last called
-    /// the host (0: none since it entered the module): its frame keeps the calling wasm
-    /// frame's pointer and return address. Async-signal-safe: one load.
-    pub(super) fn trampoline_fp(&self) -> usize {
-        // SAFETY: a word of the store's context (see `Exits::of`), aligned; wasmtime writes
-        // it on the same thread, so a signal handler reads a whole value.
-        unsafe { self.trampoline_fp.read_volatile() }
+    /// The address of the word that holds the frame pointer of the trampoline through
+    /// which the thread's wasm code last called the host (0 in it: none since it entered
+    /// the module): that frame keeps the calling wasm frame's pointer and return address.
+    pub(super) fn word(&self) -> usize {
+        self.trampoline_fp as usize
     }
 }

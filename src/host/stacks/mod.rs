@@ -49,7 +49,26 @@ const DRAIN_EVERY: Duration = Duration::from_millis(2);
 pub(super) struct StackSampler {
     shared: Arc<Shared>,
     interval: Duration,
+    clock: Clock,
     drainer: Option<JoinHandle<()>>,
+}
+
+/// What a sampler's interval counts, and each sample's time is of.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(in crate::host) enum Clock {
+    /// The wall clock: a thread waiting in a host call is sampled there.
+    Wall,
+    /// The sampled thread's own CPU time: a thread that waits gets no sample meanwhile.
+    ThreadCpu,
+}
+
+impl Clock {
+    fn id(self) -> libc::clockid_t {
+        match self {
+            Clock::Wall => libc::CLOCK_MONOTONIC,
+            Clock::ThreadCpu => libc::CLOCK_THREAD_CPUTIME_ID,
+        }
+    }
 }
 
 /// What the sampled threads and the drain thread share.
@@ -77,8 +96,18 @@ impl Thread {
 
 impl StackSampler {
     /// Starts sampling the threads that will run the module whose code `map` maps, every
-    /// `interval`; each thread joins with [`StackSampler::sample_this_thread`].
+    /// `interval` of the wall clock; each thread joins with
+    /// [`StackSampler::sample_this_thread`].
     pub(super) fn start(map: CodeMap, interval: Duration) -> StackSampler {
+        StackSampler::start_on(map, interval, Clock::Wall)
+    }
+
+    /// [`StackSampler::start`], every `interval` of `clock`.
+    pub(in crate::host) fn start_on(
+        map: CodeMap,
+        interval: Duration,
+        clock: Clock,
+    ) -> StackSampler {
         let shared = Arc::new(Shared {
             map,
             threads: Mutex::new(Vec::new()),
@@ -101,6 +130,7 @@ impl StackSampler {
         StackSampler {
             shared,
             interval,
+            clock,
             drainer: Some(drainer),
         }
     }
@@ -110,12 +140,12 @@ impl StackSampler {
     /// `exits` note.
     pub(super) fn sample_this_thread(&self, exits: Option<Exits>) -> anyhow::Result<Sampling> {
         let thread = Arc::new(Thread {
-            ring: Ring::new(self.shared.map.text(), exits)?,
+            ring: Ring::new(self.shared.map.text(), exits, self.clock.id())?,
             timer: Mutex::new(None),
             tally: Mutex::default(),
         });
         thread.ring.attach();
-        match Timer::start(self.interval) {
+        match Timer::start(self.interval, self.clock.id()) {
             Ok(timer) => *thread.timer.lock().expect("not poisoned") = Some(timer),
             Err(e) => {
                 thread.ring.detach();
@@ -130,6 +160,7 @@ impl StackSampler {
         Ok(Sampling {
             thread,
             shared: Arc::clone(&self.shared),
+            dropped_before: (0, 0),
         })
     }
 }
@@ -149,6 +180,9 @@ impl Drop for StackSampler {
 pub(super) struct Sampling {
     thread: Arc<Thread>,
     shared: Arc<Shared>,
+    /// The samples that found the ring full, and their time, up to the last
+    /// [`Sampling::take`].
+    dropped_before: (u64, u64),
 }
 
 impl Sampling {
@@ -160,17 +194,33 @@ impl Sampling {
         }
     }
 
-    /// Stops sampling the thread (on the thread itself) and gives its samples.
+    /// Walks the thread's host calls from the exits of `exits` from now on: a thread that
+    /// runs one store after another, each store's while it runs.
+    pub(in crate::host) fn set_exits(&self, exits: Option<Exits>) {
+        self.thread.ring.set_exits(exits);
+    }
+
+    /// Stops sampling the thread (on the thread itself) and gives its samples (since the
+    /// last [`Sampling::take`]).
     pub(super) fn finish(mut self) -> StackSamples {
         self.stop();
-        self.thread.drain(&self.shared.map);
         self.shared
             .threads
             .lock()
             .expect("not poisoned")
             .retain(|t| !Arc::ptr_eq(t, &self.thread));
+        self.take()
+    }
+
+    /// The samples taken since the last call (or since the sampling began), the thread
+    /// still sampled: of a thread that serves one request after another, each request's.
+    pub(in crate::host) fn take(&mut self) -> StackSamples {
+        self.thread.drain(&self.shared.map);
         let tally = std::mem::take(&mut *self.thread.tally.lock().expect("not poisoned"));
-        tally.finish(self.thread.ring.dropped())
+        let dropped = self.thread.ring.dropped();
+        let (count, ns) = self.dropped_before;
+        self.dropped_before = dropped;
+        tally.finish((dropped.0 - count, dropped.1 - ns))
     }
 
     /// Deletes the timer, then detaches the ring: a signal still pending finds none.

@@ -70,25 +70,41 @@ pub(super) struct Ring {
     /// The module's code, and the thread's stack: what the walk may read.
     code: (usize, usize),
     stack: (usize, usize),
-    /// Where wasmtime notes the thread's last exit from wasm code to the host.
-    exits: Option<Exits>,
+    /// Where wasmtime notes the thread's last exit from wasm code to the host (the word's
+    /// address, 0 for none): the store's, which a thread that runs one store after another
+    /// changes between them.
+    exits: AtomicUsize,
+    /// The clock the samples' times are read from (the timer's).
+    clock: libc::clockid_t,
 }
 
 impl Ring {
     /// An empty ring for the calling thread, whose samples walk frames within `code` (the
-    /// module's native code), from the host code that wasm code called through `exits`.
-    pub(super) fn new(code: (usize, usize), exits: Option<Exits>) -> anyhow::Result<Ring> {
+    /// module's native code), from the host code that wasm code called through `exits`,
+    /// each sample standing for the time `clock` counted since the one before.
+    pub(super) fn new(
+        code: (usize, usize),
+        exits: Option<Exits>,
+        clock: libc::clockid_t,
+    ) -> anyhow::Result<Ring> {
         Ok(Ring {
             words: Words::new()?,
             head: AtomicUsize::new(0),
             tail: AtomicUsize::new(0),
-            last_ns: AtomicU64::new(monotonic_ns()),
+            last_ns: AtomicU64::new(clock_ns(clock)),
             dropped: AtomicU64::new(0),
             dropped_ns: AtomicU64::new(0),
             code,
             stack: thread_stack()?,
-            exits,
+            exits: AtomicUsize::new(exits.map_or(0, |e| e.word())),
+            clock,
         })
+    }
+
+    /// Walks from the exits of `exits` from now on (a thread's next store).
+    pub(super) fn set_exits(&self, exits: Option<Exits>) {
+        self.exits
+            .store(exits.map_or(0, |e| e.word()), Ordering::Relaxed);
     }
 
     /// Makes this the ring the handler fills when it interrupts the calling thread.
@@ -143,7 +159,14 @@ impl Ring {
     /// The frame pointer of the trampoline through which wasm code called the host code
     /// the thread is in, when its frame is readable and returns into the module's code.
     fn host_exit(&self) -> Option<usize> {
-        let fp = self.exits?.trampoline_fp();
+        let word = self.exits.load(Ordering::Relaxed);
+        if word == 0 {
+            return None;
+        }
+        // SAFETY: the word of a store's context that `Exits` found, aligned; the store
+        // outlives its exits' use here (the thread sets others before it drops it), and
+        // wasmtime writes the word on this same thread, so the handler reads a whole value.
+        let fp = unsafe { (word as *const usize).read_volatile() };
         // SAFETY: an aligned address of the thread's stack (checked): the trampoline's
         // frame, whose second word is its return address.
         let ret = self
@@ -351,9 +374,9 @@ pub(super) struct Timer(libc::timer_t);
 unsafe impl Send for Timer {}
 
 impl Timer {
-    /// Starts the timer for the calling thread, every `interval`, the handler installed
-    /// first.
-    pub(super) fn start(interval: Duration) -> anyhow::Result<Timer> {
+    /// Starts the timer for the calling thread, every `interval` of `clock` (the wall clock,
+    /// or the thread's CPU time), the handler installed first.
+    pub(super) fn start(interval: Duration, clock: libc::clockid_t) -> anyhow::Result<Timer> {
         install_handler();
         // SAFETY: plain system calls with initialized arguments; the timer is deleted on
         // drop.
@@ -363,7 +386,7 @@ impl Timer {
             event.sigev_signo = libc::SIGPROF;
             event.sigev_notify_thread_id = libc::gettid();
             let mut timer: libc::timer_t = std::ptr::null_mut();
-            if libc::timer_create(libc::CLOCK_MONOTONIC, &mut event, &mut timer) != 0 {
+            if libc::timer_create(clock, &mut event, &mut timer) != 0 {
                 anyhow::bail!(
                     "cannot create the sampling timer: {}",
                     std::io::Error::last_os_error()
@@ -440,15 +463,15 @@ fn read_thread_stack() -> anyhow::Result<(usize, usize)> {
     }
 }
 
-/// The monotonic clock, in nanoseconds (async-signal-safe).
-fn monotonic_ns() -> u64 {
+/// `clock`'s reading, in nanoseconds (async-signal-safe).
+fn clock_ns(clock: libc::clockid_t) -> u64 {
     let mut now = libc::timespec {
         tv_sec: 0,
         tv_nsec: 0,
     };
     // SAFETY: clock_gettime writes the struct it is given.
     unsafe {
-        libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut now);
+        libc::clock_gettime(clock, &mut now);
     }
     now.tv_sec as u64 * 1_000_000_000 + now.tv_nsec as u64
 }
@@ -484,7 +507,7 @@ extern "C" fn on_sample(
     unsafe {
         let errno = *libc::__errno_location();
         let regs = registers(&*(context as *const libc::ucontext_t));
-        (*ring).record(monotonic_ns(), regs);
+        (*ring).record(clock_ns((*ring).clock), regs);
         *libc::__errno_location() = errno;
     }
 }

@@ -57,14 +57,45 @@ impl Exits {
     pub(in crate::host) fn of_store<T: 'static>(_store: &mut wasmtime::Store<T>) -> Option<Exits> {
         None
     }
+
+    /// None: no stack sampler runs here.
+    pub(in crate::host) fn finder(_engine: &wasmtime::Engine) -> Option<wasmtime::Module> {
+        None
+    }
+
+    /// None: no stack sampler runs here.
+    pub(in crate::host) fn of_store_with<T: 'static>(
+        _store: &mut wasmtime::Store<T>,
+        _module: &wasmtime::Module,
+    ) -> Option<Exits> {
+        None
+    }
 }
 
 /// Never made: it needs a [`CodeMap`].
 pub(super) struct StackSampler(());
 
+/// What a sampler's interval counts (no sampler runs here).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(in crate::host) enum Clock {
+    /// The wall clock.
+    Wall,
+    /// The sampled thread's own CPU time.
+    ThreadCpu,
+}
+
 impl StackSampler {
     /// Unreachable: no [`CodeMap`] exists to start from.
     pub(super) fn start(_map: CodeMap, _interval: Duration) -> StackSampler {
+        unreachable!("no code map is made without a stack sampler")
+    }
+
+    /// Unreachable: no [`CodeMap`] exists to start from.
+    pub(in crate::host) fn start_on(
+        _map: CodeMap,
+        _interval: Duration,
+        _clock: Clock,
+    ) -> StackSampler {
         unreachable!("no code map is made without a stack sampler")
     }
 
@@ -80,6 +111,16 @@ pub(super) struct Sampling(());
 impl Sampling {
     /// Unreachable: no [`Sampling`] exists.
     pub(super) fn so_far(&self) -> SoFar {
+        unreachable!("no thread is stack-sampled here")
+    }
+
+    /// Unreachable: no [`Sampling`] exists.
+    pub(in crate::host) fn set_exits(&self, _exits: Option<Exits>) {
+        unreachable!("no thread is stack-sampled here")
+    }
+
+    /// Unreachable: no [`Sampling`] exists.
+    pub(in crate::host) fn take(&mut self) -> StackSamples {
         unreachable!("no thread is stack-sampled here")
     }
 

@@ -126,6 +126,7 @@ impl Profile {
             threads: Vec::new(),
             allocations: Some(allocs::allocations(&decoder.raw, meta, &decoder.nodes)?),
             benchmarks: Vec::new(),
+            requests: None,
         })
     }
 }
@@ -185,6 +186,7 @@ impl Decoder<'_> {
                     + stacks.truncated_ns
                     + stacks.dropped_ns,
                 no_sampler: None,
+                cpu: false,
             };
         }
         let header = |at| self.raw.u64(at).unwrap_or(0);
@@ -198,6 +200,7 @@ impl Decoder<'_> {
             unplaced: 0,
             unplaced_ns: 0,
             no_sampler: self.no_sampler,
+            cpu: false,
         }
     }
 

@@ -1,0 +1,69 @@
+//! `serve`: a `wasi:http/proxy` component served under load, each request profiled.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use clap::Args;
+
+use super::profile::ProfileArgs;
+use super::requests::{ProgramToRun, ServeRequest};
+use super::run::RunCargoArgs;
+use super::UiOptions;
+use crate::build::{Mode, Target};
+
+/// `cargo wasmprof serve`.
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// Where to listen, HOST:PORT: the loopback unless asked (a profiler opens no port to
+    /// the network of its own accord).
+    #[arg(long, value_name = "HOST:PORT", default_value = "127.0.0.1:8080")]
+    pub addr: SocketAddr,
+    /// Stop once N requests have been answered, then report (else at Ctrl-C or SIGTERM).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub requests: Option<u64>,
+    /// The most requests in flight at once, each in an instance of its own, on a thread of
+    /// its own.
+    #[arg(long, value_name = "N", default_value_t = 16, value_parser = clap::value_parser!(u16).range(1..=1024))]
+    pub workers: u16,
+    /// Serve the component as it is, without the profiler: the same server, for load tests
+    /// side by side.
+    #[arg(long)]
+    pub no_instrument: bool,
+    /// The component to serve: a wasi:http/proxy component (one built for wasm32-wasip2
+    /// that exports wasi:http/incoming-handler). Without FILE, the package's is built, as
+    /// `cargo build --target wasm32-wasip2` builds it (a bin, or a cdylib library).
+    #[arg(value_name = "FILE")]
+    pub file: Option<PathBuf>,
+    /// Without FILE: what cargo builds.
+    #[command(flatten)]
+    pub cargo: RunCargoArgs,
+    /// The profile and report (the profile goes to FILE.wasmprof.json unless --output).
+    #[command(flatten)]
+    pub profile: ProfileArgs,
+    /// Colors and status lines.
+    #[command(flatten)]
+    pub ui: UiOptions,
+}
+
+impl ServeArgs {
+    /// The request these arguments make.
+    pub fn to_request(&self) -> ServeRequest {
+        let profile = self.profile.to_request();
+        let program = match &self.file {
+            Some(file) => ProgramToRun::File(file.clone()),
+            None => ProgramToRun::Build(self.cargo.to_build(
+                &profile.instrument,
+                Mode::Serve,
+                Target::Wasip2,
+            )),
+        };
+        ServeRequest {
+            program,
+            addr: self.addr,
+            requests: self.requests,
+            workers: usize::from(self.workers),
+            instrument: !self.no_instrument,
+            profile,
+        }
+    }
+}

@@ -1,0 +1,65 @@
+//! `cargo wasmprof serve`: a wasi:http/proxy component (the one named, or the package's,
+//! built for wasm32-wasip2) served until told to stop, its requests profiled; then the
+//! profile and the report, or, served as it is, the requests alone.
+
+use std::path::PathBuf;
+
+use super::pipeline::{finish, stem};
+use crate::build;
+use crate::cli::{ProgramToRun, ServeRequest};
+use crate::error::Error;
+use crate::fsutil::relative;
+use crate::host::{self, Embedded, Host as _, ServeConfig};
+use crate::status::Status;
+
+/// `serve`: the profile goes to COMPONENT.wasmprof.json (or `--output`; a component cargo
+/// built: to `<target-dir>/wasmprof/wasm32-wasip2/`, as `run`'s), then the report.
+pub(super) fn serve(request: ServeRequest, status: Status) -> Result<(), Error> {
+    let (path, profile_file) = match &request.program {
+        ProgramToRun::File(path) => {
+            let file = PathBuf::from(format!("{}.wasmprof.json", stem(path).display()));
+            (path.clone(), file)
+        }
+        ProgramToRun::Build(build) => {
+            let (binary, target_dir) = build::build_program(build)?;
+            let dir = build::profiles_dir(&target_dir, build.target);
+            let file = dir.join(binary.profile_name());
+            (binary.path, file)
+        }
+    };
+    let profile = &request.profile;
+    let options = request.instrument.then_some(&profile.instrument);
+    let prepared = Embedded.prepare(&path, options, status)?;
+    let config = ServeConfig {
+        addr: request.addr,
+        requests: request.requests,
+        workers: request.workers,
+        sample_interval: profile.sample_interval,
+    };
+    status.step(
+        "Listening",
+        format!(
+            "on http://{}/ for {} ({})",
+            request.addr,
+            relative(&path),
+            match request.requests {
+                Some(n) => format!("stops after {n} requests"),
+                None => "Ctrl-C stops it and reports".to_string(),
+            }
+        ),
+    );
+    let served = host::serve(&prepared, &config, status).map_err(|e| Error::host(&path, e))?;
+    let Some(profile_made) = served.profile else {
+        let report = crate::format::requests_report(&served.requests);
+        let _ = std::io::Write::write_all(&mut anstream::stdout(), report.as_bytes());
+        return Ok(());
+    };
+    if profile.report.output.is_none() {
+        profile_made.write(&profile_file)?;
+        status.done(
+            "Profiled",
+            format!("{} -> {}", relative(&path), relative(&profile_file)),
+        );
+    }
+    finish(&[profile_made], &profile.report, &stem(&path), status)
+}

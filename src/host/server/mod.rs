@@ -1,0 +1,178 @@
+//! `serve`: a `wasi:http/proxy` component served as `wasmtime serve` serves it
+//! (wasmtime-wasi-http, a fresh instance for every request), each request's instance
+//! profiled, the profiles merged as they come.
+//!
+//! Three parts, each in its own threads:
+//! - [`listen`]: the HTTP/1 server (hyper, on a tokio runtime of one thread), which hands
+//!   each request to a worker and answers with what the handler gave;
+//! - [`worker`]: threads that each run one request at a time, in an instance of its own,
+//!   synchronously: no lock on the hot path, and the stack sampler walks the thread's own
+//!   stack, as in `run`. Each worker's CPU time is sampled by its own clock, so a request's
+//!   time is its handler's, however many requests share the CPUs;
+//! - [`collect`]: one thread that decodes each request's profile and merges them, counts
+//!   the requests route by route, and says when `--requests N` have been answered.
+
+mod collect;
+mod listen;
+mod worker;
+
+use std::net::SocketAddr;
+use std::sync::atomic::AtomicBool;
+use std::sync::{mpsc, Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
+use wasmtime::component::{Linker, ResourceTable};
+use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
+use wasmtime_wasi_http::p2::bindings::sync::ProxyPre;
+use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
+
+use super::component::CompiledComponent;
+use super::stacks::Clock;
+use super::Prepared;
+use crate::error::HostError;
+use crate::meta;
+use crate::profile::{Profile, Requests};
+use crate::status::Status;
+
+/// How to serve.
+#[derive(Debug, Clone)]
+pub struct ServeConfig {
+    /// Where to listen.
+    pub addr: SocketAddr,
+    /// Stop once this many requests have been answered (else at SIGINT or SIGTERM).
+    pub requests: Option<u64>,
+    /// The threads that run requests: how many are in flight at once.
+    pub workers: usize,
+    /// The stack sampler's interval of each worker's CPU time (`None`: its own).
+    pub sample_interval: Option<Duration>,
+}
+
+/// What serving left.
+#[derive(Debug)]
+pub struct Served {
+    /// The requests' profiles merged, for a component that carries the profiler.
+    pub profile: Option<Profile>,
+    /// The requests, route by route.
+    pub requests: Requests,
+}
+
+/// A request's store: its WASI context, its wasi:http context and resources.
+struct ServeCtx {
+    wasi: WasiCtx,
+    http: WasiHttpCtx,
+    table: ResourceTable,
+}
+
+impl WasiView for ServeCtx {
+    fn ctx(&mut self) -> WasiCtxView<'_> {
+        WasiCtxView {
+            ctx: &mut self.wasi,
+            table: &mut self.table,
+        }
+    }
+}
+
+impl WasiHttpView for ServeCtx {
+    fn http(&mut self) -> WasiHttpCtxView<'_> {
+        WasiHttpCtxView {
+            ctx: &mut self.http,
+            table: &mut self.table,
+            hooks: Default::default(),
+        }
+    }
+}
+
+/// Serves the prepared component on `config.addr` until `config.requests` have been
+/// answered or the process is told to stop (SIGINT, SIGTERM); `status` shows the requests
+/// so far.
+pub fn serve(
+    prepared: &Prepared,
+    config: &ServeConfig,
+    status: Status,
+) -> Result<Served, HostError> {
+    if !wasmparser::Parser::is_component(&prepared.wasm) {
+        return Err(HostError::refused(anyhow::anyhow!(
+            "is a core module: `serve` takes a wasi:http/proxy component (one built for \
+             wasm32-wasip2 that exports wasi:http/incoming-handler)"
+        )));
+    }
+    let listener = std::net::TcpListener::bind(config.addr)
+        .with_context(|| format!("cannot listen on {}", config.addr))
+        .map_err(HostError::refused)?;
+    let mut compiled = CompiledComponent::new(&prepared.wasm, prepared.meta.as_ref())
+        .map_err(HostError::refused)?;
+    let pre = proxy_pre(&compiled).map_err(HostError::refused)?;
+    let interval = config
+        .sample_interval
+        .unwrap_or_else(|| crate::sampling::default_interval(meta::Sampler::Stacks));
+    let sampler = compiled.sampler_on(interval, Clock::ThreadCpu);
+    let module = crate::fsutil::relative(&prepared.path);
+    let stopping = AtomicBool::new(false);
+    let stop = Arc::new(tokio::sync::Notify::new());
+    let (jobs, queue) = mpsc::channel::<listen::Job>();
+    let queue = Mutex::new(queue);
+    let (done, reports) = mpsc::channel::<worker::Report>();
+    let spinner = status.spinner("Serving", format!("http://{}/", config.addr));
+    let started = Instant::now();
+    let shared = worker::Shared {
+        compiled: &compiled,
+        pre: &pre,
+        sampler: sampler.as_ref(),
+        queue: &queue,
+        stopping: &stopping,
+    };
+    let collected = std::thread::scope(|scope| {
+        for _ in 0..config.workers.max(1) {
+            let done = done.clone();
+            let shared = &shared;
+            scope.spawn(move || worker::run(shared, done));
+        }
+        drop(done);
+        let collector = scope.spawn(|| {
+            let limit = config.requests;
+            collect::run(
+                reports,
+                prepared.meta.as_ref(),
+                &module,
+                limit,
+                &stop,
+                &spinner,
+            )
+        });
+        let listened = listen::run(listener, jobs, &stop);
+        stopping.store(true, std::sync::atomic::Ordering::Relaxed);
+        let collected = collector.join();
+        listened.map(|()| collected)
+    });
+    drop(sampler);
+    drop(spinner);
+    let collected = collected
+        .map_err(HostError::refused)?
+        .map_err(|_| HostError::refused(anyhow::anyhow!("the collector thread panicked")))?
+        .map_err(HostError::refused)?;
+    status.done(
+        "Served",
+        format!(
+            "{} requests in {:.2}s",
+            collected.requests.total(),
+            started.elapsed().as_secs_f64()
+        ),
+    );
+    Ok(collected)
+}
+
+/// The component ready to instantiate for each request, its imports linked: WASI's and
+/// wasi:http's, as `wasmtime serve` gives them.
+fn proxy_pre(compiled: &CompiledComponent) -> anyhow::Result<ProxyPre<ServeCtx>> {
+    let mut linker: Linker<ServeCtx> = Linker::new(&compiled.engine);
+    wasmtime_wasi::p2::add_to_linker_sync(&mut linker)?;
+    wasmtime_wasi_http::p2::add_only_http_to_linker_sync(&mut linker)?;
+    let pre = linker
+        .instantiate_pre(&compiled.component)
+        .map_err(anyhow::Error::from)
+        .context("the component imports what a wasi:http/proxy server does not give")?;
+    ProxyPre::new(pre).map_err(anyhow::Error::from).context(
+        "the component is no wasi:http/proxy component: it exports no wasi:http/incoming-handler",
+    )
+}

@@ -1,0 +1,229 @@
+//! `serve`: a wasi:http/proxy component (fixtures/http) served on loopback to a bounded load
+//! from curl, sequential and concurrent; the counts follow from the handlers' code.
+
+use std::net::TcpListener;
+use std::process::{Child, Stdio};
+use std::time::{Duration, Instant};
+
+use super::components::have_target;
+use super::*;
+
+/// fib(10), as `GET /fib?n=10` computes it: 2 * F(11) - 1 calls of `fib`.
+const FIB_10_CALLS: u64 = 177;
+
+/// A free port on the loopback.
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port()
+}
+
+/// Waits until something listens on `port`.
+fn listening(port: u16, server: &mut Child) {
+    let started = Instant::now();
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        if let Ok(Some(status)) = server.try_wait() {
+            panic!("serve ended before it listened: {status}");
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(120),
+            "serve never listened"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// `curl` of `urls` (each its body left out), with `options` first: the status codes, one
+/// for each request.
+fn curl(options: &[&str], urls: &[&str]) -> Vec<u16> {
+    let mut cmd = Command::new("curl");
+    cmd.args(["-s", "-w", "%{http_code}\\n"]).args(options);
+    for url in urls {
+        cmd.args(["-o", "/dev/null", url]);
+    }
+    let out = output(&mut cmd);
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| l.trim().parse().expect("a status"))
+        .collect()
+}
+
+/// fixtures/http built for wasm32-wasip2 in `dir`: the component.
+fn component(dir: &Path) -> PathBuf {
+    let out = output(
+        Command::new("cargo")
+            .args(["build", "--target", "wasm32-wasip2"])
+            .current_dir(dir),
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    dir.join("target/wasm32-wasip2/debug/http_fixture.wasm")
+}
+
+/// Sequential and concurrent requests (one of them trapping) to a profiled server: each
+/// handler's calls are the requests' times its calls per request, the trapped request is
+/// answered 500 and stays in the profile, and the requests are counted route by route.
+#[test]
+fn a_served_components_requests_are_profiled_with_the_counts_their_code_makes() {
+    if !have_target("wasm32-wasip2") || !have(&["curl"]) {
+        return;
+    }
+    let dir = copy_fixture("http");
+    let wasm = component(dir.path());
+    let port = free_port();
+    let (sequential, concurrent) = (20, 40);
+    let requests = sequential + concurrent + 1;
+    let mut server = wasmprof()
+        .args(["serve", "--no-report", "-o", "served.json", "--addr"])
+        .arg(format!("127.0.0.1:{port}"))
+        .args(["--requests", &requests.to_string()])
+        .arg(&wasm)
+        .current_dir(dir.path())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    listening(port, &mut server);
+    let base = format!("http://127.0.0.1:{port}");
+    // One connection: fib, then hello, in turn (curl keeps the connection alive).
+    let urls: Vec<String> = (0..sequential)
+        .map(|i| match i % 2 {
+            0 => format!("{base}/fib?n=10"),
+            _ => format!("{base}/hello"),
+        })
+        .collect();
+    let statuses = curl(&[], &urls.iter().map(String::as_str).collect::<Vec<_>>());
+    assert_eq!(statuses, vec![200; sequential]);
+    // Eight connections at once, a trap among them.
+    let glob = format!("{base}/fib?n=10&i=[1-{concurrent}]");
+    let statuses = curl(&["--parallel", "--parallel-max", "8"], &[&glob]);
+    assert_eq!(statuses, vec![200; concurrent]);
+    assert_eq!(curl(&[], &[&format!("{base}/trap")]), [500]);
+    let out = server.wait_with_output().unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+
+    let p = Profile::read(&dir.path().join("served.json")).unwrap();
+    check_invariants(&p);
+    let fibs = (sequential / 2 + concurrent) as u64;
+    assert_eq!(calls(&p, "http_fixture::fib"), fibs * FIB_10_CALLS);
+    assert_eq!(calls(&p, "http_fixture::greeting"), (sequential / 2) as u64);
+    assert_eq!(calls(&p, "http_fixture::trap"), 1);
+    // Each fib request's handler calls fib once; fib calls itself for the rest.
+    let outer: u64 = p
+        .arcs
+        .iter()
+        .filter(|a| a.callee == "http_fixture::fib" && a.caller != a.callee)
+        .map(|a| a.count)
+        .sum();
+    assert_eq!(outer, fibs);
+    let served = p.requests.as_ref().expect("the requests");
+    assert_eq!(served.total(), requests as u64);
+    let route = |r: &str| served.routes.iter().find(|x| x.route == r).unwrap();
+    assert_eq!(route("GET /fib").requests, fibs);
+    assert_eq!(route("GET /fib").server_errors, 0);
+    let trap = route("GET /trap");
+    assert_eq!((trap.requests, trap.trapped, trap.server_errors), (1, 1, 1));
+    assert!(p.sampling.is_some_and(|s| s.cpu), "CPU time");
+    // The trapped request's stack is in the profile.
+    let trapped = p
+        .runs
+        .iter()
+        .find(|r| r.trap.is_some())
+        .expect("the trap's run");
+    assert!(trapped.open_stack.iter().any(|f| f == "http_fixture::trap"));
+
+    // The report of it: the requests section and the note of the trap.
+    let report = output(wasmprof().arg("report").arg(dir.path().join("served.json")));
+    let text = stdout(&report);
+    assert!(text.contains("Requests"), "{text}");
+    assert!(text.contains("GET /trap"), "{text}");
+    assert!(
+        text.contains("a request to GET /trap ended inside"),
+        "{text}"
+    );
+}
+
+/// Without FILE, `serve` builds the package's component for wasm32-wasip2 first; served as
+/// it is (`--no-instrument`), it reports the requests alone.
+#[test]
+fn serve_builds_the_packages_component_and_serves_it_plain_or_profiled() {
+    if !have_target("wasm32-wasip2") || !have(&["curl"]) {
+        return;
+    }
+    let dir = copy_fixture("http");
+    for plain in [false, true] {
+        let port = free_port();
+        let mut cmd = wasmprof();
+        cmd.args(["serve", "--requests", "2", "--addr"])
+            .arg(format!("127.0.0.1:{port}"))
+            .current_dir(dir.path())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        if plain {
+            cmd.arg("--no-instrument");
+        }
+        let mut server = cmd.spawn().unwrap();
+        listening(port, &mut server);
+        let hello = format!("http://127.0.0.1:{port}/hello");
+        assert_eq!(curl(&[], &[&hello, &hello]), [200, 200]);
+        let out = server.wait_with_output().unwrap();
+        assert!(out.status.success(), "{}", stderr(&out));
+        let text = stdout(&out);
+        assert!(text.contains("GET /hello"), "{text}");
+        assert_eq!(text.contains("Flat profile"), !plain, "{text}");
+        let profile = dir
+            .path()
+            .join("target/wasmprof/wasm32-wasip2/http-fixture-http_fixture-cdylib.json");
+        if !plain {
+            let p = Profile::read(&profile).unwrap();
+            assert_eq!(calls(&p, "http_fixture::greeting"), 2);
+        }
+    }
+}
+
+/// What `serve` cannot serve, each refused with one line naming the file: a core module, a
+/// wasi:cli command component, and a port already taken.
+#[test]
+fn serve_refuses_what_it_cannot_serve() {
+    if !have_target("wasm32-wasip2") {
+        return;
+    }
+    let refused = |args: &[&str], file: &Path, says: &str| {
+        let out = output(wasmprof().arg("serve").args(args).arg(file));
+        assert!(!out.status.success());
+        let text = stderr(&out);
+        let line = text.lines().find(|l| l.starts_with("error:")).unwrap_or("");
+        assert!(
+            line.contains(&*file.to_string_lossy())
+                || line.contains(&*file.file_name().unwrap().to_string_lossy()),
+            "{text}"
+        );
+        assert!(line.contains(says), "{text}");
+        assert!(!text.contains("panicked"), "{text}");
+    };
+    let core = tempfile::tempdir().unwrap();
+    let module = core.path().join("core.wasm");
+    std::fs::write(
+        &module,
+        wat::parse_str("(module (func (export \"_start\")))").unwrap(),
+    )
+    .unwrap();
+    let addr = format!("127.0.0.1:{}", free_port());
+    refused(&["--addr", &addr], &module, "is a core module");
+
+    let order = copy_fixture("order");
+    let out = output(
+        Command::new("cargo")
+            .args(["build", "--target", "wasm32-wasip2", "--bin", "order"])
+            .current_dir(order.path()),
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let command = order.path().join("target/wasm32-wasip2/debug/order.wasm");
+    refused(&["--addr", &addr], &command, "wasi:http/incoming-handler");
+
+    let taken = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap().to_string();
+    let http = copy_fixture("http");
+    let wasm = component(http.path());
+    refused(&["--addr", &addr], &wasm, "cannot listen on");
+}
