@@ -240,8 +240,9 @@ fn the_report_says_when_dense_calls_make_the_times_least_exact() {
     let text = Format::Text.render(&p, &EmitOptions::default()).unwrap();
     let text = String::from_utf8(text).unwrap();
     assert!(
-        text.contains("where calls are this dense, the times of small functions and of their callers are the least exact")
-            && text.contains("--metric instructions gives exact costs"),
+        text.contains(
+            "with calls this dense, small functions' and their callers' times are the least exact"
+        ) && text.contains("--metric instructions is exact"),
         "{text}"
     );
 }

@@ -9,7 +9,7 @@ use super::profile::ProfileArgs;
 use super::requests::{BaselineRequest, DocTests, TestRequest};
 use super::value_enums::TargetArg;
 use super::UiOptions;
-use crate::build::{BuildRequest, Mode};
+use crate::build::{BuildRequest, Mode, Target};
 use crate::diff::baseline::check_name;
 
 /// `cargo test`'s and `cargo bench`'s flags that choose what to build.
@@ -59,6 +59,24 @@ pub struct CargoArgs {
     /// target selection, `test` runs them after the other binaries, as cargo does.
     #[arg(long, conflicts_with_all = ["lib", "bins", "bin", "test", "tests", "bench", "benches", "example", "examples", "all_targets"])]
     pub doc: bool,
+    /// How cargo builds.
+    #[command(flatten)]
+    pub build: BuildFlags,
+    /// Build for this target: wasm32-wasip1 runs in the embedded wasmtime, and so do
+    /// wasm32-wasip1-threads (wasi-threads: a profile per thread, merged by default, `report
+    /// --threads` for each) and wasm32-wasip2 (components); wasm32-unknown-emscripten links through wasmprof-emcc (wrapping the linker you
+    /// configured for it, else emcc) and runs under node; wasm32-unknown-unknown is for
+    /// wasm-bindgen crates, whose wasm-bindgen-test binaries wasm-bindgen-test-runner runs
+    /// under node, or in headless Chromium when the crate (`run_in_browser`) or
+    /// WASM_BINDGEN_USE_BROWSER asks.
+    #[arg(long, value_name = "TRIPLE", default_value = "wasm32-wasip1")]
+    pub target: TargetArg,
+}
+
+/// cargo's flags that say how to build, as `cargo build` spells them: `test`, `bench`,
+/// `run` and `serve` take them alike.
+#[derive(Debug, Clone, Default, Args)]
+pub struct BuildFlags {
     /// Space or comma separated features to activate.
     #[arg(short = 'F', long, value_name = "FEATURES")]
     pub features: Vec<String>,
@@ -74,15 +92,6 @@ pub struct CargoArgs {
     /// Build with the given profile.
     #[arg(long, value_name = "NAME")]
     pub profile: Option<String>,
-    /// Build for this target: wasm32-wasip1 runs in the embedded wasmtime, and so do
-    /// wasm32-wasip1-threads (wasi-threads: a profile per thread, merged by default, `report
-    /// --threads` for each) and wasm32-wasip2 (components); wasm32-unknown-emscripten links through wasmprof-emcc (wrapping the linker you
-    /// configured for it, else emcc) and runs under node; wasm32-unknown-unknown is for
-    /// wasm-bindgen crates, whose wasm-bindgen-test binaries wasm-bindgen-test-runner runs
-    /// under node, or in headless Chromium when the crate (`run_in_browser`) or
-    /// WASM_BINDGEN_USE_BROWSER asks.
-    #[arg(long, value_name = "TRIPLE", default_value = "wasm32-wasip1")]
-    pub target: TargetArg,
     /// Path to Cargo.toml.
     #[arg(long, value_name = "PATH")]
     pub manifest_path: Option<PathBuf>,
@@ -101,6 +110,67 @@ pub struct CargoArgs {
     /// Require Cargo.lock and the cache to be up to date.
     #[arg(long)]
     pub frozen: bool,
+}
+
+impl BuildFlags {
+    /// Whether any of these flags was given.
+    pub fn any(&self) -> bool {
+        !self.cargo_args().is_empty()
+            || self.profile.is_some()
+            || self.manifest_path.is_some()
+            || self.target_dir.is_some()
+    }
+
+    /// The build of `mode` for `target`, of the targets that `selection` (cargo's flags that
+    /// choose them) names, instrumenting an Emscripten link as `instrument` says (its
+    /// metric, and whether it records allocations).
+    pub(super) fn request(
+        &self,
+        mode: Mode,
+        target: Target,
+        mut selection: Vec<String>,
+        instrument: &crate::instrument::Options,
+    ) -> BuildRequest {
+        selection.extend(self.cargo_args());
+        BuildRequest {
+            mode,
+            target,
+            cargo_args: selection,
+            manifest_path: self.manifest_path.clone(),
+            target_dir: self.target_dir.clone(),
+            profile: self.profile.clone(),
+            metric: instrument.metric,
+            contexts: instrument.contexts,
+            allocations: instrument.allocations,
+            max_live_allocations: Some(instrument.max_live_allocations),
+        }
+    }
+
+    /// The flags cargo takes as they are.
+    fn cargo_args(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        for features in &self.features {
+            out.extend(["--features".to_string(), features.clone()]);
+        }
+        let flags = [
+            (self.all_features, "--all-features"),
+            (self.no_default_features, "--no-default-features"),
+            (self.release, "--release"),
+            (self.locked, "--locked"),
+            (self.offline, "--offline"),
+            (self.frozen, "--frozen"),
+        ];
+        out.extend(
+            flags
+                .iter()
+                .filter(|(on, _)| *on)
+                .map(|(_, f)| f.to_string()),
+        );
+        if let Some(jobs) = &self.jobs {
+            out.extend(["--jobs".to_string(), jobs.clone()]);
+        }
+        out
+    }
 }
 
 impl CargoArgs {
@@ -135,7 +205,6 @@ impl CargoArgs {
         values("--test", &self.test);
         values("--bench", &self.bench);
         values("--example", &self.example);
-        values("--features", &self.features);
         let flags = [
             (self.workspace, "--workspace"),
             (self.lib, "--lib"),
@@ -144,12 +213,6 @@ impl CargoArgs {
             (self.benches, "--benches"),
             (self.examples, "--examples"),
             (self.all_targets, "--all-targets"),
-            (self.all_features, "--all-features"),
-            (self.no_default_features, "--no-default-features"),
-            (self.release, "--release"),
-            (self.locked, "--locked"),
-            (self.offline, "--offline"),
-            (self.frozen, "--frozen"),
         ];
         out.extend(
             flags
@@ -157,21 +220,8 @@ impl CargoArgs {
                 .filter(|(on, _)| *on)
                 .map(|(_, flag)| flag.to_string()),
         );
-        if let Some(jobs) = &self.jobs {
-            out.extend(["--jobs".to_string(), jobs.clone()]);
-        }
-        BuildRequest {
-            mode,
-            target: self.target.into(),
-            cargo_args: out,
-            manifest_path: self.manifest_path.clone(),
-            target_dir: self.target_dir.clone(),
-            profile: self.profile.clone(),
-            metric: instrument.metric,
-            contexts: instrument.contexts,
-            allocations: instrument.allocations,
-            max_live_allocations: Some(instrument.max_live_allocations),
-        }
+        self.build
+            .request(mode, self.target.into(), out, instrument)
     }
 }
 

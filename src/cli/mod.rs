@@ -26,7 +26,7 @@ use std::ffi::OsString;
 
 use clap::{Args, CommandFactory, Parser, Subcommand};
 
-pub use cargo::{CargoArgs, TestArgs};
+pub use cargo::{BuildFlags, CargoArgs, TestArgs};
 pub use files::{AnnotateArgs, DiffArgs, InstrumentArgs, ReportArgs};
 pub use profile::{InstrumentFlags, ProfileArgs};
 pub use requests::{

@@ -6,6 +6,7 @@ use std::path::PathBuf;
 
 use clap::Args;
 
+use super::cargo::BuildFlags;
 use super::profile::ProfileArgs;
 use super::requests::{doctest_compensation, DoctestRunner, ProgramToRun, RunRequest};
 use super::value_enums::TargetArg;
@@ -72,53 +73,19 @@ pub struct RunCargoArgs {
     /// Name of the example target to run.
     #[arg(long, value_name = "NAME")]
     pub example: Option<String>,
-    /// Space or comma separated list of features to activate.
-    #[arg(short = 'F', long, value_name = "FEATURES")]
-    pub features: Vec<String>,
-    /// Activate all available features.
-    #[arg(long)]
-    pub all_features: bool,
-    /// Do not activate the `default` feature.
-    #[arg(long)]
-    pub no_default_features: bool,
-    /// Build in release mode (names and DWARF are kept; the opt-level is the profile's).
-    #[arg(short, long)]
-    pub release: bool,
-    /// Build with the given profile.
-    #[arg(long, value_name = "NAME")]
-    pub profile: Option<String>,
     /// Build for this target: wasm32-wasip1 (the default), wasm32-wasip1-threads and
     /// wasm32-wasip2 run in the embedded wasmtime, wasm32-unknown-emscripten under node.
     #[arg(long, value_name = "TRIPLE")]
     pub target: Option<TargetArg>,
-    /// Path to Cargo.toml.
-    #[arg(long, value_name = "PATH")]
-    pub manifest_path: Option<PathBuf>,
-    /// Directory for all generated artifacts.
-    #[arg(long, value_name = "DIRECTORY")]
-    pub target_dir: Option<PathBuf>,
-    /// Number of parallel build jobs.
-    #[arg(short, long, value_name = "N")]
-    pub jobs: Option<String>,
-    /// Require Cargo.lock to be up to date.
-    #[arg(long)]
-    pub locked: bool,
-    /// Run without accessing the network.
-    #[arg(long)]
-    pub offline: bool,
-    /// Require Cargo.lock and the cache to be up to date.
-    #[arg(long)]
-    pub frozen: bool,
+    /// How cargo builds.
+    #[command(flatten)]
+    pub build: BuildFlags,
 }
 
 impl RunCargoArgs {
     /// Whether any of these flags was given.
     pub fn any(&self) -> bool {
-        !self.cargo_args().is_empty()
-            || self.target.is_some()
-            || self.manifest_path.is_some()
-            || self.target_dir.is_some()
-            || self.profile.is_some()
+        !self.selection().is_empty() || self.target.is_some() || self.build.any()
     }
 
     /// The build of the binary to run, instrumenting an Emscripten link as `instrument`
@@ -134,52 +101,23 @@ impl RunCargoArgs {
         mode: Mode,
         target: Target,
     ) -> BuildRequest {
-        BuildRequest {
-            mode,
-            target: self.target.map_or(target, Into::into),
-            cargo_args: self.cargo_args(),
-            manifest_path: self.manifest_path.clone(),
-            target_dir: self.target_dir.clone(),
-            profile: self.profile.clone(),
-            metric: instrument.metric,
-            contexts: instrument.contexts,
-            allocations: instrument.allocations,
-            max_live_allocations: Some(instrument.max_live_allocations),
-        }
+        let target = self.target.map_or(target, Into::into);
+        self.build
+            .request(mode, target, self.selection(), instrument)
     }
 
-    /// The flags cargo takes as they are.
-    fn cargo_args(&self) -> Vec<String> {
-        let mut out = Vec::new();
+    /// The flags that choose the binary, as cargo takes them.
+    fn selection(&self) -> Vec<String> {
         let options = [
             ("--package", &self.package),
             ("--bin", &self.bin),
             ("--example", &self.example),
-            ("--jobs", &self.jobs),
         ];
-        for (flag, value) in options {
-            if let Some(value) = value {
-                out.extend([flag.to_string(), value.clone()]);
-            }
-        }
-        for features in &self.features {
-            out.extend(["--features".to_string(), features.clone()]);
-        }
-        let flags = [
-            (self.all_features, "--all-features"),
-            (self.no_default_features, "--no-default-features"),
-            (self.release, "--release"),
-            (self.locked, "--locked"),
-            (self.offline, "--offline"),
-            (self.frozen, "--frozen"),
-        ];
-        out.extend(
-            flags
-                .iter()
-                .filter(|(on, _)| *on)
-                .map(|(_, f)| f.to_string()),
-        );
-        out
+        options
+            .into_iter()
+            .filter_map(|(flag, value)| value.as_ref().map(|v| [flag.to_string(), v.clone()]))
+            .flatten()
+            .collect()
     }
 }
 

@@ -4,8 +4,9 @@
 
 use std::path::{Path, PathBuf};
 
+use crate::build::{self, TestBinary};
 use crate::calibrate;
-use crate::cli::{ReportRequest, NO_COMPENSATION};
+use crate::cli::{ProgramToRun, ReportRequest, NO_COMPENSATION};
 use crate::clock::ClockChoice;
 use crate::error::Error;
 use crate::format::{self, Format};
@@ -108,6 +109,25 @@ pub(super) fn probe_cost(
         ),
     );
     Ok(Compensation::Subtract(cost))
+}
+
+/// The program `program` names (built first, when it is the package's binary, that built
+/// binary's `TestBinary`) and where its profile goes: FILE.wasmprof.json in the working
+/// directory, or, for a binary cargo built, the target directory's profiles, as `test`'s.
+pub(super) fn program_to_run(
+    program: &ProgramToRun,
+) -> Result<(PathBuf, PathBuf, Option<TestBinary>), Error> {
+    match program {
+        ProgramToRun::File(path) => {
+            let file = PathBuf::from(format!("{}.wasmprof.json", stem(path).display()));
+            Ok((path.clone(), file, None))
+        }
+        ProgramToRun::Build(build) => {
+            let (binary, target_dir) = build::build_program(build)?;
+            let file = build::profiles_dir(&target_dir, build.target).join(binary.profile_name());
+            Ok((binary.path.clone(), file, Some(binary)))
+        }
+    }
 }
 
 /// Writes the merged profile if asked, and the report's formats unless told not to: text

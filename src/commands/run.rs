@@ -3,9 +3,10 @@
 
 use std::path::{Path, PathBuf};
 
-use super::pipeline::{exit_with, finish, probe_cost, profile_run, program_name, stem};
-use crate::build;
-use crate::cli::{DoctestRunner, ProgramToRun, ReportRequest, RunRequest};
+use super::pipeline::{
+    exit_with, finish, probe_cost, profile_run, program_name, program_to_run, stem,
+};
+use crate::cli::{DoctestRunner, ReportRequest, RunRequest};
 use crate::error::Error;
 use crate::fsutil::{relative, write_atomic};
 use crate::harness::DocTest;
@@ -18,22 +19,14 @@ use crate::status::Status;
 /// to `<target-dir>/wasmprof/`, as `test`'s), then the report; the command ends with the
 /// program's exit code.
 pub(super) fn run(request: RunRequest, status: Status) -> Result<(), Error> {
-    let (path, profile_file) = match &request.program {
-        ProgramToRun::File(path) => {
-            let file = PathBuf::from(format!("{}.wasmprof.json", stem(path).display()));
-            (path.clone(), file)
-        }
-        ProgramToRun::Build(build) => {
-            let (binary, target_dir) = build::build_program(build)?;
-            let command = std::iter::once(relative(&binary.path))
-                .chain(request.args.iter().cloned())
-                .collect::<Vec<_>>()
-                .join(" ");
-            status.step("Running", format!("`{command}`"));
-            let file = build::profiles_dir(&target_dir, build.target).join(binary.profile_name());
-            (binary.path, file)
-        }
-    };
+    let (path, profile_file, built) = program_to_run(&request.program)?;
+    if built.is_some() {
+        let command = std::iter::once(relative(&path))
+            .chain(request.args.iter().cloned())
+            .collect::<Vec<_>>()
+            .join(" ");
+        status.step("Running", format!("`{command}`"));
+    }
     let path = path.as_path();
     let host = host::for_program(path);
     let profile = &request.profile;

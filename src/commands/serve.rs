@@ -2,11 +2,8 @@
 //! built for wasm32-wasip2) served until told to stop, its requests profiled; then the
 //! profile and the report, or, served as it is, the requests alone.
 
-use std::path::PathBuf;
-
-use super::pipeline::{finish, stem};
-use crate::build;
-use crate::cli::{ProgramToRun, ServeRequest};
+use super::pipeline::{finish, program_to_run, stem};
+use crate::cli::ServeRequest;
 use crate::error::Error;
 use crate::fsutil::relative;
 use crate::host::{self, Embedded, Host as _, ServeConfig};
@@ -15,18 +12,7 @@ use crate::status::Status;
 /// `serve`: the profile goes to COMPONENT.wasmprof.json (or `--output`; a component cargo
 /// built: to `<target-dir>/wasmprof/wasm32-wasip2/`, as `run`'s), then the report.
 pub(super) fn serve(request: ServeRequest, status: Status) -> Result<(), Error> {
-    let (path, profile_file) = match &request.program {
-        ProgramToRun::File(path) => {
-            let file = PathBuf::from(format!("{}.wasmprof.json", stem(path).display()));
-            (path.clone(), file)
-        }
-        ProgramToRun::Build(build) => {
-            let (binary, target_dir) = build::build_program(build)?;
-            let dir = build::profiles_dir(&target_dir, build.target);
-            let file = dir.join(binary.profile_name());
-            (binary.path, file)
-        }
-    };
+    let (path, profile_file, _) = program_to_run(&request.program)?;
     let profile = &request.profile;
     let options = request.instrument.then_some(&profile.instrument);
     let prepared = Embedded.prepare(&path, options, status)?;
@@ -36,18 +22,6 @@ pub(super) fn serve(request: ServeRequest, status: Status) -> Result<(), Error> 
         workers: request.workers,
         sample_interval: profile.sample_interval,
     };
-    status.step(
-        "Listening",
-        format!(
-            "on http://{}/ for {} ({})",
-            request.addr,
-            relative(&path),
-            match request.requests {
-                Some(n) => format!("stops after {n} requests"),
-                None => "Ctrl-C stops it and reports".to_string(),
-            }
-        ),
-    );
     let served = host::serve(&prepared, &config, status).map_err(|e| Error::host(&path, e))?;
     let Some(profile_made) = served.profile else {
         let report = crate::format::requests_report(&served.requests);

@@ -55,15 +55,24 @@ pub fn elide(name: &str, width: usize) -> String {
         }
     }
     let shortest = elide_below(name, 0);
-    let chars: Vec<char> = shortest.chars().collect();
-    if chars.len() <= width {
+    if shortest.chars().count() <= width {
         return shortest;
     }
-    let head = width * 2 / 3;
-    let tail = width.saturating_sub(head + 1);
+    // A merged profile's ` [file:line]` suffix stays whole; the middle of the name goes.
+    let (base, suffix) = match shortest.rfind(" [") {
+        Some(at) if shortest.ends_with(']') && width >= 2 * (shortest.len() - at) => {
+            shortest.split_at(at)
+        }
+        _ => (shortest.as_str(), ""),
+    };
+    let room = width.saturating_sub(suffix.chars().count());
+    let chars: Vec<char> = base.chars().collect();
+    let head = room * 2 / 3;
+    let tail = room.saturating_sub(head + 1);
     let mut out: String = chars[..head].iter().collect();
     out.push('…');
     out.extend(&chars[chars.len() - tail..]);
+    out.push_str(suffix);
     out
 }
 
@@ -264,6 +273,21 @@ mod tests {
         let cut = elide(&"x".repeat(300), 100);
         assert_eq!(cut.chars().count(), 100);
         assert!(cut.contains('…'));
+    }
+
+    #[test]
+    fn a_merged_names_place_stays_whole() {
+        let name = "unicode_segmentation::grapheme::GraphemeCursor::is_boundary_result [unicode-segmentation-1.12.0/src/grapheme.rs:453]";
+        let cut = elide(name, 100);
+        assert!(cut.chars().count() <= 100, "{cut}");
+        assert!(
+            cut.ends_with(" [unicode-segmentation-1.12.0/src/grapheme.rs:453]"),
+            "{cut}"
+        );
+        assert!(
+            cut.starts_with("unicode_segmentation::") && cut.contains('…'),
+            "{cut}"
+        );
     }
 
     #[test]

@@ -23,7 +23,7 @@ pub struct Route {
     /// Of those, whose handler trapped.
     pub trapped: u64,
     /// Each request's latency, in nanoseconds, from its arrival to its handler's return
-    /// (its body written), in ascending order.
+    /// (its body written), in ascending order once [`Requests::sort`] has run.
     pub latencies_ns: Vec<u64>,
     /// The CPU time of the requests' handlers, in nanoseconds, their instances'
     /// instantiation included: the worker thread's own CPU clock, read around each.
@@ -60,9 +60,16 @@ impl Requests {
         r.requests += 1;
         r.server_errors += u64::from(answer.status >= 500);
         r.trapped += u64::from(answer.trapped);
-        let at = r.latencies_ns.partition_point(|&l| l <= answer.latency_ns);
-        r.latencies_ns.insert(at, answer.latency_ns);
+        r.latencies_ns.push(answer.latency_ns);
         r.cpu_ns += answer.cpu_ns;
+    }
+
+    /// Puts each route's latencies in ascending order, as [`Route::latency`] reads them,
+    /// once every request has been added.
+    pub fn sort(&mut self) {
+        for r in &mut self.routes {
+            r.latencies_ns.sort_unstable();
+        }
     }
 
     /// Every request, of every route.
@@ -124,6 +131,7 @@ mod tests {
             one.add("GET /a", answer(200, l));
         }
         one.add("GET /b", answer(500, 7));
+        one.sort();
         let a = &one.routes[0];
         assert_eq!(
             (a.latency(0.5), a.latency(0.9), a.latency(0.99)),

@@ -182,7 +182,8 @@ fn serve_builds_the_packages_component_and_serves_it_plain_or_profiled() {
 }
 
 /// What `serve` cannot serve, each refused with one line naming the file: a core module, a
-/// wasi:cli command component, and a port already taken.
+/// wasi:cli command component, one that imports what the proxy world does not give, and a
+/// port already taken.
 #[test]
 fn serve_refuses_what_it_cannot_serve() {
     if !have_target("wasm32-wasip2") {
@@ -220,6 +221,19 @@ fn serve_refuses_what_it_cannot_serve() {
     assert!(out.status.success(), "{}", stderr(&out));
     let command = order.path().join("target/wasm32-wasip2/debug/order.wasm");
     refused(&["--addr", &addr], &command, "wasi:http/incoming-handler");
+
+    // A component that imports an interface no server gives (served as it is: it has no
+    // core module to profile).
+    let foreign = core.path().join("foreign.wasm");
+    let wasm =
+        wat::parse_str(r#"(component (import "my:pkg/thing" (instance (export "f" (func)))))"#)
+            .unwrap();
+    std::fs::write(&foreign, wasm).unwrap();
+    refused(
+        &["--no-instrument", "--addr", &addr],
+        &foreign,
+        "imports what",
+    );
 
     let taken = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = taken.local_addr().unwrap().to_string();

@@ -159,7 +159,7 @@ fn the_sampled_metric_samples_under_node() {
         assert!(text.starts_with("cargo-wasmprof profile"), "{text}");
         assert!(text.contains("samples by V8's sampler"), "{text}");
         assert_eq!(
-            text.contains("node 20 allows a module one memory"),
+            text.contains("node 20 ran the probes in a module of their own"),
             n.state() == cargo_wasmprof::meta::StateLocation::StateModule,
             "{text}"
         );

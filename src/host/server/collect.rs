@@ -67,6 +67,7 @@ pub(super) fn run(
     if !batch.is_empty() {
         merged = Some(merge(merged.take(), &mut batch));
     }
+    requests.sort();
     let profile = merged.map(|mut p| {
         if let Some(sampling) = p.sampling.as_mut() {
             sampling.cpu = true;

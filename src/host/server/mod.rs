@@ -113,6 +113,7 @@ pub fn serve(
     let (jobs, queue) = mpsc::channel::<listen::Job>();
     let queue = Mutex::new(queue);
     let (done, reports) = mpsc::channel::<worker::Report>();
+    announce(status, config, &module);
     let spinner = status.spinner("Serving", format!("http://{}/", config.addr));
     let started = Instant::now();
     let shared = worker::Shared {
@@ -160,6 +161,18 @@ pub fn serve(
         ),
     );
     Ok(collected)
+}
+
+/// Says where the server of `module` listens, and what stops it.
+fn announce(status: Status, config: &ServeConfig, module: &str) {
+    let stops = match config.requests {
+        Some(n) => format!("stops after {n} requests"),
+        None => "Ctrl-C stops it and reports".to_string(),
+    };
+    status.step(
+        "Listening",
+        format!("on http://{}/ for {module} ({stops})", config.addr),
+    );
 }
 
 /// The component ready to instantiate for each request, its imports linked: WASI's and
