@@ -33,9 +33,9 @@ use crate::meta::{self, Meta};
 use crate::profile::{self, Dump, StackSamples};
 
 /// A component's store: its WASI context and resources.
-struct ComponentCtx {
-    wasi: WasiCtx,
-    table: ResourceTable,
+pub(super) struct ComponentCtx {
+    pub(super) wasi: WasiCtx,
+    pub(super) table: ResourceTable,
 }
 
 impl WasiView for ComponentCtx {
@@ -92,17 +92,7 @@ pub(super) fn run_component(
         Some(profiler) => Some(unsafe { profiler.dump(&result, stacks) }?),
         None => None,
     };
-    Ok(Outcome {
-        exit_code,
-        trap,
-        dump,
-        wall_ns,
-        threads: Vec::new(),
-        lost_threads: Vec::new(),
-        ran: None,
-        marks: Default::default(),
-        plain_samples: None,
-    })
+    Ok(Outcome::of_one_thread(exit_code, trap, dump, wall_ns))
 }
 
 /// A component compiled for runs: its engine, and, for one that carries the profiler,

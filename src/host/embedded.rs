@@ -204,15 +204,9 @@ fn run_single(compiled: Compiled, config: &RunConfig) -> anyhow::Result<Outcome>
     let dump = collect(&mut store, &state_instance, &links, clock, end)?;
     let marks = std::mem::take(&mut *marks.lock().expect("not poisoned")).finished();
     Ok(Outcome {
-        exit_code,
-        trap,
-        dump,
-        wall_ns,
-        threads: Vec::new(),
-        lost_threads: Vec::new(),
-        ran: None,
         marks,
         plain_samples,
+        ..Outcome::of_one_thread(exit_code, trap, dump, wall_ns)
     })
 }
 

@@ -199,6 +199,27 @@ pub struct Outcome {
 }
 
 impl Outcome {
+    /// How a run of one thread ended, with what its profiler left (`dump`), and nothing of
+    /// threads, marks or plain samples.
+    pub fn of_one_thread(
+        exit_code: i32,
+        trap: Option<String>,
+        dump: Option<Dump>,
+        wall_ns: u64,
+    ) -> Outcome {
+        Outcome {
+            exit_code,
+            trap,
+            dump,
+            wall_ns,
+            threads: Vec::new(),
+            lost_threads: Vec::new(),
+            ran: None,
+            marks: Marks::default(),
+            plain_samples: None,
+        }
+    }
+
     /// The profile of an instrumented `module` (its meta `meta`) from what this run
     /// left.
     ///

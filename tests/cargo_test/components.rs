@@ -72,18 +72,7 @@ fn a_component_that_traps_exits_or_overflows_keeps_its_profile() {
     ] {
         let out = test("traps", flags);
         assert_eq!(out.status.code(), Some(101), "{flags:?}: {}", stderr(&out));
-        let p = profile();
-        assert!(!p.complete, "{flags:?}");
-        assert_eq!(calls(&p, "outcomes::dive_and_trap"), 5, "{flags:?}");
-        let stack = &p.runs[0].open_stack;
-        assert_eq!(
-            stack
-                .iter()
-                .filter(|f| *f == "outcomes::dive_and_trap")
-                .count(),
-            5,
-            "{flags:?}: {stack:?}"
-        );
+        dove_five_times(&profile(), &format!("{flags:?}"));
     }
     // libtest exits with 101 after the failed assertion's panic (which aborts: a trap of
     // the test's, reported by libtest's own process in a plain run too).

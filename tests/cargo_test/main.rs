@@ -66,6 +66,17 @@ fn test_run(fixture: &str, args: &[&str]) -> CallsRun {
     CallsRun { dir, out }
 }
 
+/// The `outcomes` fixture's `traps` test as its profile tells it: the run ended inside
+/// `dive_and_trap`, called five times, each call still open in the stack (`what` names the
+/// run in a failure).
+fn dove_five_times(p: &Profile, what: &str) {
+    assert!(!p.complete, "{what}");
+    assert_eq!(calls(p, "outcomes::dive_and_trap"), 5, "{what}");
+    let stack = &p.runs[0].open_stack;
+    let open = stack.iter().filter(|f| *f == "outcomes::dive_and_trap");
+    assert_eq!(open.count(), 5, "{what}: {stack:?}");
+}
+
 fn stdout(out: &Output) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }

@@ -8,9 +8,6 @@ use std::time::{Duration, Instant};
 use super::components::have_target;
 use super::*;
 
-/// fib(10), as `GET /fib?n=10` computes it: 2 * F(11) - 1 calls of `fib`.
-const FIB_10_CALLS: u64 = 177;
-
 /// A free port on the loopback.
 fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
@@ -105,7 +102,7 @@ fn a_served_components_requests_are_profiled_with_the_counts_their_code_makes() 
     let p = Profile::read(&dir.path().join("served.json")).unwrap();
     check_invariants(&p);
     let fibs = (sequential / 2 + concurrent) as u64;
-    assert_eq!(calls(&p, "http_fixture::fib"), fibs * FIB_10_CALLS);
+    assert_eq!(calls(&p, "http_fixture::fib"), fibs * fib_calls(10));
     assert_eq!(calls(&p, "http_fixture::greeting"), (sequential / 2) as u64);
     assert_eq!(calls(&p, "http_fixture::trap"), 1);
     // Each fib request's handler calls fib once; fib calls itself for the rest.

@@ -43,17 +43,9 @@ pub(super) fn run(
             stop.notify_one();
         }
         if let (Some(meta), Some(dump)) = (meta, report.dump) {
-            let outcome = Outcome {
-                exit_code: report.trap.as_ref().map_or(0, |_| TRAP_EXIT_CODE),
-                trap: report.trap,
-                dump: Some(dump),
-                wall_ns: report.answer.latency_ns,
-                threads: Vec::new(),
-                lost_threads: Vec::new(),
-                ran: None,
-                marks: Default::default(),
-                plain_samples: None,
-            };
+            let exit_code = report.trap.as_ref().map_or(0, |_| TRAP_EXIT_CODE);
+            let (trap, wall_ns) = (report.trap, report.answer.latency_ns);
+            let outcome = Outcome::of_one_thread(exit_code, trap, Some(dump), wall_ns);
             let mut p = outcome.profile(meta, module)?;
             for run in &mut p.runs {
                 run.module = format!("{module}: a request to {}", report.route);

@@ -22,12 +22,12 @@ use std::sync::{mpsc, Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
-use wasmtime::component::{Linker, ResourceTable};
-use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
+use wasmtime::component::Linker;
+use wasmtime_wasi::{WasiCtxView, WasiView};
 use wasmtime_wasi_http::p2::bindings::sync::ProxyPre;
 use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
-use super::component::CompiledComponent;
+use super::component::{CompiledComponent, ComponentCtx};
 use super::stacks::Clock;
 use super::Prepared;
 use crate::error::HostError;
@@ -57,19 +57,16 @@ pub struct Served {
     pub requests: Requests,
 }
 
-/// A request's store: its WASI context, its wasi:http context and resources.
+/// A request's store: a component's, and its wasi:http context, which shares its
+/// resources.
 struct ServeCtx {
-    wasi: WasiCtx,
+    component: ComponentCtx,
     http: WasiHttpCtx,
-    table: ResourceTable,
 }
 
 impl WasiView for ServeCtx {
     fn ctx(&mut self) -> WasiCtxView<'_> {
-        WasiCtxView {
-            ctx: &mut self.wasi,
-            table: &mut self.table,
-        }
+        self.component.ctx()
     }
 }
 
@@ -77,7 +74,7 @@ impl WasiHttpView for ServeCtx {
     fn http(&mut self) -> WasiHttpCtxView<'_> {
         WasiHttpCtxView {
             ctx: &mut self.http,
-            table: &mut self.table,
+            table: &mut self.component.table,
             hooks: Default::default(),
         }
     }

@@ -15,7 +15,7 @@ use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpView as _};
 use super::listen::Job;
 use super::ServeCtx;
 use crate::host::caught_memories::Catching;
-use crate::host::component::CompiledComponent;
+use crate::host::component::{CompiledComponent, ComponentCtx};
 use crate::host::instance::Ending;
 use crate::host::stacks::{Exits, Sampling, StackSampler};
 use crate::profile::{Answer, Dump};
@@ -81,13 +81,15 @@ fn serve_one(
     let mut store = Store::new(
         &shared.compiled.engine,
         ServeCtx {
-            wasi: WasiCtxBuilder::new()
-                .inherit_stdout()
-                .inherit_stderr()
-                .inherit_env()
-                .build(),
+            component: ComponentCtx {
+                wasi: WasiCtxBuilder::new()
+                    .inherit_stdout()
+                    .inherit_stderr()
+                    .inherit_env()
+                    .build(),
+                table: wasmtime::component::ResourceTable::new(),
+            },
             http: WasiHttpCtx::new(),
-            table: wasmtime::component::ResourceTable::new(),
         },
     );
     if let (Some(sampling), Some(finder)) = (sampling.as_deref_mut(), finder) {
