@@ -134,6 +134,8 @@ pub struct TestBinary {
     pub label: String,
     /// The package's directory, where cargo runs its tests.
     pub package_dir: PathBuf,
+    /// Built without optimization (opt-level 0, as cargo's dev and test profiles build).
+    pub unoptimized: bool,
 }
 
 impl TestBinary {
@@ -288,6 +290,7 @@ fn test_binary(
         kind,
         label,
         package_dir,
+        unoptimized: artifact.profile.opt_level == "0",
     })
 }
 

@@ -71,6 +71,12 @@ pub fn library_of(path: &str) -> Option<String> {
     Some(dir[..at].to_string())
 }
 
+/// Whether a source file is of the Rust standard library's `core`, `alloc` or `std`.
+pub fn is_standard_library(path: &str) -> bool {
+    matches!(library_of(path).as_deref(), Some("core" | "alloc" | "std"))
+        && path.starts_with("/rustc/")
+}
+
 /// Whether a source file is the toolchain's own: the Rust standard library and what it
 /// vendors (libtest's getopts), the C library and start-up code of wasi-libc or
 /// Emscripten. A crate from the registry is not: it is the program's dependency.
@@ -120,6 +126,7 @@ mod tests {
     fn libraries_are_read_from_paths() {
         let std = "/rustc/59807616e1fa2540724bfbac14d7976d7e4a3860/library/core/src/fmt/mod.rs";
         assert_eq!(library_of(std).as_deref(), Some("core"));
+        assert!(is_standard_library(std));
         assert!(is_toolchain_file(std));
         let registry =
             "/root/.cargo/registry/src/index.crates.io-1949cf8c6b5b557f/regex-syntax-0.8.12/src/lib.rs";

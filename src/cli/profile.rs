@@ -149,6 +149,7 @@ impl InstrumentFlags {
             inlining_budget: false,
             entries: crate::instrument::EntryProbes::BySize,
             site_counters: Default::default(),
+            unoptimized: false,
         }
     }
 }

@@ -238,6 +238,7 @@ mod tests {
                             inlining_budget: false,
                             entries: crate::instrument::EntryProbes::BySize,
                             site_counters: Default::default(),
+                            unoptimized: false,
                         },
                         sample_interval: Some(Duration::from_micros(250)),
                         compensation,

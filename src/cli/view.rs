@@ -13,17 +13,23 @@ use crate::profile::Filter;
 pub struct ViewArgs {
     /// Show the N costliest functions in the flat profile, and the N costliest tests
     /// (`all`: every one).
-    #[arg(long, value_name = "N|all", default_value = "25", value_parser = parse_top)]
+    #[arg(long, value_name = "N|all", default_value = "10", value_parser = parse_top)]
     pub top: Top,
     /// The call graph's entries: the N costliest (by inclusive cost) of the functions the
     /// flat profile shows, or `full`, gprof's whole graph.
-    #[arg(long, value_name = "N|full", default_value = "5", value_parser = parse_call_graph)]
+    #[arg(long, value_name = "N|full", default_value = "3", value_parser = parse_call_graph)]
     pub call_graph: CallGraph,
     /// List the runtime's scaffolding (the start-up, the test harness, the standard
     /// library and WASI calls that only they make) function by function; it is one
     /// folded line otherwise. It is measured either way.
     #[arg(long)]
     pub show_runtime: bool,
+    /// In an unoptimized build (cargo's dev and test profiles), list the standard
+    /// library's small generic and `#[inline]` functions (iterator adapters, indexing,
+    /// comparisons, checks) function by function; they are folded into their callers
+    /// otherwise, as an optimized build inlines them. Measured either way.
+    #[arg(long)]
+    pub show_helpers: bool,
     /// With per-line costs (`--metric instructions`, or `--sampler stacks`): list the
     /// functions inlined into others as rows of their own in the flat profile, marked
     /// `[inlined]` (their cost leaves the self cost of the functions they were inlined
@@ -61,6 +67,7 @@ impl ViewArgs {
             top: self.top.0,
             call_graph: self.call_graph,
             show_runtime: self.show_runtime,
+            show_helpers: self.show_helpers,
             inlined: self.inlined,
             icicle: self.icicle,
             full_names: self.full_names,

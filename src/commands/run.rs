@@ -37,8 +37,11 @@ pub(super) fn run(request: RunRequest, status: Status) -> Result<(), Error> {
     if let Some(doctest) = &request.doctest {
         return run_doctest(path, doctest, host, &config);
     }
-    let options = request.instrument.then_some(&profile.instrument);
-    let prepared = host.prepare(path, options, status)?;
+    let options = request.instrument.then(|| Options {
+        unoptimized: built.as_ref().is_some_and(|b| b.unoptimized),
+        ..profile.instrument.clone()
+    });
+    let prepared = host.prepare(path, options.as_ref(), status)?;
     if options.is_none() {
         let outcome = host
             .run(&prepared, &config)

@@ -12,10 +12,13 @@ use crate::status::Status;
 /// `serve`: the profile goes to COMPONENT.wasmprof.json (or `--output`; a component cargo
 /// built: to `<target-dir>/wasmprof/wasm32-wasip2/`, as `run`'s), then the report.
 pub(super) fn serve(request: ServeRequest, status: Status) -> Result<(), Error> {
-    let (path, profile_file, _) = program_to_run(&request.program)?;
+    let (path, profile_file, built) = program_to_run(&request.program)?;
     let profile = &request.profile;
-    let options = request.instrument.then_some(&profile.instrument);
-    let prepared = Embedded.prepare(&path, options, status)?;
+    let options = request.instrument.then(|| crate::instrument::Options {
+        unoptimized: built.is_some_and(|b| b.unoptimized),
+        ..profile.instrument.clone()
+    });
+    let prepared = Embedded.prepare(&path, options.as_ref(), status)?;
     let config = ServeConfig {
         addr: request.addr,
         requests: request.requests,

@@ -11,6 +11,7 @@ use crate::error::{Error, HostError};
 use crate::fsutil::relative;
 use crate::harness::DocTest;
 use crate::host;
+use crate::instrument::Options;
 use crate::profile::{Compensation, Profile};
 use crate::status::Status;
 
@@ -201,9 +202,11 @@ impl BinariesRun<'_> {
         let mut failed = Vec::new();
         for (i, binary) in binaries.iter().enumerate() {
             let step = status.item(i + 1, binaries.len());
-            let prepared =
-                self.host
-                    .prepare(&binary.path, Some(&request.profile.instrument), step)?;
+            let options = Options {
+                unoptimized: binary.unoptimized,
+                ..request.profile.instrument.clone()
+            };
+            let prepared = self.host.prepare(&binary.path, Some(&options), step)?;
             status.done(
                 "Running",
                 format!("{} ({})", binary.label, relative(&binary.path)),

@@ -135,7 +135,9 @@ pub(super) fn write(
         .arcs
         .iter()
         .map(|a| {
-            let line = a.sites.first().map(|s| s.pos.line);
+            // A call's line with its file: an inlined callee's call is in another file.
+            let line = (a.sites.first())
+                .map(|s| format!("{}:{}", crate::source::short_path(&s.pos.file), s.pos.line));
             json!([
                 function_of(&a.caller),
                 function_of(&a.callee),

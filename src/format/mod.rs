@@ -63,6 +63,9 @@ pub struct EmitOptions {
     pub call_graph: CallGraph,
     /// List the runtime's scaffolding in the text report instead of folding it.
     pub show_runtime: bool,
+    /// List the standard library's helpers of an unoptimized build in the text report
+    /// instead of folding them into their callers ([`crate::profile::Profile::helpers`]).
+    pub show_helpers: bool,
     /// List the functions inlined into others as rows of their own in the text report's
     /// flat profile (from the per-line costs; their instructions leave their hosts' self).
     pub inlined: bool,
@@ -108,7 +111,7 @@ impl Default for CallGraph {
 
 /// How many entries the call graph has unless asked: few enough that the report fits on a
 /// screen or two.
-pub const DEFAULT_CALL_GRAPH: usize = 5;
+pub const DEFAULT_CALL_GRAPH: usize = 3;
 
 impl Format {
     /// Every format.

@@ -232,6 +232,14 @@ pub fn bytes(n: u64) -> String {
     }
 }
 
+/// `n` things: `1 sample`, `2 samples`.
+pub fn plural(n: u64, thing: &str) -> String {
+    match n {
+        1 => format!("1 {thing}"),
+        n => format!("{n} {thing}s"),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -103,6 +103,9 @@ pub struct Options {
     pub entries: EntryProbes,
     /// Where the direct call sites count their calls, where they do.
     pub site_counters: SiteCounters,
+    /// The module was built without optimization (cargo's opt-level 0): its meta says so,
+    /// for the report to fold the standard library's inlinable functions into their callers.
+    pub unoptimized: bool,
 }
 
 /// The calling contexts a profile keeps unless told otherwise: 4 M, at most 192 MB of the
@@ -124,6 +127,7 @@ impl Default for Options {
             inlining_budget: false,
             entries: EntryProbes::BySize,
             site_counters: SiteCounters::Memory,
+            unoptimized: false,
         }
     }
 }
@@ -391,6 +395,7 @@ impl Rewritten {
             one_memory_variant: options.carries_one_memory_variant(),
             inlining_budget: options.inlining_budget,
             sampler: options.sampler,
+            unoptimized: options.unoptimized,
             layout: self.layout,
             functions,
             direct_sites: locate(&self.sites.direct),

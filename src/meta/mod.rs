@@ -331,6 +331,10 @@ pub struct Meta {
     /// How a host samples it, with the sampled time metric.
     #[serde(default)]
     pub sampler: Sampler,
+    /// Whether the module was built without optimization
+    /// ([`crate::instrument::Options::unoptimized`]).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub unoptimized: bool,
     /// Where the state lies in the profiler's memory.
     pub layout: Layout,
     /// One entry per function id (= the function's index in the original module).

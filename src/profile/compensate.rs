@@ -142,7 +142,7 @@ impl Profile {
 mod tests {
     use super::*;
     use crate::meta::Metric;
-    use crate::profile::{Arc, Costs, Function, FORMAT, FORMAT_VERSION};
+    use crate::profile::{Arc, Costs, Function};
 
     fn function(id: u32, name: &str, calls: u64, self_ns: u64, total_ns: u64) -> Function {
         Function {
@@ -196,8 +196,6 @@ mod tests {
     /// host -> main (1 call) -> leaf (10 calls); host -> f (1 call) -> f (1 call).
     fn profile() -> Profile {
         Profile {
-            format: FORMAT.into(),
-            version: FORMAT_VERSION,
             modules: vec!["m".into()],
             complete: true,
             runs: Vec::new(),
@@ -220,18 +218,7 @@ mod tests {
                 context(3, Some(0), Some(2), 1, 100, 200),
                 context(4, Some(3), Some(2), 1, 100, 100),
             ],
-            sampled_contexts: false,
-            folded_entries: 0,
-            arcs_dropped: 0,
-            compensation: None,
-            uncompensated: None,
-            sampling: None,
-            lines: Vec::new(),
-            view: None,
-            threads: Vec::new(),
-            allocations: None,
-            benchmarks: Vec::new(),
-            requests: None,
+            ..Profile::merge(&[])
         }
     }
 

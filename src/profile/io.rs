@@ -306,6 +306,7 @@ mod tests {
             one_memory_variant: false,
             inlining_budget: false,
             sampler: Default::default(),
+            unoptimized: false,
             layout: crate::layout::Layout::new(0, 0, 0, 0, 1, 0),
             functions: Vec::new(),
             direct_sites: Vec::new(),

@@ -30,6 +30,8 @@ impl Profile {
         if profiles.iter().all(|p| p.contexts.is_empty()) {
             out.contexts.clear();
         }
+        out.helpers.sort_unstable();
+        out.helpers.dedup();
         out
     }
 
@@ -154,6 +156,7 @@ impl Merger {
                 allocations,
                 benchmarks: Vec::new(),
                 requests: None,
+                helpers: Vec::new(),
             },
             function_ids: FxHashMap::default(),
             arc_ids: FxHashMap::default(),
@@ -208,6 +211,7 @@ impl Merger {
                 routine: rename(&b.routine),
                 ..b.clone()
             }));
+        self.out.helpers.extend(p.helpers.iter().map(|h| rename(h)));
         let requests = [self.out.requests.take(), p.requests.clone()];
         self.out.requests = requests.into_iter().flatten().reduce(|a, b| a.merged(&b));
         self.contexts(p, &fmap, has_peak);
@@ -455,8 +459,6 @@ mod tests {
             alloc: None,
         };
         Profile {
-            format: FORMAT.into(),
-            version: FORMAT_VERSION,
             modules: vec![name.into()],
             complete: false,
             runs: vec![RunInfo {
@@ -480,18 +482,7 @@ mod tests {
                 context(1, Some(0), Some(0), calls),
                 context(2, Some(1), Some(1), 1),
             ],
-            sampled_contexts: false,
-            folded_entries: 0,
-            arcs_dropped: 0,
-            compensation: None,
-            uncompensated: None,
-            sampling: None,
-            lines: Vec::new(),
-            view: None,
-            threads: Vec::new(),
-            allocations: None,
-            benchmarks: Vec::new(),
-            requests: None,
+            ..Profile::merge(&[])
         }
     }
 

@@ -10,8 +10,10 @@
 //! - `merge`: several runs' profiles as one;
 //! - `compensate`: the probes' measured cost subtracted from a timed profile;
 //! - `counts`: a view's counts where the contexts were sampled, which count no calls;
+//! - `helpers`: the standard library's helpers of an unoptimized build folded into their callers;
 //! - `io`: profile files, and the [`DumpFile`] a JS host saves;
 //! - `outermost`: inclusive costs counted once per outermost activation;
+//! - `samples`: how the sampled times were taken ([`Sampling`]);
 //! - `stacks`: the stack sampler's samples, and how a stack finds its context;
 //! - `threads`: a threaded run's profile, the merge of its threads', each thread kept;
 //! - `view`: the profile's stacks through some functions, or grouped by file or crate.
@@ -20,11 +22,13 @@ mod alloc;
 mod compensate;
 mod counts;
 mod decode;
+mod helpers;
 mod io;
 mod merge;
 mod model;
 mod outermost;
 mod requests;
+mod samples;
 mod stacks;
 mod threads;
 mod view;
@@ -36,6 +40,7 @@ pub use io::{DumpFile, DumpThread, RunDump, DUMP_FIELDS, DUMP_FORMAT, DUMP_THREA
 pub use merge::MergedNames;
 pub use model::*;
 pub use requests::{Answer, Requests, Route};
+pub use samples::{NoSampler, Sampling, FEW_SAMPLES, RANK_SAMPLES};
 pub use stacks::{StackSample, StackSamples};
 pub use threads::{Thread, ThreadDump};
 pub use view::{crate_of, Filter, Grouping, View};

@@ -134,7 +134,7 @@ impl Profile {
 
             let tables = self.view_tree(
                 focused.as_deref(),
-                &matches(&filter.ignore),
+                (&matches(&filter.ignore), &vec![false; group_of.len()]),
                 filter.by,
                 &groups,
                 &group_of,
@@ -185,7 +185,13 @@ impl Profile {
         }
         let (groups, group_of) = groups(self, Grouping::Function);
         let none = vec![false; self.functions.len()];
-        let tables = self.view_tree(Some(chosen), &none, Grouping::Function, &groups, &group_of);
+        let tables = self.view_tree(
+            Some(chosen),
+            (&none, &none),
+            Grouping::Function,
+            &groups,
+            &group_of,
+        );
         let (functions, arcs, contexts) = match self.sampled_contexts {
             true => with_counts(self.counted(keep), tables, true),
             false => tables,
@@ -197,7 +203,7 @@ impl Profile {
     /// The per-line costs of the view's `functions` that kept all their calls: a
     /// segment's runs are not told apart by calling context, so a function some of whose
     /// calls the view left out has no lines in it.
-    fn lines_of_whole(&self, functions: &[Function]) -> Vec<super::LineCost> {
+    pub(super) fn lines_of_whole(&self, functions: &[Function]) -> Vec<super::LineCost> {
         let whole: FxHashMap<&str, u64> = self
             .functions
             .iter()
@@ -216,17 +222,17 @@ impl Profile {
     }
 
     /// The view of a profile with a calling-context tree: the tree filtered (`focused`
-    /// functions, none of the `ignored`), re-rooted and grouped, then functions and arcs
-    /// summed from it as the decoder sums them.
-    fn view_tree(
+    /// functions, none of the `ignored`, the `hidden` folded into their callers), re-rooted
+    /// and grouped, then functions and arcs summed from it as the decoder sums them.
+    pub(super) fn view_tree(
         &self,
         focused: Option<&[bool]>,
-        ignored: &[bool],
+        (ignored, hidden): (&[bool], &[bool]),
         by: Grouping,
         groups: &[Function],
         group_of: &[usize],
     ) -> Tables {
-        let nodes = self.view_nodes(focused, ignored, by, group_of);
+        let nodes = self.view_nodes(focused, (ignored, hidden), by, group_of);
         // Parents come before their children: inclusive costs from the leaves up.
         let mut total: Vec<u64> = nodes.iter().map(|node| node.self_).collect();
         for j in (1..nodes.len()).rev() {
@@ -267,11 +273,12 @@ impl Profile {
 
     /// The view's tree: the contexts through a `focused` function (or all) and none of
     /// the `ignored`, the outermost focused one hanging from the root, grouped by
-    /// `group_of` (a call inside a group is the group's own cost).
+    /// `group_of` (a call inside a group is the group's own cost), a `hidden` function's
+    /// cost its caller's own.
     fn view_nodes(
         &self,
         focused: Option<&[bool]>,
-        ignored: &[bool],
+        (ignored, hidden): (&[bool], &[bool]),
         by: Grouping,
         group_of: &[usize],
     ) -> Vec<Node> {
@@ -297,9 +304,9 @@ impl Profile {
             let up = if inside[parent] { new_of[parent] } else { 0 };
             let group = group_of[f];
             let (self_, _) = c.cost.get(self.metric);
-            let grouped = by != Grouping::Function;
-            if grouped && up != 0 && nodes[up].group == Some(group) && !c.folded {
-                // A call inside the group: its cost is the group's own.
+            let grouped = by != Grouping::Function && nodes[up].group == Some(group);
+            if up != 0 && !c.folded && (grouped || hidden[f]) {
+                // A call inside the group, or of a hidden function: its cost is the caller's.
                 nodes[up].add_own(self_, c);
                 new_of[i] = up;
                 continue;

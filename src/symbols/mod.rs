@@ -7,15 +7,17 @@
 //! and C++ linkage names are demangled. `tables` holds what is looked up by code address:
 //! the line program's rows and the inlined subroutines' ranges.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::ops::Range;
 
 use addr2line::gimli;
 use gimli::{AttributeValue, EndianSlice, LittleEndian};
 use serde::{Deserialize, Serialize};
 
+mod facts;
 mod tables;
 
+use facts::ModuleFacts;
 pub use tables::Inlined;
 use tables::{InlineTable, LineTable};
 
@@ -33,7 +35,18 @@ pub struct Symbol {
     /// Line of the definition, when DWARF says.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub line: Option<u32>,
+    /// A small function of the standard library compiled into another crate's code (a
+    /// generic or `#[inline]` one, of at most [`INLINABLE_BYTES`]), which an optimized
+    /// build inlines into its callers.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub inlinable: bool,
 }
+
+/// The largest body of a standard-library function compiled into another crate that
+/// counts as [`Symbol::inlinable`]: unoptimized code of the iterator adapters, indexing,
+/// comparisons and checks that an optimized build inlines is under it; the sorts and
+/// tables' algorithms are over.
+pub const INLINABLE_BYTES: u64 = 1024;
 
 /// A source position.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -42,78 +55,6 @@ pub struct SourcePos {
     pub file: String,
     /// Line in `file`.
     pub line: u32,
-}
-
-/// The module facts that symbolization needs, read with wasmparser.
-#[derive(Default)]
-struct ModuleFacts<'a> {
-    /// `module.field` of each imported function, in index order.
-    imports: Vec<String>,
-    /// File offset of the code section's payload, where DWARF's code addresses start.
-    code_start: u64,
-    /// Each defined function's body (after its size), relative to the code section payload.
-    bodies: Vec<Range<u64>>,
-    /// The `name` section's function names (of defined functions; imports keep `module.field`).
-    names: HashMap<u32, String>,
-    /// The first export name of each exported function.
-    exports: HashMap<u32, String>,
-    /// The `.debug_*` custom sections.
-    debug: HashMap<&'a str, &'a [u8]>,
-}
-
-impl<'a> ModuleFacts<'a> {
-    fn read(wasm: &'a [u8]) -> anyhow::Result<ModuleFacts<'a>> {
-        use wasmparser::{KnownCustom, Name, Payload};
-        let mut facts = ModuleFacts::default();
-        for payload in wasmparser::Parser::new(0).parse_all(wasm) {
-            match payload? {
-                Payload::ImportSection(reader) => {
-                    for import in reader.into_imports() {
-                        let import = import?;
-                        if let wasmparser::TypeRef::Func(_) = import.ty {
-                            facts
-                                .imports
-                                .push(format!("{}.{}", import.module, import.name));
-                        }
-                    }
-                }
-                Payload::ExportSection(reader) => {
-                    for export in reader {
-                        let export = export?;
-                        if export.kind == wasmparser::ExternalKind::Func {
-                            facts
-                                .exports
-                                .entry(export.index)
-                                .or_insert_with(|| export.name.to_string());
-                        }
-                    }
-                }
-                Payload::CodeSectionStart { range, .. } => facts.code_start = range.start as u64,
-                Payload::CodeSectionEntry(body) => {
-                    let range = body.range();
-                    let at = |offset: usize| offset as u64 - facts.code_start;
-                    facts.bodies.push(at(range.start)..at(range.end));
-                }
-                Payload::CustomSection(section) => match section.as_known() {
-                    KnownCustom::Name(reader) => {
-                        for name in reader.into_iter().flatten() {
-                            if let Name::Function(map) = name {
-                                for naming in map.into_iter().flatten() {
-                                    facts.names.insert(naming.index, naming.name.to_string());
-                                }
-                            }
-                        }
-                    }
-                    _ if section.name().starts_with(".debug_") => {
-                        facts.debug.insert(section.name(), section.data());
-                    }
-                    _ => {}
-                },
-                _ => {}
-            }
-        }
-        Ok(facts)
-    }
 }
 
 /// Symbols of one original module.
@@ -143,6 +84,7 @@ impl SymbolTable {
                 name: import.clone(),
                 file: None,
                 line: None,
+                inlinable: false,
             });
         }
         for (k, body) in facts.bodies.iter().enumerate() {
@@ -158,6 +100,7 @@ impl SymbolTable {
                         .unwrap_or_else(|| format!("func[{index}]")),
                     file: None,
                     line: None,
+                    inlinable: false,
                 },
             };
             functions.push(symbol);
@@ -225,11 +168,15 @@ fn subprograms(
     dwarf: &gimli::Dwarf<DwarfReader<'_>>,
     bodies: &[Range<u64>],
 ) -> gimli::Result<HashMap<u64, Symbol>> {
-    let bodies: HashSet<u64> = bodies.iter().map(|body| body.start).collect();
+    let sizes: HashMap<u64, u64> = bodies.iter().map(|b| (b.start, b.end - b.start)).collect();
     let mut found = HashMap::new();
     let mut headers = dwarf.units();
     while let Some(header) = headers.next()? {
         let unit = dwarf.unit(header)?;
+        // The standard library's own units are compiled (optimized) with it.
+        let foreign = unit
+            .name
+            .is_some_and(|name| !name.to_string_lossy().starts_with("/rustc/"));
         let mut entries = unit.entries();
         while let Some(entry) = entries.next_dfs()? {
             if entry.tag() != gimli::DW_TAG_subprogram {
@@ -242,10 +189,16 @@ fn subprograms(
                 continue;
             };
             // Code the linker discarded has a low_pc outside every body (0, or a tombstone).
-            if !bodies.contains(&low) || found.contains_key(&low) {
+            let Some(&size) = sizes.get(&low).filter(|_| !found.contains_key(&low)) else {
                 continue;
-            }
-            if let Some(symbol) = describe(dwarf, &unit, entry)? {
+            };
+            if let Some(mut symbol) = describe(dwarf, &unit, entry)? {
+                symbol.inlinable = foreign
+                    && size <= INLINABLE_BYTES
+                    && symbol
+                        .file
+                        .as_deref()
+                        .is_some_and(crate::source::is_standard_library);
                 found.insert(low, symbol);
             }
         }
@@ -312,6 +265,7 @@ fn describe<'a>(
         name,
         file: decl_file,
         line: decl_line.map(|l| l as u32),
+        inlinable: false,
     }))
 }
 
@@ -377,7 +331,8 @@ fn join_path(base: &str, part: &str) -> String {
 pub fn demangle(raw: &str) -> String {
     if raw.starts_with("_R") || is_legacy_rust(raw) {
         if let Ok(rust) = rustc_demangle::try_demangle(raw) {
-            return format!("{rust:#}");
+            // Legacy mangling writes a `-` as `.`: a function type's `->` reads `.>`.
+            return format!("{rust:#}").replace(" .> ", " -> ");
         }
     }
     if raw.starts_with("_Z") {
@@ -486,6 +441,12 @@ mod tests {
         assert_eq!(demangle("_Z3fibi"), "fib(int)");
         assert_eq!(demangle("_ZN5Shape4areaEv"), "Shape::area()");
         assert_eq!(demangle("main"), "main");
+        // quickcheck's impl for functions, whose `->` legacy mangling writes as `.>`.
+        let testable = "_ZN80_$LT$fn$LP$A$C$B$RP$$u20$.$GT$$u20$T$u20$as$u20$quickcheck..tester..Testable$GT$6result17h711ca172f414bb86E";
+        assert_eq!(
+            demangle(testable),
+            "<fn(A,B) -> T as quickcheck::tester::Testable>::result"
+        );
     }
 
     #[test]
@@ -531,6 +492,7 @@ mod tests {
             name: n.into(),
             file: None,
             line: None,
+            inlinable: false,
         };
         let mut functions = vec![sym("a"), sym("b"), sym("a")];
         make_unique(&mut functions);
@@ -544,6 +506,7 @@ mod tests {
             name: n.into(),
             file: file.map(String::from),
             line: file.map(|_| 3),
+            inlinable: false,
         };
         // Emscripten's main wrapper, the program's main, and two closures both in DWARF.
         let mut functions = vec![

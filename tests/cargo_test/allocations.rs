@@ -96,7 +96,7 @@ fn the_report_and_go_tool_pprof_show_them() {
     assert_eq!(figures, ["640", "B", "5", "640", "B", "5"], "{row}");
     // Two runs, two processes: the peak is the larger one's, the lib's mebibyte (against
     // many_blocks' 800 KB), and the blocks at the peak are that run's alone.
-    let summary = section.lines().nth(2).unwrap_or_default();
+    let summary = section.lines().nth(1).unwrap_or_default();
     let lib = p_module(&run.profile("allocs-allocs-lib.json"));
     assert!(
         summary.contains(&format!("live in {lib}, the largest of the runs' peaks")),

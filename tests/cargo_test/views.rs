@@ -5,14 +5,13 @@ use super::*;
 
 /// The default report leads with the program: a summary, the tests by cost, the flat
 /// profile of the crate's own calls with the runtime's scaffolding folded into one line,
-/// and a short call graph, on a screen or two.
+/// and a short call graph, on one screen.
 #[test]
 fn the_default_report_leads_with_the_programs_own_code() {
     let out = stdout(&calls_run().out);
     let report = &out[out.find("cargo-wasmprof profile:").expect("a report")..];
     let lines: Vec<&str> = report.lines().collect();
-    // (The allocations section, with its rows, is part of it.)
-    assert!(lines.len() < 90, "{} lines:\n{report}", lines.len());
+    assert!(lines.len() <= 60, "{} lines:\n{report}", lines.len());
     let at = |needle: &str| {
         lines
             .iter()
@@ -75,6 +74,60 @@ fn the_default_report_leads_with_the_programs_own_code() {
     assert!(all.contains("test::console::run_tests_console"), "{all}");
     assert!(!all.contains("[the runtime's scaffolding:"));
     assert!(!all.contains("more: --top all"));
+}
+
+/// In an unoptimized build (`cargo test`'s), the standard library's small helpers fold into
+/// their callers: `total_area2`'s closure, which the helpers of `map(..).sum()` call, is
+/// called by `total_area2` itself, once per shape of the `shapes` test (3), and no
+/// `core::iter` function has a row of its own; `--show-helpers` lists them.
+#[test]
+fn an_unoptimized_builds_standard_library_helpers_fold_into_their_callers() {
+    let merged = calls_run().dir.path().join("merged.json");
+    let report = |args: &[&str]| {
+        stdout(&output(
+            wasmprof()
+                .args(["wasmprof", "report"])
+                .arg(&merged)
+                .args(["--top", "all", "--call-graph", "full"])
+                .args(args),
+        ))
+    };
+    // A flat profile's row starts with its share.
+    let is_row = |l: &&str| {
+        l.get(..6)
+            .is_some_and(|share| share.trim().parse::<f64>().is_ok())
+    };
+    let helper_rows = |report: &str| {
+        report
+            .lines()
+            .skip_while(|l| !l.starts_with("Flat profile"))
+            .take_while(|l| !l.starts_with("Call graph"))
+            .filter(is_row)
+            .filter(|l| l.contains("  core::iter::") || l.contains("  <core::iter::"))
+            .count()
+    };
+    let folded = report(&[]);
+    let header: Vec<&str> = folded.lines().take(5).collect();
+    assert!(
+        header
+            .iter()
+            .any(|l| l.starts_with("folded into their callers: ")),
+        "{folded}"
+    );
+    assert_eq!(helper_rows(&folded), 0, "{folded}");
+    let lines: Vec<&str> = folded.lines().collect();
+    let entry = lines
+        .iter()
+        .position(|l| l.starts_with('[') && l.contains("  calls::total_area2::{closure#0}"))
+        .unwrap_or_else(|| panic!("no entry of the closure in\n{folded}"));
+    let caller = lines[entry - 1];
+    assert!(
+        caller.contains(" 3/3 ") && caller.contains("calls::total_area2"),
+        "{caller}"
+    );
+    let listed = report(&["--show-helpers"]);
+    assert!(helper_rows(&listed) > 0, "{listed}");
+    assert!(!listed.contains("folded into their callers: "));
 }
 
 /// `--focus`, `--ignore` and `--by` of a profile that counted its calls per calling

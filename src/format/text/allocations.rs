@@ -30,7 +30,7 @@ pub(super) fn allocations(
     let at_peak = summary.at_peak_bytes > 0;
     let _ = writeln!(
         out,
-        "\n{BOLD}Allocations{BOLD:#} (exact: every call of the allocator's entry points and every memory.grow)\n"
+        "\n{BOLD}Allocations{BOLD:#} (exact: every call of the allocator's entry points and every memory.grow)"
     );
     summary_line(out, summary, &total, p.runs.len());
     if total.is_empty() {

@@ -9,6 +9,10 @@ use crate::format::units::percent;
 use crate::format::{CallGraph, EmitOptions};
 use crate::profile::{Arc, Costs, Function, Profile};
 
+/// How many callers and callees an entry lists unless asked for the full graph: the
+/// costliest, then the most called.
+const ARCS_SHOWN: usize = 5;
+
 /// What the call graph names the caller of calls that no arc records.
 const UNKNOWN_CALLER: &str = "<caller unknown>";
 
@@ -33,8 +37,14 @@ pub(super) fn call_graph(
         order.retain(|f| listed.contains(f.name.as_str()));
         order.truncate(n);
     }
+    if order.is_empty() {
+        return;
+    }
     heading(out, p, units, options, order.len());
-    let graph = Graph::of(p, units, &order);
+    let mut graph = Graph::of(p, units, &order);
+    if let CallGraph::Top(_) = options.call_graph {
+        graph.arcs_shown = ARCS_SHOWN;
+    }
     for f in order {
         graph.entry(out, f);
     }
@@ -44,7 +54,7 @@ pub(super) fn call_graph(
 fn heading(out: &mut String, p: &Profile, units: Units<'_>, options: &EmitOptions, entries: usize) {
     let _ = writeln!(
         out,
-        "\n{BOLD}Call graph{BOLD:#} ({}callers above each function, callees below{})\n",
+        "\n{BOLD}Call graph{BOLD:#} ({}callers above each function, callees below{})",
         match options.call_graph {
             CallGraph::Top(_) => format!(
                 "the {entries} costliest of the flat profile's functions, --call-graph N or full for more; "
@@ -79,6 +89,8 @@ struct Graph<'a> {
     by_name: HashMap<&'a str, &'a Function>,
     callers: HashMap<&'a str, Vec<&'a Arc>>,
     callees: HashMap<&'a str, Vec<&'a Arc>>,
+    /// How many callers and callees an entry lists.
+    arcs_shown: usize,
 }
 
 impl<'a> Graph<'a> {
@@ -100,7 +112,24 @@ impl<'a> Graph<'a> {
             by_name: p.functions.iter().map(|f| (f.name.as_str(), f)).collect(),
             callers,
             callees,
+            arcs_shown: usize::MAX,
         }
+    }
+
+    /// Of `arcs`, the `arcs_shown` costliest (then most called) in their order, and the
+    /// number and calls of the others.
+    fn shown<'b>(&self, arcs: impl Iterator<Item = &'b Arc>) -> (Vec<&'b Arc>, usize, u64) {
+        let mut arcs: Vec<(usize, &Arc)> = arcs.enumerate().collect();
+        let key = |a: &Arc| (self.units.get(&a.cost).1, a.count);
+        arcs.sort_by_key(|&(_, a)| std::cmp::Reverse(key(a)));
+        let rest = arcs.split_off(arcs.len().min(self.arcs_shown));
+        arcs.sort_by_key(|&(i, _)| i);
+        let calls = rest.iter().map(|(_, a)| a.count).sum();
+        (
+            arcs.into_iter().map(|(_, a)| a).collect(),
+            rest.len(),
+            calls,
+        )
     }
 
     /// A function's name, with its entry's index when it has one.
@@ -146,9 +175,16 @@ impl<'a> Graph<'a> {
             .iter()
             .find(|a| a.caller == f.name)
             .map_or(0, |a| a.count);
-        for a in incoming.iter().filter(|a| a.caller != f.name) {
+        let (callers, more, calls) =
+            self.shown(incoming.iter().copied().filter(|a| a.caller != f.name));
+        for a in callers {
             let called = format!("{}/{}", a.count, f.calls - recursive);
             self.row(out, Some(&a.cost), called, &self.name_of(&a.caller));
+        }
+        if more > 0 {
+            let called = format!("{calls}/{}", f.calls - recursive);
+            let what = format!("[{more} more callers: --call-graph full lists them]");
+            self.row(out, None, called, &what);
         }
         // Calls no arc tells the caller of (a full arc table; a JS shim that wasm-bindgen
         // writes at bindgen time, which has no thunk of ours), so the rows add up.
@@ -176,13 +212,19 @@ impl<'a> Graph<'a> {
             self.name_of(name),
             location(f)
         );
-        for a in outgoing.iter().filter(|a| a.callee != f.name) {
+        let (callees, more, calls) =
+            self.shown(outgoing.iter().copied().filter(|a| a.callee != f.name));
+        for a in callees {
             let callee_calls = self
                 .by_name
                 .get(a.callee.as_str())
                 .map_or(a.count, |c| c.calls);
             let called = format!("{}/{callee_calls}", a.count);
             self.row(out, Some(&a.cost), called, &self.name_of(&a.callee));
+        }
+        if more > 0 {
+            let what = format!("[{more} more callees: --call-graph full lists them]");
+            self.row(out, None, calls.to_string(), &what);
         }
         let _ = writeln!(out, "{}", "-".repeat(60));
     }

@@ -120,18 +120,29 @@ pub(super) fn render(p: &Profile, options: &EmitOptions) -> String {
     let names = p.functions.iter().map(|f| f.name.as_str());
     let distinct = distinct_elisions(names, name_width(options));
     let units = Units::of(p, options, &distinct);
-    // The sections show the program's own calls unless asked for all; shares are of the
-    // whole run either way.
+    // The sections show the program's own calls, the standard library's helpers folded
+    // into their callers, unless asked for all; shares are of the whole run either way.
     let program = match options.show_runtime {
         true => None,
         false => crate::harness::program_view(p),
     };
-    let folded = program.is_some();
+    let scaffolding = program.as_ref().and_then(|q| scaffolding(p, q, units));
     let q = program.as_ref().unwrap_or(p);
+    let without_helpers = (!options.show_helpers)
+        .then(|| q.without_helpers())
+        .flatten();
+    let q = without_helpers.as_ref().unwrap_or(q);
     let with_inlined = (options.inlined && !q.lines.is_empty()).then(|| inlined_rows(q));
     let q = with_inlined.as_ref().unwrap_or(q);
-    let rows = FlatRows::of(p, q, folded, options, units);
+    let rows = FlatRows::of(q, scaffolding, options, units);
     header(&mut out, p, units);
+    if without_helpers.is_some() {
+        let _ = writeln!(
+            out,
+            "folded into their callers: {} small functions of the standard library, as an optimized build inlines them; --show-helpers lists them",
+            p.helpers.len()
+        );
+    }
     requests(&mut out, p.requests.as_ref());
     // Tests and harness loops are found by their callers, which a view of the program's
     // stacks leaves out.
@@ -195,53 +206,60 @@ const INLINED: &str = "[inlined]";
 struct FlatRows<'a> {
     /// The rows, costliest first.
     rows: Vec<&'a Function>,
-    /// The program's functions past `--top`.
+    /// The program's functions past `--top`, or, of a run too short to rank by time,
+    /// those no sample found (`unsampled`).
     rest: Vec<&'a Function>,
+    unsampled: bool,
     /// The runtime's scaffolding left out of the sections: (functions the program never
     /// reached, calls, self cost), when some is.
     scaffolding: Option<(usize, u64, u64)>,
 }
 
 impl<'a> FlatRows<'a> {
-    /// The rows of `q`, the view of `p` the sections show (`folded`: without the
-    /// runtime's scaffolding).
+    /// The rows of `q`, the view the sections show, and what it left out of the runtime's
+    /// `scaffolding`.
     fn of(
-        p: &Profile,
         q: &'a Profile,
-        folded: bool,
+        scaffolding: Option<(usize, u64, u64)>,
         options: &EmitOptions,
         units: Units<'_>,
     ) -> FlatRows<'a> {
         let mut rows = by_cost(q, |f| units.get(&f.cost).0);
-        let rest = rows.split_off(rows.len().min(options.top.unwrap_or(usize::MAX)));
-        let sum = |p: &Profile| -> (u64, u64) {
-            p.functions
+        let top = options.top.unwrap_or(usize::MAX);
+        let unsampled = options.top.is_some() && too_short(q);
+        let shown = match unsampled {
+            true => rows
                 .iter()
-                .fold((0, 0), |(c, s), f| (c + f.calls, s + units.get(&f.cost).0))
+                .take_while(|f| f.cost.self_samples > Some(0))
+                .count(),
+            false => top,
         };
-        let scaffolding = folded.then(|| {
-            let ((calls, self_), (q_calls, q_self)) = (sum(p), sum(q));
-            let kept: std::collections::HashSet<&str> =
-                q.functions.iter().map(|f| f.name.as_str()).collect();
-            let unreached = p
-                .functions
-                .iter()
-                .filter(|f| !kept.contains(f.name.as_str()))
-                .count();
-            (
-                unreached,
-                calls.saturating_sub(q_calls),
-                self_.saturating_sub(q_self),
-            )
-        });
-        let scaffolding =
-            scaffolding.filter(|&(unreached, calls, _)| unreached + calls as usize > 0);
+        let rest = rows.split_off(rows.len().min(shown.min(top)));
         FlatRows {
             rows,
             rest,
+            unsampled,
             scaffolding,
         }
     }
+}
+
+/// What the `program`'s view leaves out of `p`: the runtime's functions the program never
+/// reached, and the calls and self cost of its scaffolding; `None` when nothing.
+fn scaffolding(p: &Profile, program: &Profile, units: Units<'_>) -> Option<(usize, u64, u64)> {
+    let sum = |p: &Profile| -> (u64, u64) {
+        p.functions
+            .iter()
+            .fold((0, 0), |(c, s), f| (c + f.calls, s + units.get(&f.cost).0))
+    };
+    let ((calls, self_), (q_calls, q_self)) = (sum(p), sum(program));
+    let kept: std::collections::HashSet<&str> =
+        program.functions.iter().map(|f| f.name.as_str()).collect();
+    let unreached = (p.functions.iter())
+        .filter(|f| !kept.contains(f.name.as_str()))
+        .count();
+    let calls = calls.saturating_sub(q_calls);
+    (unreached + calls as usize > 0).then_some((unreached, calls, self_.saturating_sub(q_self)))
 }
 
 fn header(out: &mut String, p: &Profile, units: Units<'_>) {
@@ -335,8 +353,13 @@ fn sampled(out: &mut String, s: &Sampling, exact: &str) {
     let _ = match s.samples {
         n if n < FEW_SAMPLES => writeln!(
             out,
-            "time: {n} samples by {by}, {}: the times say nothing (rows of equal time go by calls); {exact}; calls and arcs are exact",
-            few_samples_why(s)
+            "time: {} by {by}, {}: the times say nothing, the sections {}; {exact}; calls and arcs are exact",
+            super::units::plural(n, "sample"),
+            few_samples_why(s),
+            match n {
+                0 => "rank by calls",
+                _ => "list what the samples found",
+            }
         ),
         n if n < RANK_SAMPLES => writeln!(
             out,
@@ -359,6 +382,13 @@ fn few_samples_why(s: &Sampling) -> &'static str {
     } else {
         "the run was too short to sample"
     }
+}
+
+/// Whether `p`'s times are sampled from too few samples to say anything, but some: its
+/// sections then list what the samples found (without any, they rank by calls).
+fn too_short(p: &Profile) -> bool {
+    p.sampling
+        .is_some_and(|s| (1..FEW_SAMPLES).contains(&s.samples))
 }
 
 /// A self cost as text, marked `~` when it is sampled from too few samples to rank by.
@@ -389,7 +419,7 @@ fn flat_profile(out: &mut String, p: &Profile, units: Units<'_>, rows: &FlatRows
         true => what.replacen("wall time", "CPU time", 1),
         false => what.to_string(),
     };
-    let _ = writeln!(out, "\n{BOLD}Flat profile{BOLD:#} ({what})\n");
+    let _ = writeln!(out, "\n{BOLD}Flat profile{BOLD:#} ({what})");
     let all_calls: u64 = p.functions.iter().map(|f| f.calls).sum::<u64>()
         + rows.scaffolding.map_or(0, |(_, calls, _)| calls);
     if units.has_cost() {
@@ -416,7 +446,13 @@ fn flat_profile(out: &mut String, p: &Profile, units: Units<'_>, rows: &FlatRows
             .rest
             .iter()
             .fold((0, 0), |(c, s), f| (c + f.calls, s + units.get(&f.cost).0));
-        let what = format!("[{} more: --top all lists them]", rows.rest.len());
+        let what = match rows.unsampled {
+            true => format!(
+                "[{} more, which no sample found: --top all lists them]",
+                rows.rest.len()
+            ),
+            false => format!("[{} more: --top all lists them]", rows.rest.len()),
+        };
         left_out(out, units, all_calls, (calls, self_), &what);
     }
     if let Some((unreached, calls, self_)) = rows.scaffolding {

@@ -8,7 +8,7 @@ use std::fmt::Write as _;
 use super::Units;
 use crate::format::units::{percent, time};
 use crate::meta::Sampler;
-use crate::profile::{Profile, UNCAUGHT_JS_EXCEPTION};
+use crate::profile::{Profile, FEW_SAMPLES, UNCAUGHT_JS_EXCEPTION};
 
 /// The notes, after a blank line when there are any.
 pub(super) fn notes(out: &mut String, p: &Profile, units: Units<'_>) {
@@ -142,19 +142,19 @@ fn sampling(notes: &mut Vec<String>, p: &Profile) {
         let share = percent(s.in_probes, s.samples + s.in_probes + s.idle);
         // Measured (BENCHMARKS.md, "Accuracy of time"): where calls are dense, time moves
         // between a small function, its caller and the probes, each way by machine.
-        let lean = match share < 10.0 {
+        let lean = match share < 10.0 || s.samples < FEW_SAMPLES {
             true => "",
             false => "; with calls this dense, small functions' and their callers' times are the least exact (--metric instructions is exact)",
         };
         notes.push(format!(
-            "{} samples ({share:.1}%) found the probes running and were left out{lean}",
-            s.in_probes,
+            "{} ({share:.1}%) found the probes running and were left out{lean}",
+            crate::format::units::plural(s.in_probes, "sample"),
         ));
     }
     if let Some(s) = p.sampling.filter(|s| s.unplaced > 0) {
         notes.push(format!(
-            "{} samples ({}) could not be placed in the calling-context tree (too deep, or no room) and were left out",
-            s.unplaced,
+            "{} ({}) could not be placed in the calling-context tree (too deep, or no room) and were left out",
+            crate::format::units::plural(s.unplaced, "sample"),
             time(s.unplaced_ns),
         ));
     }

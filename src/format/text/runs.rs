@@ -23,7 +23,7 @@ pub(super) fn threads(out: &mut String, p: &Profile, units: Units<'_>, options: 
     let modules = p.threads.iter().any(|t| t.module != p.threads[0].module);
     let _ = writeln!(
         out,
-        "\n{BOLD}Threads{BOLD:#} (each thread's {} and its costliest functions)\n",
+        "\n{BOLD}Threads{BOLD:#} (each thread's {} and its costliest functions)",
         if units.has_cost() { "cost" } else { "calls" }
     );
     for t in &p.threads {
@@ -79,7 +79,7 @@ pub(super) fn tests(out: &mut String, p: &Profile, units: Units<'_>, top: usize)
     }
     let _ = writeln!(
         out,
-        "\n{BOLD}Tests by cost{BOLD:#} (each test function with everything it calls)\n"
+        "\n{BOLD}Tests by cost{BOLD:#} (each test function with everything it calls)"
     );
     let _ = writeln!(
         out,
@@ -88,7 +88,13 @@ pub(super) fn tests(out: &mut String, p: &Profile, units: Units<'_>, top: usize)
         "total",
         "calls"
     );
-    for f in tests.into_iter().take(top) {
+    // Of a run too short to rank by time, the tests its samples found.
+    let shown = match top < usize::MAX && super::too_short(p) {
+        true => tests.iter().filter(|f| units.get(&f.cost).1 > 0).count(),
+        false => tests.len(),
+    };
+    let unsampled = tests.len() - shown;
+    for f in tests.into_iter().take(top.min(shown)) {
         let total = units.get(&f.cost).1;
         let _ = writeln!(
             out,
@@ -98,6 +104,13 @@ pub(super) fn tests(out: &mut String, p: &Profile, units: Units<'_>, top: usize)
             f.calls,
             units.name(&f.name),
             location(f)
+        );
+    }
+    if unsampled > 0 {
+        let _ = writeln!(
+            out,
+            "{:>6} {:>11} {:>10}  [{unsampled} more, which no sample found: --top all lists them]",
+            "", "", ""
         );
     }
 }
@@ -144,7 +157,7 @@ pub(super) fn iterations(out: &mut String, p: &Profile, units: Units<'_>, top: u
     if rows.is_empty() && inlined.is_empty() {
         return;
     }
-    let _ = writeln!(out, "\n{BOLD}Benchmarks per iteration{BOLD:#} ({what})\n");
+    let _ = writeln!(out, "\n{BOLD}Benchmarks per iteration{BOLD:#} ({what})");
     let probes = rows.iter().any(|r| r.probe_share.is_some());
     let header = if probes { "   probes" } else { "" };
     let _ = writeln!(

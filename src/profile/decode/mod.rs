@@ -82,6 +82,7 @@ impl Profile {
         let lines = decoder.lines()?;
         let contexts = decoder.contexts(&fid);
         let arcs = decoder.arcs()?;
+        let helpers = helpers(meta, &functions);
         // The host's backtrace, where it has one (a trap's, an exit's from inside).
         let backtrace: Vec<String> = dump
             .frames
@@ -127,8 +128,25 @@ impl Profile {
             allocations: Some(allocs::allocations(&decoder.raw, meta, &decoder.nodes)?),
             benchmarks: Vec::new(),
             requests: None,
+            helpers,
         })
     }
+}
+
+/// The names of `functions` that an unoptimized build left of the standard library's
+/// inlinable functions ([`Profile::helpers`]).
+fn helpers(meta: &Meta, functions: &[Function]) -> Vec<String> {
+    if !meta.unoptimized {
+        return Vec::new();
+    }
+    let inlinable: rustc_hash::FxHashSet<&str> = (meta.functions.iter())
+        .filter(|f| f.symbol.inlinable)
+        .map(|f| f.symbol.name.as_str())
+        .collect();
+    (functions.iter())
+        .filter(|f| inlinable.contains(f.name.as_str()))
+        .map(|f| f.name.clone())
+        .collect()
 }
 
 /// The memory of one run, read into nodes and site counts, and the meta to name them.
