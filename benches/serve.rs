@@ -5,12 +5,16 @@
 //! without the profiler) in turn, ROUNDS times each, interleaved; each time a load of
 //! WARM_UP then MEASURED keep-alive requests, the routes in turn, on 1 connection and on 8,
 //! from a client in this process. The medians of the requests per second, and their ratio.
+//! Where a `wasmtime` CLI is found (`$WASMTIME`, else on `PATH`), `wasmtime serve` and
+//! `wasmtime serve --profile=guest` (its GuestProfiler, sampling every millisecond as ours
+//! does) under the same load, interleaved with them.
 
 #[path = "common/mod.rs"]
 mod common;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -23,68 +27,151 @@ const MEASURED: usize = 3000;
 /// The mixed requests: two handlers of known work, and one that does almost none.
 const ROUTES: [&str; 3] = ["/fib?n=15", "/fib?n=20", "/hello"];
 
+/// A server under the load.
+#[derive(Clone, Copy, PartialEq)]
+enum Server {
+    /// `cargo wasmprof serve`, profiled or not.
+    Ours { profiled: bool },
+    /// `wasmtime serve`, with its guest profiler or not.
+    Wasmtime { profiled: bool },
+}
+
 fn main() {
     let component = common::fixture_for("http", Mode::Serve, Target::Wasip2)
         .into_iter()
         .next()
         .expect("fixtures/http builds a component");
+    let wasmtime = std::env::var_os("WASMTIME")
+        .map(PathBuf::from)
+        .or_else(|| which::which("wasmtime").ok());
+    let mut servers = vec![
+        Server::Ours { profiled: false },
+        Server::Ours { profiled: true },
+    ];
+    if wasmtime.is_some() {
+        servers.extend([
+            Server::Wasmtime { profiled: false },
+            Server::Wasmtime { profiled: true },
+        ]);
+    }
     println!(
-        "`serve` against `serve --no-instrument` on {:?}: requests per second, median of {ROUNDS} interleaved rounds of {MEASURED}",
+        "requests per second on {:?}, median of {ROUNDS} interleaved rounds of {MEASURED}",
         ROUTES
     );
     println!(
-        "{:<14} {:>10} {:>10} {:>8}",
-        "connections", "plain", "profiled", "ratio"
+        "{:<12} {:>8} {:>9} {:>6}{}",
+        "connections",
+        "plain",
+        "profiled",
+        "ratio",
+        match wasmtime {
+            Some(_) => format!(
+                " {:>14} {:>15} {:>6}",
+                "wasmtime serve", "--profile=guest", "ratio"
+            ),
+            None => String::new(),
+        }
     );
     for connections in [1, 8] {
-        let (mut plain, mut profiled) = (Vec::new(), Vec::new());
+        let mut rates = vec![Vec::new(); servers.len()];
         for round in 0..ROUNDS {
-            for profile in [round % 2 == 0, round % 2 == 1] {
-                let rate = serve(&component.path, profile, connections, 18300 + round as u16);
-                match profile {
-                    true => profiled.push(rate),
-                    false => plain.push(rate),
-                }
+            // Each round in another order.
+            for k in 0..servers.len() {
+                let i = (k + round) % servers.len();
+                let port = 18300 + (round * servers.len() + k) as u16;
+                let load = Load { connections, port };
+                rates[i].push(serve(
+                    servers[i],
+                    &component.path,
+                    wasmtime.as_deref(),
+                    load,
+                ));
             }
         }
-        let (plain, profiled) = (median(plain), median(profiled));
-        println!(
-            "{connections:<14} {plain:>10.0} {profiled:>10.0} {:>7.2}x",
-            profiled / plain
+        let rates: Vec<f64> = rates.into_iter().map(median).collect();
+        let mut row = format!(
+            "{connections:<12} {:>8.0} {:>9.0} {:>5.2}x",
+            rates[0],
+            rates[1],
+            rates[1] / rates[0]
         );
+        if rates.len() == 4 {
+            row += &format!(
+                " {:>14.0} {:>15.0} {:>5.2}x",
+                rates[2],
+                rates[3],
+                rates[3] / rates[2]
+            );
+        }
+        println!("{row}");
     }
 }
 
-/// Requests per second of one server of `component` (`profile`d or plain) on `port`, under
-/// the load of `connections` clients.
-fn serve(component: &std::path::Path, profile: bool, connections: usize, port: u16) -> f64 {
+/// A load: its connections, and the port its server listens on.
+struct Load {
+    connections: usize,
+    port: u16,
+}
+
+/// Requests per second of one `server` of `component` under `load`.
+fn serve(server: Server, component: &Path, wasmtime: Option<&Path>, load: Load) -> f64 {
     let total = WARM_UP + MEASURED;
-    let mut command = Command::new(env!("CARGO_BIN_EXE_cargo-wasmprof"));
-    command
-        .args(["wasmprof", "serve", "--quiet", "--no-report"])
-        .args(["--addr", &format!("127.0.0.1:{port}")])
-        .args(["--requests", &total.to_string()]);
-    if profile {
-        let out = std::env::temp_dir().join("wasmprof-serve-bench.json");
-        command.arg("-o").arg(out);
-    } else {
-        command.arg("--no-instrument");
-    }
-    let mut server = command
+    let addr = format!("127.0.0.1:{}", load.port);
+    let profile_file = std::env::temp_dir().join("wasmprof-serve-bench.json");
+    let mut command = match server {
+        Server::Ours { profiled } => {
+            let mut command = Command::new(env!("CARGO_BIN_EXE_cargo-wasmprof"));
+            command
+                .args([
+                    "wasmprof",
+                    "serve",
+                    "--quiet",
+                    "--no-report",
+                    "--addr",
+                    &addr,
+                ])
+                .args(["--requests", &total.to_string()]);
+            match profiled {
+                true => command.arg("-o").arg(&profile_file),
+                false => command.arg("--no-instrument"),
+            };
+            command
+        }
+        Server::Wasmtime { profiled } => {
+            let mut command = Command::new(wasmtime.expect("a wasmtime CLI"));
+            // `-S cli`: the WASI interfaces beside the proxy world (Rust's std imports
+            // wasi:cli/environment), as `cargo wasmprof serve` gives them.
+            command.args(["serve", "-S", "cli", "--addr", &addr]);
+            if profiled {
+                let path = profile_file.display();
+                command.arg(format!("--profile=guest,{path},1ms"));
+            }
+            command.stderr(Stdio::null());
+            command
+        }
+    };
+    let mut child = command
         .arg(component)
         .stdout(Stdio::null())
         .spawn()
-        .expect("cargo-wasmprof serve starts");
-    load(port, WARM_UP, 1);
+        .expect("the server starts");
+    run_load(load.port, WARM_UP, 1);
     let started = Instant::now();
-    load(port, MEASURED, connections);
+    run_load(load.port, MEASURED, load.connections);
     let rate = MEASURED as f64 / started.elapsed().as_secs_f64();
-    wait(&mut server);
+    match server {
+        Server::Ours { .. } => wait(&mut child),
+        // `wasmtime serve` serves until stopped.
+        Server::Wasmtime { .. } => {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
     rate
 }
 
 /// `n` requests, the routes in turn, over `connections` keep-alive connections at once.
-fn load(port: u16, n: usize, connections: usize) {
+fn run_load(port: u16, n: usize, connections: usize) {
     std::thread::scope(|scope| {
         for c in 0..connections {
             let share = n / connections + usize::from(c < n % connections);

@@ -100,7 +100,7 @@ pub(super) fn run_component(
 pub(super) struct CompiledComponent<'a> {
     pub(super) engine: Engine,
     pub(super) component: Component,
-    meta: Option<&'a Meta>,
+    pub(super) meta: Option<&'a Meta>,
     code_map: Option<CodeMap>,
 }
 
@@ -168,6 +168,16 @@ pub(super) struct Profiler<'a> {
 }
 
 impl Profiler<'_> {
+    /// The profiler's state: its memory up to its last node.
+    ///
+    /// # Safety
+    /// The store that owns the memory must be alive, and no wasm code may run in it.
+    pub(super) unsafe fn state(&self) -> &[u8] {
+        // SAFETY: as the caller promises.
+        let bytes = unsafe { self.memory.bytes() };
+        &bytes[..state_len(bytes, &self.meta.layout)]
+    }
+
     /// The dump of the profiler's state once a call that ended with `result` has returned,
     /// with the stack sampler's `stacks`: the current context is where the backtrace of a
     /// trap or an exit leaves the program in the tree, the root after a clean return.
@@ -181,8 +191,7 @@ impl Profiler<'_> {
     ) -> anyhow::Result<Dump> {
         let frames = frames_of(result, self.meta);
         // SAFETY: as the caller promises.
-        let bytes = unsafe { self.memory.bytes() };
-        let bytes = &bytes[..state_len(bytes, &self.meta.layout)];
+        let bytes = unsafe { self.state() };
         Ok(Dump {
             memory: bytes.to_vec(),
             cur: profile::context_of(bytes, self.meta, &frames)?,

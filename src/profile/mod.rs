@@ -15,6 +15,7 @@
 //! - `outermost`: inclusive costs counted once per outermost activation;
 //! - `samples`: how the sampled times were taken ([`Sampling`]);
 //! - `stacks`: the stack sampler's samples, and how a stack finds its context;
+//! - `sum`: runs whose state is counters alone summed into one run's dump ([`DumpSum`]);
 //! - `threads`: a threaded run's profile, the merge of its threads', each thread kept;
 //! - `view`: the profile's stacks through some functions, or grouped by file or crate.
 
@@ -30,6 +31,7 @@ mod outermost;
 mod requests;
 mod samples;
 mod stacks;
+mod sum;
 mod threads;
 mod view;
 
@@ -42,5 +44,6 @@ pub use model::*;
 pub use requests::{Answer, Requests, Route};
 pub use samples::{NoSampler, Sampling, FEW_SAMPLES, RANK_SAMPLES};
 pub use stacks::{StackSample, StackSamples};
+pub use sum::DumpSum;
 pub use threads::{Thread, ThreadDump};
 pub use view::{crate_of, Filter, Grouping, View};

@@ -115,6 +115,13 @@ fn a_served_components_requests_are_profiled_with_the_counts_their_code_makes() 
     assert_eq!(outer, fibs);
     let served = p.requests.as_ref().expect("the requests");
     assert_eq!(served.total(), requests as u64);
+    // The host called the handler once per request (an arc of the dynamic table, which the
+    // workers sum by its site and callee).
+    let handled: u64 = (p.arcs.iter())
+        .filter(|a| a.caller == HOST && a.callee.ends_with("incoming-handler@0.2.12#handle"))
+        .map(|a| a.count)
+        .sum();
+    assert_eq!(handled, requests as u64);
     let route = |r: &str| served.routes.iter().find(|x| x.route == r).unwrap();
     assert_eq!(route("GET /fib").requests, fibs);
     assert_eq!(route("GET /fib").server_errors, 0);

@@ -131,16 +131,16 @@ pub(super) fn render(p: &Profile, options: &EmitOptions) -> String {
     let without_helpers = (!options.show_helpers)
         .then(|| q.without_helpers())
         .flatten();
+    let helpers = (without_helpers.as_ref()).map(|w| q.functions.len() - w.functions.len());
     let q = without_helpers.as_ref().unwrap_or(q);
     let with_inlined = (options.inlined && !q.lines.is_empty()).then(|| inlined_rows(q));
     let q = with_inlined.as_ref().unwrap_or(q);
     let rows = FlatRows::of(q, scaffolding, options, units);
     header(&mut out, p, units);
-    if without_helpers.is_some() {
+    if let Some(helpers) = helpers {
         let _ = writeln!(
             out,
-            "folded into their callers: {} small functions of the standard library, as an optimized build inlines them; --show-helpers lists them",
-            p.helpers.len()
+            "folded into their callers: {helpers} small functions of the standard library, as an optimized build inlines them; --show-helpers lists them"
         );
     }
     requests(&mut out, p.requests.as_ref());
@@ -209,6 +209,7 @@ struct FlatRows<'a> {
     /// The program's functions past `--top`, or, of a run too short to rank by time,
     /// those no sample found (`unsampled`).
     rest: Vec<&'a Function>,
+    /// Whether `rest` is what no sample found.
     unsampled: bool,
     /// The runtime's scaffolding left out of the sections: (functions the program never
     /// reached, calls, self cost), when some is.

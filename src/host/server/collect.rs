@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use tokio::sync::Notify;
 
-use super::worker::Report;
+use super::worker::Done;
 use super::Served;
 use crate::host::{Outcome, TRAP_EXIT_CODE};
 use crate::meta::Meta;
@@ -23,9 +23,9 @@ const TRAPS_KEPT: usize = 16;
 
 /// Takes the workers' reports until they have all stopped; once `limit` requests have been
 /// answered, notifies `stop`. The requests' profiles (of a component that carries the
-/// profiler, `meta`'s) merge into one, of `module`.
+/// profiler, `meta`'s), and the workers' sums of them, merge into one, of `module`.
 pub(super) fn run(
-    reports: mpsc::Receiver<Report>,
+    reports: mpsc::Receiver<Done>,
     meta: Option<&Meta>,
     module: &str,
     limit: Option<u64>,
@@ -35,7 +35,17 @@ pub(super) fn run(
     let mut requests = Requests::default();
     let mut merged: Option<Profile> = None;
     let mut batch = Vec::with_capacity(BATCH);
-    for report in reports {
+    for done in reports {
+        let report = match done {
+            Done::Request(report) => report,
+            Done::Summed(dump) => {
+                if let Some(meta) = meta {
+                    let outcome = Outcome::of_one_thread(0, None, Some(dump), 0);
+                    batch.push(outcome.profile(meta, module)?);
+                }
+                continue;
+            }
+        };
         requests.add(&report.route, report.answer);
         let total = requests.total();
         spinner.set_message(format!("{total} requests"));

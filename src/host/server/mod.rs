@@ -109,7 +109,7 @@ pub fn serve(
     let stop = Arc::new(tokio::sync::Notify::new());
     let (jobs, queue) = mpsc::channel::<listen::Job>();
     let queue = Mutex::new(queue);
-    let (done, reports) = mpsc::channel::<worker::Report>();
+    let (done, reports) = mpsc::channel::<worker::Done>();
     announce(status, config, &module);
     let spinner = status.spinner("Serving", format!("http://{}/", config.addr));
     let started = Instant::now();

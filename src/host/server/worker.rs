@@ -18,7 +18,7 @@ use crate::host::caught_memories::Catching;
 use crate::host::component::{CompiledComponent, ComponentCtx};
 use crate::host::instance::Ending;
 use crate::host::stacks::{Exits, Sampling, StackSampler};
-use crate::profile::{Answer, Dump};
+use crate::profile::{Answer, Dump, DumpSum};
 
 /// What the workers share.
 pub(super) struct Shared<'a> {
@@ -29,6 +29,14 @@ pub(super) struct Shared<'a> {
     pub(super) stopping: &'a AtomicBool,
 }
 
+/// What a worker tells the collector.
+pub(super) enum Done {
+    /// A request was answered.
+    Request(Report),
+    /// The worker stops: the sum of the profiler states of the requests it summed.
+    Summed(Dump),
+}
+
 /// What one request cost, and how it was answered.
 pub(super) struct Report {
     /// Its route.
@@ -37,19 +45,23 @@ pub(super) struct Report {
     pub(super) answer: Answer,
     /// Its trap's message, if its handler trapped.
     pub(super) trap: Option<String>,
-    /// Its instance's profiler state, for a component that carries the profiler.
+    /// Its instance's profiler state, for a component that carries the profiler, unless
+    /// the worker summed it.
     pub(super) dump: Option<Dump>,
 }
 
 /// How often an idle worker looks whether the server is stopping.
 const IDLE_CHECK: Duration = Duration::from_millis(50);
 
-/// Runs requests from the queue until the server stops, each one's report sent to `done`.
-pub(super) fn run(shared: &Shared, done: mpsc::Sender<Report>) {
+/// Runs requests from the queue until the server stops, each one's report sent to `done`;
+/// then the sum of the states it summed (each request that ended cleanly, where the state
+/// is counters alone: decoding each would cost more than the request).
+pub(super) fn run(shared: &Shared, done: mpsc::Sender<Done>) {
     let mut sampling = shared
         .sampler
         .and_then(|sampler| sampler.sample_this_thread(None).ok());
     let finder = Exits::finder(&shared.compiled.engine);
+    let mut sum = shared.compiled.meta.and_then(DumpSum::new);
     while !shared.stopping.load(Ordering::Relaxed) {
         let job = shared
             .queue
@@ -59,21 +71,30 @@ pub(super) fn run(shared: &Shared, done: mpsc::Sender<Report>) {
         let Ok(job) = job else {
             continue;
         };
-        let report = serve_one(shared, job, sampling.as_mut(), finder.as_ref());
-        if done.send(report).is_err() {
+        let report = serve_one(
+            shared,
+            job,
+            (sampling.as_mut(), sum.as_mut()),
+            finder.as_ref(),
+        );
+        if done.send(Done::Request(report)).is_err() {
             break;
         }
     }
     if let Some(sampling) = sampling {
         drop(sampling.finish());
     }
+    if let Some(dump) = sum.and_then(DumpSum::into_dump) {
+        let _ = done.send(Done::Summed(dump));
+    }
 }
 
-/// Runs `job`'s handler in an instance of its own and reports what it cost.
+/// Runs `job`'s handler in an instance of its own and reports what it cost, its profiler
+/// state added to `sum` where it ended cleanly and the sum has room.
 fn serve_one(
     shared: &Shared,
     job: Job,
-    mut sampling: Option<&mut Sampling>,
+    (mut sampling, sum): (Option<&mut Sampling>, Option<&mut DumpSum>),
     finder: Option<&wasmtime::Module>,
 ) -> Report {
     let cpu_started = thread_cpu_ns();
@@ -107,9 +128,15 @@ fn serve_one(
         sampling.set_exits(None);
     }
     let stacks = sampling.map(|s| s.take());
-    let dump = match shared.compiled.profiler(memories) {
-        // SAFETY: the store that owns the memory is alive, and its code has stopped.
-        Ok(Some(profiler)) => unsafe { profiler.dump(&result, stacks) }.ok(),
+    let dump = match (shared.compiled.profiler(memories), sum) {
+        // SAFETY (both): the store that owns the memory is alive, and its code has stopped.
+        (Ok(Some(profiler)), Some(sum)) if trap.is_none() => {
+            match sum.add(unsafe { profiler.state() }, stacks) {
+                Ok(()) => None,
+                Err(stacks) => unsafe { profiler.dump(&result, stacks) }.ok(),
+            }
+        }
+        (Ok(Some(profiler)), _) => unsafe { profiler.dump(&result, stacks) }.ok(),
         _ => None,
     };
     drop(store);
