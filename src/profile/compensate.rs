@@ -184,13 +184,7 @@ mod tests {
     }
 
     fn arc(caller: &str, callee: &str, count: u64) -> Arc {
-        Arc {
-            caller: caller.into(),
-            callee: callee.into(),
-            count,
-            cost: Costs::default(),
-            sites: Vec::new(),
-        }
+        Arc::of_calls(caller, callee, count)
     }
 
     /// host -> main (1 call) -> leaf (10 calls); host -> f (1 call) -> f (1 call).

@@ -5,7 +5,7 @@
 use rustc_hash::{FxHashMap, FxHashSet};
 
 use super::counts::with_counts;
-use super::{Arc, Costs, Grouping, Profile};
+use super::{Arc, Grouping, Profile};
 
 impl Profile {
     /// This profile with its helpers folded into their callers: a helper's own cost is its
@@ -105,15 +105,12 @@ impl Profile {
                 None => {
                     at.insert((caller, &a.callee), arcs.len());
                     arcs.push(Arc {
-                        caller: caller.to_string(),
-                        callee: a.callee.clone(),
-                        count: a.count,
-                        cost: Costs::default(),
                         // A call site in a helper's code is not its caller's.
                         sites: match caller == a.caller {
                             true => a.sites.clone(),
                             false => Vec::new(),
                         },
+                        ..Arc::of_calls(caller, a.callee.clone(), a.count)
                     });
                 }
             }
@@ -140,13 +137,7 @@ mod tests {
     }
 
     fn arc(caller: &str, callee: &str, count: u64) -> Arc {
-        Arc {
-            caller: caller.into(),
-            callee: callee.into(),
-            count,
-            cost: Costs::default(),
-            sites: Vec::new(),
-        }
+        Arc::of_calls(caller, callee, count)
     }
 
     #[test]

@@ -442,13 +442,7 @@ mod tests {
     /// of the module), called `calls` times from the host, with `helper` beside it.
     fn module(name: &str, n: u32, helper_file: &str, calls: u64) -> Profile {
         let grow = format!("grow [func {n}]");
-        let arc = |caller: &str, callee: &str, count| Arc {
-            caller: caller.into(),
-            callee: callee.into(),
-            count,
-            cost: Costs::default(),
-            sites: Vec::new(),
-        };
+        let arc = |caller: &str, callee: &str, count| Arc::of_calls(caller, callee, count);
         let context = |id, parent, function, calls| Context {
             id,
             parent,

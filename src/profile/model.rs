@@ -363,6 +363,19 @@ pub struct Arc {
     pub sites: Vec<ArcSite>,
 }
 
+impl Arc {
+    /// `count` calls from `caller` to `callee`, without costs or call sites.
+    pub fn of_calls(caller: impl Into<String>, callee: impl Into<String>, count: u64) -> Arc {
+        Arc {
+            caller: caller.into(),
+            callee: callee.into(),
+            count,
+            cost: Costs::default(),
+            sites: Vec::new(),
+        }
+    }
+}
+
 /// One call site of an arc.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ArcSite {

@@ -423,13 +423,7 @@ impl Profile {
             .collect();
         let mut arcs: Vec<Arc> = between
             .into_iter()
-            .map(|((caller, callee), count)| Arc {
-                caller,
-                callee,
-                count,
-                cost: Costs::default(),
-                sites: Vec::new(),
-            })
+            .map(|((caller, callee), count)| Arc::of_calls(caller, callee, count))
             .collect();
         arcs.sort_by(|a, b| (&a.caller, &a.callee).cmp(&(&b.caller, &b.callee)));
         (functions, arcs)

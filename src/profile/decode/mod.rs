@@ -492,13 +492,7 @@ impl ArcCounts {
         let arc = self
             .0
             .entry((caller.clone(), callee.clone()))
-            .or_insert_with(|| Arc {
-                caller,
-                callee,
-                count: 0,
-                cost: Costs::default(),
-                sites: Vec::new(),
-            });
+            .or_insert_with(|| Arc::of_calls(caller, callee, 0));
         arc.count += count;
         if let Some(pos) = pos {
             match arc.sites.iter_mut().find(|s| s.pos == *pos) {
