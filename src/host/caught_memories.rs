@@ -5,6 +5,8 @@
 //! reserved, its guard pages after it, the accessible part made readable and writable as
 //! the memory grows), so the program's code is compiled and runs as it would without them.
 //! Each memory made on a thread between [`Catching::begin`] and [`Catching::end`] is noted.
+//! A memory marked for reuse ([`Caught::reuse`]) goes back to its thread's pool when its
+//! store drops it (a server's profiler memory, made again for every request).
 
 use std::cell::RefCell;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -17,6 +19,8 @@ use wasmtime::{LinearMemory, MemoryCreator, MemoryType};
 pub(super) struct Caught {
     base: usize,
     size: Arc<AtomicUsize>,
+    /// How many of its first bytes may have been written, once it is marked for reuse.
+    written: Arc<AtomicUsize>,
     /// Its type: its limits in pages, as the module declared them.
     pub(super) ty: MemoryType,
 }
@@ -39,11 +43,20 @@ impl Caught {
     pub(super) fn span(&self) -> (*const u8, usize) {
         (self.base as *const u8, self.size.load(Ordering::Acquire))
     }
+
+    /// Marks the memory for its thread's pool: when its store drops it, its first
+    /// `written` bytes (all that were written) are zeroed and the next memory of its shape
+    /// made on the thread is this one, no mapping made and unmapped, no page faulted in.
+    pub(super) fn reuse(&self, written: usize) {
+        self.written.store(written, Ordering::Release);
+    }
 }
 
 thread_local! {
     /// The memories made on this thread since [`Catching::begin`].
     static CAUGHT: RefCell<Option<Vec<Caught>>> = const { RefCell::new(None) };
+    /// The regions of the memories this thread's stores dropped after [`Caught::reuse`].
+    static POOL: RefCell<Pool> = RefCell::new(Pool::default());
 }
 
 /// The memories made on this thread while it lasts (an instantiation).
@@ -66,7 +79,8 @@ impl Catching {
 pub(super) struct Creator;
 
 // SAFETY: every memory it makes is mapped as `MemoryCreator` asks: the reservation, then
-// the guard, never moved, zero-filled (fresh anonymous pages).
+// the guard, never moved, zero-filled (fresh anonymous pages, or a pooled region whose
+// written bytes were zeroed and whose pages past its minimum were made inaccessible again).
 unsafe impl MemoryCreator for Creator {
     fn new_memory(
         &self,
@@ -76,17 +90,32 @@ unsafe impl MemoryCreator for Creator {
         reserved_size_in_bytes: Option<usize>,
         guard_size_in_bytes: usize,
     ) -> Result<Box<dyn LinearMemory>, String> {
-        let memory = Mapped::new(
+        let capacity = page_up(
+            reserved_size_in_bytes
+                .or(maximum)
+                .unwrap_or(minimum)
+                .max(minimum),
+        );
+        let shape = Shape {
             minimum,
-            maximum,
-            reserved_size_in_bytes,
-            guard_size_in_bytes,
-        )?;
+            capacity,
+            guard: guard_size_in_bytes,
+        };
+        let region = match POOL.with(|pool| pool.borrow_mut().take(shape)) {
+            Some(region) => region,
+            None => Region::new(shape)?,
+        };
+        let memory = Mapped {
+            region: Some(region),
+            size: Arc::new(AtomicUsize::new(minimum)),
+            written: Arc::new(AtomicUsize::new(usize::MAX)),
+        };
         CAUGHT.with(|caught| {
             if let Some(list) = caught.borrow_mut().as_mut() {
                 list.push(Caught {
-                    base: memory.base as usize,
+                    base: memory.base() as usize,
                     size: Arc::clone(&memory.size),
+                    written: Arc::clone(&memory.written),
                     ty,
                 });
             }
@@ -95,29 +124,31 @@ unsafe impl MemoryCreator for Creator {
     }
 }
 
-/// An anonymous mapping: `capacity` bytes that the memory may grow into without moving,
-/// then the guard; the first `size` bytes readable and writable.
-struct Mapped {
-    base: *mut u8,
-    size: Arc<AtomicUsize>,
+/// What a memory is made as: its first accessible bytes, its reservation, its guard.
+#[derive(Clone, Copy, PartialEq, Eq)]
+struct Shape {
+    minimum: usize,
     capacity: usize,
+    guard: usize,
+}
+
+/// An anonymous mapping of `shape`: its capacity that a memory may grow into without
+/// moving, then the guard; its first `minimum` bytes readable and writable, the rest not.
+/// Dropped, it is unmapped.
+struct Region {
+    base: *mut u8,
+    shape: Shape,
     mapped: usize,
 }
 
 // SAFETY: the mapping is owned by this value; wasmtime synchronizes its own accesses.
-unsafe impl Send for Mapped {}
-unsafe impl Sync for Mapped {}
+unsafe impl Send for Region {}
+unsafe impl Sync for Region {}
 
-impl Mapped {
-    fn new(
-        minimum: usize,
-        maximum: Option<usize>,
-        reserved: Option<usize>,
-        guard: usize,
-    ) -> Result<Mapped, String> {
-        let capacity = page_up(reserved.or(maximum).unwrap_or(minimum).max(minimum));
-        let mapped = capacity
-            .checked_add(guard)
+impl Region {
+    fn new(shape: Shape) -> Result<Region, String> {
+        let mapped = (shape.capacity)
+            .checked_add(shape.guard)
             .ok_or("a memory larger than the address space")?;
         // SAFETY: a new private anonymous mapping, owned by the returned value.
         let base = unsafe {
@@ -136,46 +167,105 @@ impl Mapped {
                 std::io::Error::last_os_error()
             ));
         }
-        let memory = Mapped {
+        let region = Region {
             base: base.cast(),
-            size: Arc::new(AtomicUsize::new(0)),
-            capacity,
+            shape,
             mapped,
         };
-        memory.make_accessible(0, minimum)?;
-        memory.size.store(minimum, Ordering::Release);
-        Ok(memory)
+        region.protect(0, shape.minimum, libc::PROT_READ | libc::PROT_WRITE)?;
+        Ok(region)
     }
 
-    /// Makes the bytes from `from` to `to` (rounded out to pages) readable and writable.
-    fn make_accessible(&self, from: usize, to: usize) -> Result<(), String> {
+    /// Gives the bytes from `from` to `to` (rounded out to pages) the protection `prot`.
+    fn protect(&self, from: usize, to: usize, prot: libc::c_int) -> Result<(), String> {
         let (from, to) = (page_up(from), page_up(to));
         if to <= from {
             return Ok(());
         }
         // SAFETY: a range inside the mapping (`to` is at most `capacity`, checked by the
         // callers).
-        let done = unsafe {
-            libc::mprotect(
-                self.base.add(from).cast(),
-                to - from,
-                libc::PROT_READ | libc::PROT_WRITE,
-            )
-        };
+        let done = unsafe { libc::mprotect(self.base.add(from).cast(), to - from, prot) };
         match done {
             0 => Ok(()),
             _ => Err(format!(
-                "cannot make a memory's pages accessible: {}",
+                "cannot change the protection of a memory's pages: {}",
                 std::io::Error::last_os_error()
             )),
         }
     }
 }
 
-impl Drop for Mapped {
+impl Drop for Region {
     fn drop(&mut self) {
         // SAFETY: the whole mapping this value owns.
         unsafe { libc::munmap(self.base.cast(), self.mapped) };
+    }
+}
+
+/// A thread's regions ready for reuse.
+#[derive(Default)]
+struct Pool(Vec<Region>);
+
+/// The regions a thread's pool keeps at most.
+const POOLED_AT_MOST: usize = 4;
+
+impl Pool {
+    fn take(&mut self, shape: Shape) -> Option<Region> {
+        let at = self.0.iter().position(|r| r.shape == shape)?;
+        Some(self.0.swap_remove(at))
+    }
+}
+
+/// A linear memory in a region: its size now, and what it wrote, once marked for reuse.
+struct Mapped {
+    /// Always `Some` until it is dropped.
+    region: Option<Region>,
+    size: Arc<AtomicUsize>,
+    /// See [`Caught::reuse`]: `usize::MAX` unless marked for reuse.
+    written: Arc<AtomicUsize>,
+}
+
+impl Mapped {
+    fn region(&self) -> &Region {
+        self.region.as_ref().expect("a live memory has its region")
+    }
+
+    fn base(&self) -> *mut u8 {
+        self.region().base
+    }
+
+    /// Its region, for the pool, where it was marked for reuse and wrote no further than
+    /// it said: the bytes written zeroed, the pages it grew into inaccessible again.
+    fn clear_for_reuse(&mut self) -> Option<Region> {
+        let written = self.written.load(Ordering::Acquire);
+        let size = self.size.load(Ordering::Acquire);
+        let region = self.region.take()?;
+        if written > size {
+            self.region = Some(region);
+            return None;
+        }
+        // SAFETY: the first `written` bytes are accessible (at most `size`), and no store
+        // uses the memory any more.
+        unsafe { std::ptr::write_bytes(region.base, 0, written) };
+        let minimum = region.shape.minimum;
+        if size > minimum && region.protect(minimum, size, libc::PROT_NONE).is_err() {
+            return None;
+        }
+        Some(region)
+    }
+}
+
+impl Drop for Mapped {
+    fn drop(&mut self) {
+        if let Some(region) = self.clear_for_reuse() {
+            // A thread's end drops its pool (and unmaps what it holds) before this.
+            let _ = POOL.try_with(|pool| {
+                let mut pool = pool.borrow_mut();
+                if pool.0.len() < POOLED_AT_MOST {
+                    pool.0.push(region);
+                }
+            });
+        }
     }
 }
 
@@ -186,25 +276,26 @@ unsafe impl LinearMemory for Mapped {
     }
 
     fn byte_capacity(&self) -> usize {
-        self.capacity
+        self.region().shape.capacity
     }
 
     fn grow_to(&mut self, new_size: usize) -> wasmtime::Result<()> {
-        if new_size > self.capacity {
+        let capacity = self.region().shape.capacity;
+        if new_size > capacity {
             return Err(wasmtime::format_err!(
-                "a memory cannot grow past its reservation of {} bytes",
-                self.capacity
+                "a memory cannot grow past its reservation of {capacity} bytes"
             ));
         }
         let old = self.size.load(Ordering::Acquire);
-        self.make_accessible(old, new_size)
+        self.region()
+            .protect(old, new_size, libc::PROT_READ | libc::PROT_WRITE)
             .map_err(|e| wasmtime::format_err!("{e}"))?;
         self.size.store(new_size.max(old), Ordering::Release);
         Ok(())
     }
 
     fn as_ptr(&self) -> *mut u8 {
-        self.base
+        self.base()
     }
 }
 

@@ -168,6 +168,19 @@ pub(super) struct Profiler<'a> {
 }
 
 impl Profiler<'_> {
+    /// Marks the profiler's memory for its thread's pool, where its state is all the probes
+    /// wrote (not where they record allocations: the live table grows above the nodes).
+    ///
+    /// # Safety
+    /// As [`Profiler::state`].
+    pub(super) unsafe fn reuse_memory(&self) {
+        if !self.meta.records_allocations() {
+            // SAFETY: as the caller promises.
+            let written = unsafe { self.state() }.len();
+            self.memory.reuse(written);
+        }
+    }
+
     /// The profiler's state: its memory up to its last node.
     ///
     /// # Safety

@@ -128,17 +128,22 @@ fn serve_one(
         sampling.set_exits(None);
     }
     let stacks = sampling.map(|s| s.take());
-    let dump = match (shared.compiled.profiler(memories), sum) {
-        // SAFETY (both): the store that owns the memory is alive, and its code has stopped.
-        (Ok(Some(profiler)), Some(sum)) if trap.is_none() => {
+    let profiler = shared.compiled.profiler(memories).ok().flatten();
+    // SAFETY (all): the store that owns the memory is alive, and its code has stopped.
+    let dump = match (&profiler, sum) {
+        (Some(profiler), Some(sum)) if trap.is_none() => {
             match sum.add(unsafe { profiler.state() }, stacks) {
                 Ok(()) => None,
                 Err(stacks) => unsafe { profiler.dump(&result, stacks) }.ok(),
             }
         }
-        (Ok(Some(profiler)), _) => unsafe { profiler.dump(&result, stacks) }.ok(),
+        (Some(profiler), _) => unsafe { profiler.dump(&result, stacks) }.ok(),
         _ => None,
     };
+    // The next request's instance takes this one's profiler memory, zeroed.
+    if let Some(profiler) = &profiler {
+        unsafe { profiler.reuse_memory() };
+    }
     drop(store);
     let answered = status.load(Ordering::Relaxed);
     Report {
