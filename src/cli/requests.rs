@@ -85,6 +85,8 @@ pub struct ServeRequest {
     pub workers: usize,
     /// Whether to profile it (else it is served as it is).
     pub instrument: bool,
+    /// A plain server's requests to show beside the profiled ones.
+    pub plain: Option<std::path::PathBuf>,
     /// How it is profiled and what is reported.
     pub profile: ProfileRequest,
 }

@@ -29,6 +29,10 @@ pub struct ServeArgs {
     /// side by side.
     #[arg(long)]
     pub no_instrument: bool,
+    /// A plain server's requests, as `serve --no-instrument -o FILE` wrote them: the report
+    /// shows their latencies and CPU time beside the profiled ones, route by route.
+    #[arg(long, value_name = "FILE", conflicts_with = "no_instrument")]
+    pub plain: Option<PathBuf>,
     /// The component to serve: a wasi:http/proxy component (one built for wasm32-wasip2
     /// that exports wasi:http/incoming-handler). Without FILE, the package's is built, as
     /// `cargo build --target wasm32-wasip2` builds it (a bin, or a cdylib library).
@@ -63,6 +67,7 @@ impl ServeArgs {
             requests: self.requests,
             workers: usize::from(self.workers),
             instrument: !self.no_instrument,
+            plain: self.plain.clone(),
             profile,
         }
     }

@@ -8,6 +8,10 @@ use serde::{Deserialize, Serialize};
 pub struct Requests {
     /// Each route, in the order its first request was answered.
     pub routes: Vec<Route>,
+    /// The same component's requests served plain (`serve --plain FILE`), whose figures
+    /// the report shows beside these.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plain: Option<Box<Requests>>,
 }
 
 /// The requests of one route: a method and a path, the query left out (`GET /fib`).
@@ -78,7 +82,7 @@ impl Requests {
     }
 
     /// The requests of `self` and `other` together: the same routes' summed, their
-    /// latencies joined.
+    /// latencies joined (the plain server's beside them, `self`'s).
     pub fn merged(&self, other: &Requests) -> Requests {
         let mut out = self.clone();
         for theirs in &other.routes {

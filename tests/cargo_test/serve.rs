@@ -148,14 +148,15 @@ fn a_served_components_requests_are_profiled_with_the_counts_their_code_makes() 
 }
 
 /// Without FILE, `serve` builds the package's component for wasm32-wasip2 first; served as
-/// it is (`--no-instrument`), it reports the requests alone.
+/// it is (`--no-instrument -o FILE`), it reports the requests alone and writes them, and the
+/// profiled server's report shows them beside its own (`--plain FILE`).
 #[test]
 fn serve_builds_the_packages_component_and_serves_it_plain_or_profiled() {
     if !have_target("wasm32-wasip2") || !have(&["curl"]) {
         return;
     }
     let dir = copy_fixture("http");
-    for plain in [false, true] {
+    for plain in [true, false] {
         let port = free_port();
         let mut cmd = wasmprof();
         cmd.args(["serve", "--requests", "2", "--addr"])
@@ -163,9 +164,10 @@ fn serve_builds_the_packages_component_and_serves_it_plain_or_profiled() {
             .current_dir(dir.path())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
-        if plain {
-            cmd.arg("--no-instrument");
-        }
+        match plain {
+            true => cmd.args(["--no-instrument", "-o", "plain.json"]),
+            false => cmd.args(["--plain", "plain.json"]),
+        };
         let mut server = cmd.spawn().unwrap();
         listening(port, &mut server);
         let hello = format!("http://127.0.0.1:{port}/hello");
@@ -175,6 +177,19 @@ fn serve_builds_the_packages_component_and_serves_it_plain_or_profiled() {
         let text = stdout(&out);
         assert!(text.contains("GET /hello"), "{text}");
         assert_eq!(text.contains("Flat profile"), !plain, "{text}");
+        // The plain server's row under the profiled one's, 2 requests each.
+        let rows: Vec<&str> = text.lines().filter(|l| l.contains("GET /hello")).collect();
+        let shown: Vec<&str> = rows
+            .iter()
+            .map(|l| l.split_whitespace().next().unwrap())
+            .collect();
+        match plain {
+            true => assert_eq!(shown, ["2"], "{text}"),
+            false => {
+                assert_eq!(shown, ["2", "2"], "{text}");
+                assert!(rows[1].ends_with("GET /hello (plain)"), "{text}");
+            }
+        }
         let profile = dir
             .path()
             .join("target/wasmprof/wasm32-wasip2/http-fixture-http_fixture-cdylib.json");
@@ -186,8 +201,8 @@ fn serve_builds_the_packages_component_and_serves_it_plain_or_profiled() {
 }
 
 /// What `serve` cannot serve, each refused with one line naming the file: a core module, a
-/// wasi:cli command component, one that imports what the proxy world does not give, and a
-/// port already taken.
+/// plain server's requests that are not, a wasi:cli command component, one that imports
+/// what the proxy world does not give, and a port already taken.
 #[test]
 fn serve_refuses_what_it_cannot_serve() {
     if !have_target("wasm32-wasip2") {
@@ -215,6 +230,9 @@ fn serve_refuses_what_it_cannot_serve() {
     .unwrap();
     let addr = format!("127.0.0.1:{}", free_port());
     refused(&["--addr", &addr], &module, "is a core module");
+    // A plain server's requests that are not (read before anything is served).
+    let plain = module.to_string_lossy().into_owned();
+    refused(&["--plain", &plain, "--addr", &addr], &module, "not JSON");
 
     let order = copy_fixture("order");
     let out = output(

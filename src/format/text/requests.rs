@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 
 use super::BOLD;
 use crate::format::units::time;
-use crate::profile::Requests;
+use crate::profile::{Requests, Route};
 
 /// Writes the requests section, where the profile is a server's.
 pub(super) fn requests(out: &mut String, requests: Option<&Requests>) {
@@ -21,20 +21,29 @@ pub(super) fn requests(out: &mut String, requests: Option<&Requests>) {
         "{:>9} {:>6} {:>8} {:>10} {:>10} {:>10} {:>12}  route",
         "requests", "5xx", "trapped", "p50", "p90", "p99", "CPU/request"
     );
+    let plain = requests.plain.as_deref();
     for r in &requests.routes {
-        let _ = writeln!(
-            out,
-            "{:>9} {:>6} {:>8} {:>10} {:>10} {:>10} {:>12}  {}",
-            r.requests,
-            r.server_errors,
-            r.trapped,
-            time(r.latency(0.5)),
-            time(r.latency(0.9)),
-            time(r.latency(0.99)),
-            time(r.cpu_ns / r.requests.max(1)),
-            r.route
-        );
+        row(out, r, "");
+        if let Some(p) = plain.and_then(|p| p.routes.iter().find(|p| p.route == r.route)) {
+            row(out, p, " (plain)");
+        }
     }
+}
+
+/// One route's row (`label` after its name).
+fn row(out: &mut String, r: &Route, label: &str) {
+    let _ = writeln!(
+        out,
+        "{:>9} {:>6} {:>8} {:>10} {:>10} {:>10} {:>12}  {}{label}",
+        r.requests,
+        r.server_errors,
+        r.trapped,
+        time(r.latency(0.5)),
+        time(r.latency(0.9)),
+        time(r.latency(0.99)),
+        time(r.cpu_ns / r.requests.max(1)),
+        r.route
+    );
 }
 
 /// The requests section alone: what a server run as it is, unprofiled, reports.
