@@ -45,7 +45,11 @@ pub(super) fn call_graph(
     if let CallGraph::Top(_) = options.call_graph {
         graph.arcs_shown = ARCS_SHOWN;
     }
-    for f in order {
+    for (i, f) in order.into_iter().enumerate() {
+        // A rule between entries.
+        if i > 0 {
+            let _ = writeln!(out, "{}", "-".repeat(60));
+        }
         graph.entry(out, f);
     }
 }
@@ -116,13 +120,18 @@ impl<'a> Graph<'a> {
         }
     }
 
-    /// Of `arcs`, the `arcs_shown` costliest (then most called) in their order, and the
-    /// number and calls of the others.
+    /// Of `arcs`, the `arcs_shown` costliest (then most called) in their order, or all of
+    /// them where one more would be left out, and the number and calls of the others.
     fn shown<'b>(&self, arcs: impl Iterator<Item = &'b Arc>) -> (Vec<&'b Arc>, usize, u64) {
         let mut arcs: Vec<(usize, &Arc)> = arcs.enumerate().collect();
         let key = |a: &Arc| (self.units.get(&a.cost).1, a.count);
         arcs.sort_by_key(|&(_, a)| std::cmp::Reverse(key(a)));
-        let rest = arcs.split_off(arcs.len().min(self.arcs_shown));
+        // A line that says "1 more" might as well be that one.
+        let shown = match arcs.len() <= self.arcs_shown.saturating_add(1) {
+            true => arcs.len(),
+            false => self.arcs_shown,
+        };
+        let rest = arcs.split_off(shown);
         arcs.sort_by_key(|&(i, _)| i);
         let calls = rest.iter().map(|(_, a)| a.count).sum();
         (
@@ -165,7 +174,7 @@ impl<'a> Graph<'a> {
         let _ = writeln!(out, "{:<7} {:>6} {cost}{called:>15}      {other}", "", "");
     }
 
-    /// `f`'s entry: its callers, itself, its callees, and a rule.
+    /// `f`'s entry: its callers, itself, its callees.
     fn entry(&self, out: &mut String, f: &Function) {
         let units = self.units;
         let name = f.name.as_str();
@@ -226,6 +235,5 @@ impl<'a> Graph<'a> {
             let what = format!("[{more} more callees: --call-graph full lists them]");
             self.row(out, None, calls.to_string(), &what);
         }
-        let _ = writeln!(out, "{}", "-".repeat(60));
     }
 }
