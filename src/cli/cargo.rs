@@ -149,26 +149,19 @@ impl BuildFlags {
     /// The flags cargo takes as they are.
     fn cargo_args(&self) -> Vec<String> {
         let mut out = Vec::new();
-        for features in &self.features {
-            out.extend(["--features".to_string(), features.clone()]);
-        }
-        let flags = [
-            (self.all_features, "--all-features"),
-            (self.no_default_features, "--no-default-features"),
-            (self.release, "--release"),
-            (self.locked, "--locked"),
-            (self.offline, "--offline"),
-            (self.frozen, "--frozen"),
-        ];
-        out.extend(
-            flags
-                .iter()
-                .filter(|(on, _)| *on)
-                .map(|(_, f)| f.to_string()),
+        push_valued(&mut out, "--features", &self.features);
+        push_switches(
+            &mut out,
+            &[
+                (self.all_features, "--all-features"),
+                (self.no_default_features, "--no-default-features"),
+                (self.release, "--release"),
+                (self.locked, "--locked"),
+                (self.offline, "--offline"),
+                (self.frozen, "--frozen"),
+            ],
         );
-        if let Some(jobs) = &self.jobs {
-            out.extend(["--jobs".to_string(), jobs.clone()]);
-        }
+        push_valued(&mut out, "--jobs", self.jobs.as_slice());
         out
     }
 }
@@ -193,36 +186,43 @@ impl CargoArgs {
     /// `instrument` says (its metric, and whether it records allocations).
     fn to_request(&self, mode: Mode, instrument: &crate::instrument::Options) -> BuildRequest {
         let mut out = Vec::new();
-        let mut values = |flag: &str, values: &[String]| {
-            for v in values {
-                out.push(flag.to_string());
-                out.push(v.clone());
-            }
-        };
-        values("--package", &self.packages);
-        values("--exclude", &self.exclude);
-        values("--bin", &self.bin);
-        values("--test", &self.test);
-        values("--bench", &self.bench);
-        values("--example", &self.example);
-        let flags = [
-            (self.workspace, "--workspace"),
-            (self.lib, "--lib"),
-            (self.bins, "--bins"),
-            (self.tests, "--tests"),
-            (self.benches, "--benches"),
-            (self.examples, "--examples"),
-            (self.all_targets, "--all-targets"),
-        ];
-        out.extend(
-            flags
-                .iter()
-                .filter(|(on, _)| *on)
-                .map(|(_, flag)| flag.to_string()),
+        push_valued(&mut out, "--package", &self.packages);
+        push_valued(&mut out, "--exclude", &self.exclude);
+        push_valued(&mut out, "--bin", &self.bin);
+        push_valued(&mut out, "--test", &self.test);
+        push_valued(&mut out, "--bench", &self.bench);
+        push_valued(&mut out, "--example", &self.example);
+        push_switches(
+            &mut out,
+            &[
+                (self.workspace, "--workspace"),
+                (self.lib, "--lib"),
+                (self.bins, "--bins"),
+                (self.tests, "--tests"),
+                (self.benches, "--benches"),
+                (self.examples, "--examples"),
+                (self.all_targets, "--all-targets"),
+            ],
         );
         self.build
             .request(mode, self.target.into(), out, instrument)
     }
+}
+
+/// `flag VALUE` for each of `values`, as cargo takes a repeated flag.
+fn push_valued(out: &mut Vec<String>, flag: &str, values: &[String]) {
+    for v in values {
+        out.extend([flag.to_string(), v.clone()]);
+    }
+}
+
+/// Each switch of `switches` that is on.
+fn push_switches(out: &mut Vec<String>, switches: &[(bool, &str)]) {
+    out.extend(
+        (switches.iter())
+            .filter(|(on, _)| *on)
+            .map(|(_, flag)| flag.to_string()),
+    );
 }
 
 /// `cargo wasmprof test` and `cargo wasmprof bench`.

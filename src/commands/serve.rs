@@ -45,6 +45,7 @@ pub(super) fn serve(request: ServeRequest, status: Status) -> Result<(), Error> 
         if let Some(output) = &profile.report.output {
             let requests = Profile {
                 modules: vec![relative(&path)],
+                metric: crate::meta::Metric::Calls,
                 requests: Some(served.requests.clone()),
                 ..Profile::merge(&[])
             };

@@ -146,17 +146,12 @@ mod tests {
 
     fn function(id: u32, name: &str, calls: u64, self_ns: u64, total_ns: u64) -> Function {
         Function {
-            id,
-            name: name.into(),
-            file: None,
-            line: None,
-            import: false,
-            calls,
             cost: Costs {
                 self_ns,
                 total_ns,
                 ..Costs::default()
             },
+            ..Function::of_calls(id, name, calls)
         }
     }
 

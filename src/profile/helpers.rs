@@ -122,23 +122,7 @@ impl Profile {
 #[cfg(test)]
 mod tests {
     use crate::meta::Metric;
-    use crate::profile::{Arc, Costs, Function, Profile, HOST};
-
-    fn function(id: u32, name: &str, calls: u64) -> Function {
-        Function {
-            id,
-            name: name.into(),
-            file: None,
-            line: None,
-            import: false,
-            calls,
-            cost: Costs::default(),
-        }
-    }
-
-    fn arc(caller: &str, callee: &str, count: u64) -> Arc {
-        Arc::of_calls(caller, callee, count)
-    }
+    use crate::profile::{Arc, Function, Profile, HOST};
 
     #[test]
     fn a_helper_s_callees_are_its_one_caller_s_and_of_no_known_caller_when_it_has_several() {
@@ -149,16 +133,16 @@ mod tests {
         let p = Profile {
             metric: Metric::Calls,
             functions: (names.iter().zip(calls).enumerate())
-                .map(|(i, (n, c))| function(i as u32, n, c))
+                .map(|(i, (n, c))| Function::of_calls(i as u32, *n, c))
                 .collect(),
             arcs: vec![
-                arc(HOST, "main", 1),
-                arc("main", "min", 3),
-                arc("main", "next", 2),
-                arc("main", "sum", 1),
-                arc("sum", "next", 2),
-                arc("next", "closure", 2),
-                arc("closure", "len", 2),
+                Arc::of_calls(HOST, "main", 1),
+                Arc::of_calls("main", "min", 3),
+                Arc::of_calls("main", "next", 2),
+                Arc::of_calls("main", "sum", 1),
+                Arc::of_calls("sum", "next", 2),
+                Arc::of_calls("next", "closure", 2),
+                Arc::of_calls("closure", "len", 2),
             ],
             helpers: vec!["min".into(), "next".into(), "len".into()],
             ..Profile::merge(&[])
@@ -183,6 +167,9 @@ mod tests {
             ..p.clone()
         };
         let arcs = one.without_helpers().unwrap().arcs;
-        assert!(arcs.contains(&arc("main", "closure", 2)), "{arcs:?}");
+        assert!(
+            arcs.contains(&Arc::of_calls("main", "closure", 2)),
+            "{arcs:?}"
+        );
     }
 }

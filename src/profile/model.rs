@@ -207,6 +207,19 @@ pub struct Function {
 }
 
 impl Function {
+    /// Function `id`, called `calls` times, with no source, not an import, no costs.
+    pub fn of_calls(id: u32, name: impl Into<String>, calls: u64) -> Function {
+        Function {
+            id,
+            name: name.into(),
+            file: None,
+            line: None,
+            import: false,
+            calls,
+            cost: Costs::default(),
+        }
+    }
+
     /// The function's own weight in `metric`: its self time or self instructions, or, for
     /// the calls metric, its calls.
     pub fn own_weight(&self, metric: Metric) -> u64 {

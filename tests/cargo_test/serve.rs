@@ -198,6 +198,12 @@ fn serve_builds_the_packages_component_and_serves_it_plain_or_profiled() {
             assert_eq!(calls(&p, "http_fixture::greeting"), 2);
         }
     }
+    // The plain server's file reports its requests alone.
+    let report = stdout(&output(
+        wasmprof().arg("report").arg(dir.path().join("plain.json")),
+    ));
+    assert!(report.contains("GET /hello"), "{report}");
+    assert!(!report.contains("Flat profile"), "{report}");
 }
 
 /// What `serve` cannot serve, each refused with one line naming the file: a core module, a

@@ -115,6 +115,10 @@ fn name_width(options: &EmitOptions) -> usize {
 /// benchmarks by cost, the flat profile's costliest functions of the program (the
 /// runtime's scaffolding folded into one line), the call graph of those, the notes.
 pub(super) fn render(p: &Profile, options: &EmitOptions) -> String {
+    // A server served plain (`serve --no-instrument -o FILE`): its requests, nothing else.
+    if let (true, Some(served)) = (p.functions.is_empty(), &p.requests) {
+        return requests_report(served);
+    }
     let mut out = String::new();
     let top = options.top.unwrap_or(usize::MAX);
     let names = p.functions.iter().map(|f| f.name.as_str());
@@ -187,13 +191,8 @@ fn inlined_rows(p: &Profile) -> Profile {
     }
     for (name, (own, samples)) in rows {
         q.functions.push(Function {
-            id: q.functions.len() as u32,
-            name: format!("{name} {INLINED}"),
-            file: None,
-            line: None,
-            import: false,
-            calls: 0,
             cost: Costs::in_unit(metric, own, own, samples),
+            ..Function::of_calls(q.functions.len() as u32, format!("{name} {INLINED}"), 0)
         });
     }
     q
