@@ -7,8 +7,8 @@
 // sampled time metric, starts the sampler: a worker that reads which context runs from
 // the state's shared memory), and saves the profile when the program ends: under node, to
 // the file its environment names (src/js_runtime.rs: OUT_VAR) or
-// <program>.wasmprof.json in the working directory; in a browser, `wasmprof.profile()`
-// returns it and `wasmprof.save()` downloads it.
+// <program>.wasmprof.json in the working directory; in a browser, `wasmprof.stop()` gives
+// it (a promise) and `wasmprof.save()` downloads it.
 // It uses nothing of Emscripten's glue but Module.instantiateWasm and Module.locateFile,
 // and, with -pthread, Module.PThread and Module.invokeEntryPoint: the glue's worker.js loads
 // this same script in every worker, so each worker has a state of its own (its instance's
@@ -233,23 +233,24 @@ var wasmprof = (function () {
     return clock;
   }
 
-  // The sampler, for a sampled metric: V8's own where the module's meta names it and node
-  // runs it, else the word sampler, which a page runs where the module keeps its calling
-  // contexts (the dump's meta then names it); the worker started for that is not needed
-  // otherwise.
+  // The sampler, for a sampled metric: V8's own where the module's meta names it and it can
+  // start (node; a page that allows it), else the word sampler, which a page runs where the
+  // module keeps its calling contexts (the dump's meta then names it); the worker started
+  // for that is not needed otherwise.
   function startTiming() {
     var sampled = CONTRACT.metrics[run.meta.metric].sampled;
-    var v8Here = run.meta.sampler === NAMES.v8_sampler && isNode;
+    var v8Meta = sampled && run.meta.sampler === NAMES.v8_sampler;
+    var v8Here = v8Meta && startV8();
     // (A page that is not cross-origin isolated has no SharedArrayBuffer global.)
     var shared = Object.prototype.toString.call(run.state[NAMES.memory].buffer)
       === '[object SharedArrayBuffer]';
-    if (sampled && !v8Here && run.meta.sampler === NAMES.v8_sampler && run.meta.contexts && shared) {
+    if (v8Meta && !v8Here && run.meta.contexts && shared) {
       run.meta.sampler = NAMES.word_sampler;
+      noSampler = null;
     }
     if (sampled && run.meta.sampler !== NAMES.v8_sampler) return startSampler();
     if (early) early.terminate();
     early = null;
-    if (sampled) startV8();
   }
 
   // The profiler's state from its meta and its state module's bytes (and the frame table,
@@ -390,7 +391,7 @@ var wasmprof = (function () {
     }
   }
 
-  // V8's own sampler, under node (templates/wasmprof-v8.js, in this scope).
+  // V8's own sampler (templates/wasmprof-v8.js, in this scope).
   '__WASMPROF_V8__';
 
   function base64(bytes) {
@@ -467,6 +468,7 @@ var wasmprof = (function () {
     var memory = new Uint8Array(run.state[NAMES.memory].buffer);
     var used = sparse(memory.subarray(0, usedBytes(memory)));
     var workers = collected || collectThreads();
+    var stacks = v8Stacks();
     return checked({
       format: DUMP.format,
       version: run.meta.version,
@@ -483,8 +485,8 @@ var wasmprof = (function () {
       holes: used.holes,
       threads: workers.threads,
       lost_threads: workers.lost,
-      no_sampler: noSampler,
-      stacks: v8Stacks(),
+      no_sampler: v8Pending() ? 'not_stopped' : noSampler,
+      stacks: stacks,
       meta: run.meta
     });
   }
@@ -531,16 +533,24 @@ var wasmprof = (function () {
       run.started = now();
       return imports;
     },
-    /** The profile so far, as `cargo wasmprof report` reads it. */
+    /** The profile so far, as `cargo wasmprof report` reads it. In a page that samples
+     * itself, without the samples: `stop()` brings them. */
     profile: function () { return profile(0); },
-    /** Downloads the profile as <program>.wasmprof.json. */
+    /** The profile, as `profile()`, once V8's sampler has stopped and its samples are in
+     * (a promise). */
+    stop: function () {
+      return stopV8().then(function () { return profile(0); });
+    },
+    /** Downloads the profile as <program>.wasmprof.json, once the samples are in. */
     save: function (name) {
-      var blob = new Blob([JSON.stringify(profile(0))], { type: 'application/json' });
-      var link = document.createElement('a');
-      link.href = URL.createObjectURL(blob);
-      link.download = name || PROGRAM + '.wasmprof.json';
-      link.click();
-      setTimeout(function () { URL.revokeObjectURL(link.href); }, 0);
+      return stopV8().then(function () {
+        var blob = new Blob([JSON.stringify(profile(0))], { type: 'application/json' });
+        var link = document.createElement('a');
+        link.href = URL.createObjectURL(blob);
+        link.download = name || PROGRAM + '.wasmprof.json';
+        link.click();
+        setTimeout(function () { URL.revokeObjectURL(link.href); }, 0);
+      });
     }
   };
 })();

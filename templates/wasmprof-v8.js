@@ -2,15 +2,27 @@
 // src/js_runtime.rs puts it inside templates/wasmprof-runtime.js, in that function's scope
 // (it uses the runtime's `run`, `NAMES`, `ENV`, `SAMPLING`, `isNode` and `noSampler`).
 
-// V8's own sampler (the inspector's Profiler domain), under node, for a module whose meta
-// names it: started before the program runs, stopped at the first dump (node answers a
-// session's message at once), its samples the stacks of the module's functions
-// (`stacksOf`). In a page, where no inspector runs, the profile has no times and says why.
+// V8's own sampler, for a module whose meta names it: under node the inspector's Profiler
+// domain, started before the program runs and stopped at the first dump (node answers a
+// session's message at once); in a page the JS Self-Profiling API, which the page's
+// `Document-Policy: js-profiling` allows (Chromium samples every 10 ms at best) and whose
+// samples come in a promise (`stopV8`). Its samples are the stacks of the module's
+// functions (`stacksOf`).
 var v8 = null;
+// The most samples a page's sampler keeps: hours at its 10 ms.
+var PAGE_BUFFER = 1000000;
+// Starts V8's sampler; false where none can start (a page that does not allow it, which
+// the dump says, or a worker).
 function startV8() {
   if (!isNode) {
-    noSampler = 'no_v8_sampler';
-    return;
+    try {
+      var page = new Profiler({ sampleInterval: SAMPLING.v8_interval_us / 1000, maxBufferSize: PAGE_BUFFER });
+      v8 = { page: page, started: performance.now(), profile: null, stopping: null };
+      return true;
+    } catch (e) {
+      noSampler = 'no_v8_sampler';
+      return false;
+    }
   }
   var session = new (require('inspector').Session)();
   session.connect();
@@ -19,17 +31,67 @@ function startV8() {
   session.post('Profiler.setSamplingInterval', { interval: interval });
   session.post('Profiler.start');
   v8 = { session: session, profile: null };
+  return true;
 }
 
-// V8's samples so far as the dump's `stacks`, or null without V8's sampler.
+// A page's sampler runs, and its samples are not in yet: `stopV8` brings them.
+function v8Pending() {
+  return !!(v8 && v8.page && !v8.profile);
+}
+
+// Stops V8's sampler and keeps its profile (a promise: a page's trace comes in one).
+function stopV8() {
+  if (!v8 || v8.profile) return Promise.resolve();
+  if (!v8.page) return Promise.resolve(v8Stacks());
+  if (!v8.stopping) {
+    v8.stopping = v8.page.stop().then(function (trace) {
+      v8.profile = profileOfTrace(trace, v8.started);
+    }, function (e) {
+      console.error("wasmprof: the page's sampler failed, so the profile has no times: " + (e && e.message || e));
+      v8.profile = { nodes: [], samples: [], timeDeltas: [] };
+    });
+  }
+  return v8.stopping;
+}
+
+// A JS Self-Profiling trace (frames, resources, stacks, samples) as the CPU profile node's
+// inspector gives (nodes with call frames and children, samples, time deltas in
+// microseconds), which `stacksOf` reads: a frame's column counts from 1 where the
+// inspector's counts from 0, and a sample without a stack (no JS running) is the idle
+// node's, before the trace's first.
+function profileOfTrace(trace, started) {
+  var frame = function (f) {
+    var url = f.resourceId === undefined ? '' : trace.resources[f.resourceId];
+    return { functionName: f.name || '', url: url || '', columnNumber: (f.column || 1) - 1 };
+  };
+  var nodes = [{ id: 0, callFrame: { functionName: '(idle)', url: '', columnNumber: -1 }, children: [] }];
+  trace.stacks.forEach(function (s, i) {
+    nodes.push({ id: i + 1, callFrame: frame(trace.frames[s.frameId]), children: [] });
+  });
+  trace.stacks.forEach(function (s, i) {
+    if (s.parentId !== undefined) nodes[s.parentId + 1].children.push(i + 1);
+  });
+  var last = started, samples = [], deltas = [];
+  trace.samples.forEach(function (s) {
+    samples.push(s.stackId === undefined ? 0 : s.stackId + 1);
+    deltas.push(Math.max(0, s.timestamp - last) * 1000);
+    last = s.timestamp;
+  });
+  return { nodes: nodes, samples: samples, timeDeltas: deltas };
+}
+
+// V8's samples so far as the dump's `stacks`, or null without them (no V8 sampler, or a
+// page's before `stopV8`).
 function v8Stacks() {
-  if (!v8) return null;
+  if (!v8 || v8Pending()) return null;
   if (!v8.profile) {
     v8.session.post('Profiler.stop', function (e, reply) {
       v8.profile = e ? { nodes: [], samples: [], timeDeltas: [] } : reply.profile;
     });
   }
-  return stacksOf(v8.profile);
+  var stacks = stacksOf(v8.profile);
+  if (v8.page) stacks.in_page = true;
+  return stacks;
 }
 
 // Where each function body of the module that ran lies: [start, end) byte offsets (from

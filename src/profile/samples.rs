@@ -41,6 +41,10 @@ pub struct Sampling {
     /// CPU time, not wall time: each thread sampled by its own CPU clock (a server's workers).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub cpu: bool,
+    /// V8's sampler ran in a page, through the JS Self-Profiling API (every 10 ms at best in
+    /// Chromium).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub in_page: bool,
 }
 
 /// Why a JS host ran the sampled time metric without its sampler, as the runtime found.
@@ -54,8 +58,12 @@ pub enum NoSampler {
     NoWorker,
     /// Starting the worker failed (the runtime printed why).
     WorkerFailed,
-    /// V8's sampler cannot be started here: a page (the runtime starts it under node).
+    /// V8's sampler could not start: a page that does not allow JS self-profiling (its
+    /// `Document-Policy`), or a worker.
     NoV8Sampler,
+    /// The page's sampler ran, but the profile was taken before it stopped
+    /// (`wasmprof.profile()` rather than `wasmprof.stop()`).
+    NotStopped,
 }
 
 impl NoSampler {
@@ -68,8 +76,13 @@ impl NoSampler {
             NoSampler::NoWorker => "it ran where no worker can start (a shared or service worker)",
             NoSampler::WorkerFailed => "the sampler's worker did not start",
             NoSampler::NoV8Sampler => {
-                "V8's sampler runs under node, not in a page (link with WASMPROF_CONTEXTS=1 \
-                 for the page's own sampler, in a cross-origin isolated page)"
+                "V8's sampler runs in a page only when the page is served with \
+                 `Document-Policy: js-profiling` (or link with WASMPROF_CONTEXTS=1 for the \
+                 word sampler, in a cross-origin isolated page)"
+            }
+            NoSampler::NotStopped => {
+                "the page's samples come with `await wasmprof.stop()`, and the profile was \
+                 taken with `wasmprof.profile()`"
             }
         }
     }
@@ -99,6 +112,7 @@ impl Sampling {
         self.unplaced_ns += other.unplaced_ns;
         self.no_sampler = self.no_sampler.or(other.no_sampler);
         self.cpu |= other.cpu;
+        self.in_page |= other.in_page;
     }
 }
 

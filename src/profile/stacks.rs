@@ -29,6 +29,10 @@ pub struct StackSamples {
     pub dropped: u64,
     /// See [`StackSamples::dropped`].
     pub dropped_ns: u64,
+    /// V8's samples of a page, through the JS Self-Profiling API (every 10 ms at best in
+    /// Chromium).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub in_page: bool,
 }
 
 /// One stack the sampler found, and how often.

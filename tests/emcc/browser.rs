@@ -17,10 +17,23 @@ use cargo_wasmprof::profile::NoSampler;
 /// How long a page may take to run its program.
 const PAGE_TIMEOUT: Duration = Duration::from_secs(60);
 
-/// Serves the files under `root` on a free local port, until the process ends, with the
-/// headers of a cross-origin isolated page (what `-pthread` and the sampled metric's
-/// worker need: SharedArrayBuffer) when `isolated`.
-fn serve(root: PathBuf, isolated: bool) -> u16 {
+/// The headers of a cross-origin isolated page: what `-pthread` and the word sampler's
+/// worker need (SharedArrayBuffer).
+const ISOLATED: &[(&str, &str)] = &[
+    ("Cross-Origin-Opener-Policy", "same-origin"),
+    ("Cross-Origin-Embedder-Policy", "require-corp"),
+];
+
+/// The headers of a cross-origin isolated page that allows JS self-profiling (V8's sampler).
+const PROFILING: &[(&str, &str)] = &[
+    ("Cross-Origin-Opener-Policy", "same-origin"),
+    ("Cross-Origin-Embedder-Policy", "require-corp"),
+    ("Document-Policy", "js-profiling"),
+];
+
+/// Serves the files under `root` on a free local port, until the process ends, each answer
+/// with `headers`.
+fn serve(root: PathBuf, headers: &'static [(&'static str, &'static str)]) -> u16 {
     let server = tiny_http::Server::http("127.0.0.1:0").unwrap();
     let port = server.server_addr().to_ip().unwrap().port();
     std::thread::spawn(move || {
@@ -39,10 +52,8 @@ fn serve(root: PathBuf, isolated: bool) -> u16 {
                 Ok(body) => {
                     let mut response = tiny_http::Response::from_data(body)
                         .with_header(header("Content-Type", kind));
-                    if isolated {
-                        response = response
-                            .with_header(header("Cross-Origin-Opener-Policy", "same-origin"))
-                            .with_header(header("Cross-Origin-Embedder-Policy", "require-corp"));
+                    for (name, value) in headers {
+                        response = response.with_header(header(name, value));
                     }
                     request.respond(response)
                 }
@@ -161,22 +172,28 @@ impl Drop for Chromium {
     }
 }
 
-/// What a page of `dir/build/PROGRAM.js ARGS` left: the lines the program printed and the
-/// profile it got.
+/// What a page of `dir/build/PROGRAM.js ARGS` left: the lines the program printed, the
+/// profile it got with `wasmprof.stop()`, and the one `wasmprof.profile()` gave just before.
 struct PageRun {
     printed: String,
     profile: Profile,
+    before_stop: Profile,
 }
 
 /// Runs `build/PROGRAM.js` with `args` in a cross-origin isolated page served from `dir`,
 /// written as a user would write it (it asks for the profile with the runtime's API once
 /// the program has run), and decodes the profile the page got.
 fn page_run(dir: &Path, program: &str, args: &[&str]) -> PageRun {
-    page_run_served(dir, program, args, true)
+    page_run_served(dir, program, args, ISOLATED)
 }
 
-/// [`page_run`], the page cross-origin isolated or not.
-fn page_run_served(dir: &Path, program: &str, args: &[&str], isolated: bool) -> PageRun {
+/// [`page_run`], the page served with `headers`.
+fn page_run_served(
+    dir: &Path,
+    program: &str,
+    args: &[&str],
+    headers: &'static [(&'static str, &'static str)],
+) -> PageRun {
     let page = format!(
         r#"<!doctype html>
 <html><body>
@@ -186,7 +203,10 @@ var Module = {{
   arguments: {},
   print: function (line) {{ printed.push(line); }},
   printErr: function (line) {{ printed.push(line); }},
-  postRun: [function () {{ window.wasmprofDump = JSON.stringify(wasmprof.profile()); }}]
+  postRun: [function () {{
+    window.wasmprofBefore = JSON.stringify(wasmprof.profile());
+    wasmprof.stop().then(function (dump) {{ window.wasmprofDump = JSON.stringify(dump); }});
+  }}]
 }};
 ['warn', 'error'].forEach(function (k) {{
   var write = console[k];
@@ -202,20 +222,20 @@ window.onerror = function (message) {{ printed.push('uncaught: ' + message); }};
     // A page of its own for each program and its arguments: tests run side by side.
     let html = format!("page-{program}{}.html", args.concat());
     std::fs::write(dir.join(&html), page).unwrap();
-    let port = serve(dir.to_path_buf(), isolated);
+    let port = serve(dir.to_path_buf(), headers);
     let chromium = Chromium::start();
     chromium.command(
         "url",
         json!({ "url": format!("http://127.0.0.1:{port}/{html}") }),
     );
     let since = Instant::now();
-    let (printed, dump) = loop {
+    let (printed, dump, before) = loop {
         let state = chromium.eval(
-            "return [typeof printed === 'object' ? printed.join('\\n') : '', window.wasmprofDump || null];",
+            "return [typeof printed === 'object' ? printed.join('\\n') : '', window.wasmprofDump || null, window.wasmprofBefore || null];",
         );
         let printed = state[0].as_str().unwrap_or_default().to_string();
-        if let Some(dump) = state[1].as_str() {
-            break (printed, dump.to_string());
+        if let (Some(dump), Some(before)) = (state[1].as_str(), state[2].as_str()) {
+            break (printed, dump.to_string(), before.to_string());
         }
         assert!(
             since.elapsed() < PAGE_TIMEOUT,
@@ -224,12 +244,19 @@ window.onerror = function (message) {{ printed.push('uncaught: ' + message); }};
         std::thread::sleep(Duration::from_millis(100));
     };
     eprintln!("--- the page of {program} {args:?} printed:\n{printed}");
-    let file = tempfile::Builder::new().suffix(".json").tempfile().unwrap();
-    std::fs::write(file.path(), dump).unwrap();
-    let profile = Profile::read(file.path()).expect("the page's dump decodes");
-    // A current Chromium allows a module two memories: the state is the module's own.
-    assert_eq!(profile.runs[0].state, Some(StateLocation::OwnMemory));
-    PageRun { printed, profile }
+    let decoded = |dump: String| {
+        let file = tempfile::Builder::new().suffix(".json").tempfile().unwrap();
+        std::fs::write(file.path(), dump).unwrap();
+        let profile = Profile::read(file.path()).expect("the page's dump decodes");
+        // A current Chromium allows a module two memories: the state is the module's own.
+        assert_eq!(profile.runs[0].state, Some(StateLocation::OwnMemory));
+        profile
+    };
+    PageRun {
+        printed,
+        profile: decoded(dump),
+        before_stop: decoded(before),
+    }
 }
 
 fn browser_ready() -> bool {
@@ -343,7 +370,7 @@ fn cpp_exceptions_in_a_page_close_the_frames_they_unwind() {
     }
 }
 
-/// The sampled metric in a page, where V8's sampler does not run: a module that keeps its
+/// The sampled metric in a page that does not allow V8's sampler: a module that keeps its
 /// calling contexts (`WASMPROF_CONTEXTS=1`) takes the word sampler, whose worker samples in
 /// real time; the counts stay exact, and fib(32) (7 M calls) holds most of the program's
 /// samples, as under node (`the_sampled_metric_samples_under_node`). The report says that
@@ -380,6 +407,47 @@ fn the_sampled_metric_samples_in_a_page() {
     );
 }
 
+/// The default metric in a page that allows JS self-profiling (`Document-Policy:
+/// js-profiling`): V8's sampler runs there, its samples come with `wasmprof.stop()`, and
+/// fib(38) (126 M calls, a few hundred milliseconds) holds most of them; the counts are
+/// exact. `wasmprof.profile()` before the stop has the counts, and says why it has no
+/// times.
+#[test]
+fn a_page_that_allows_js_self_profiling_is_sampled_by_v8() {
+    if !browser_ready() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    link_calls(dir.path(), "time");
+    let run = page_run_served(dir.path(), "calls", &["38"], PROFILING);
+    let p = &run.profile;
+    check_invariants(p);
+    assert_eq!(calls(p, "fib"), fib_calls(38));
+    let sampling = p.sampling.expect("a sampled profile");
+    assert_eq!(sampling.sampler, cargo_wasmprof::meta::Sampler::V8);
+    assert!(
+        sampling.in_page && sampling.no_sampler.is_none(),
+        "{sampling:?}"
+    );
+    assert!(sampling.samples >= 10, "{sampling:?}");
+    let hottest = p.functions.iter().max_by_key(|f| f.cost.self_ns).unwrap();
+    assert_eq!(hottest.name, "fib", "{sampling:?}");
+    let before = run.before_stop.sampling.expect("a sampled profile");
+    assert_eq!(calls(&run.before_stop, "fib"), fib_calls(38));
+    assert_eq!(
+        (before.samples, before.no_sampler),
+        (0, Some(NoSampler::NotStopped))
+    );
+    let file = dir.path().join("page.json");
+    p.write(&file).unwrap();
+    let report = output(wasmprof().arg("report").arg(&file));
+    let text = String::from_utf8_lossy(&report.stdout);
+    assert!(
+        text.contains("by V8's sampler (the page's JS Self-Profiling)"),
+        "{text}"
+    );
+}
+
 /// The word sampler (the sampled metric of a module that keeps its contexts) in a page that
 /// is not cross-origin isolated: no worker can share the memory, so the counts are exact,
 /// there are no times, and the console and the profile say why.
@@ -390,7 +458,7 @@ fn a_page_not_isolated_has_counts_and_says_why_it_has_no_times() {
     }
     let dir = tempfile::tempdir().unwrap();
     link_calls_with(dir.path(), &[("WASMPROF_CONTEXTS", "1")]);
-    let run = page_run_served(dir.path(), "calls", &["20"], false);
+    let run = page_run_served(dir.path(), "calls", &["20"], &[]);
     let p = &run.profile;
     check_invariants(p);
     assert_eq!(calls(p, "fib"), fib_calls(20));

@@ -340,6 +340,7 @@ fn sampled(out: &mut String, s: &Sampling, exact: &str) {
     let by = match s.sampler {
         Sampler::Stacks => "the stack sampler",
         Sampler::Word => "the word sampler",
+        Sampler::V8 if s.in_page => "V8's sampler (the page's JS Self-Profiling)",
         Sampler::V8 => "V8's sampler",
     };
     if let Some(none) = s.no_sampler.filter(|_| s.samples == 0) {

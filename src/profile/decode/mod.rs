@@ -205,6 +205,7 @@ impl Decoder<'_> {
                     + stacks.dropped_ns,
                 no_sampler: None,
                 cpu: false,
+                in_page: stacks.in_page,
             };
         }
         let header = |at| self.raw.u64(at).unwrap_or(0);
@@ -219,6 +220,7 @@ impl Decoder<'_> {
             unplaced_ns: 0,
             no_sampler: self.no_sampler,
             cpu: false,
+            in_page: false,
         }
     }
 
