@@ -14,6 +14,9 @@ pub(super) struct LineInterner<'a> {
     /// Offsets of one line-table row and inlined range share their line: each such key is
     /// looked up once.
     by_key: HashMap<(usize, Option<usize>), u32>,
+    /// The last offsets looked up, `[from, to)`, which share a key, and their line: the
+    /// code map asks for one instruction after another.
+    last: Option<(u32, u32, u32)>,
     lines: HashMap<(u32, u32, Vec<[u32; 2]>), u32>,
     files: HashMap<String, u32>,
     names: HashMap<String, u32>,
@@ -26,6 +29,7 @@ impl<'a> LineInterner<'a> {
             symbols,
             tables: meta::LineTables::default(),
             by_key: HashMap::new(),
+            last: None,
             lines: HashMap::new(),
             files: HashMap::new(),
             names: HashMap::new(),
@@ -38,10 +42,17 @@ impl<'a> LineInterner<'a> {
         if offset == u32::MAX {
             return meta::NO_LINE;
         }
-        let Some(key) = self.symbols.position_key(offset.into()) else {
+        if let Some((from, to, line)) = self.last {
+            if (from..to).contains(&offset) {
+                return line;
+            }
+        }
+        let Some((key, until)) = self.symbols.position_key(offset.into()) else {
             return meta::NO_LINE;
         };
+        let until = u32::try_from(until).unwrap_or(u32::MAX);
         if let Some(&line) = self.by_key.get(&key) {
+            self.last = Some((offset, until, line));
             return line;
         }
         let pos = self
@@ -69,6 +80,7 @@ impl<'a> LineInterner<'a> {
                 tables.lines.len() as u32 - 1
             });
         self.by_key.insert(key, line);
+        self.last = Some((offset, until, line));
         line
     }
 

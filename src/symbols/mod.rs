@@ -135,11 +135,14 @@ impl SymbolTable {
     /// What tells apart the source positions of instructions cheaply: the line table's
     /// row and the innermost inlined range at `file_offset` (instructions with the same
     /// key have the same [`location`](Self::location) and
-    /// [`inlined_at`](Self::inlined_at)); `None` without a line.
-    pub fn position_key(&self, file_offset: u64) -> Option<(usize, Option<usize>)> {
+    /// [`inlined_at`](Self::inlined_at)); `None` without a line. With it, the file offset
+    /// before which every instruction from `file_offset` on has the same key.
+    pub fn position_key(&self, file_offset: u64) -> Option<((usize, Option<usize>), u64)> {
         let address = file_offset.checked_sub(self.code_start)?;
-        let row = self.lines.row(address)?;
-        Some((row, self.inlines.innermost(address)))
+        let (row, row_end) = self.lines.row(address)?;
+        let (inlined, inlined_until) = self.inlines.innermost(address);
+        let until = row_end.min(inlined_until).saturating_add(self.code_start);
+        Some(((row, inlined), until))
     }
 
     /// The functions inlined at the instruction at `file_offset`, innermost first (none

@@ -98,18 +98,21 @@ impl InlineTable {
         Ok(InlineTable { ranges })
     }
 
-    /// The innermost range of an inlined function at `address`, by index.
-    pub(super) fn innermost(&self, address: u64) -> Option<usize> {
+    /// The innermost range of an inlined function at `address`, by index, and the address
+    /// before which the answer stays the same (where that range ends or the next one
+    /// starts).
+    pub(super) fn innermost(&self, address: u64) -> (Option<usize>, u64) {
         let after = self.ranges.partition_point(|r| r.0 <= address);
+        let next_start = self.ranges.get(after).map_or(u64::MAX, |r| r.0);
         let mut at = after.checked_sub(1);
         while let Some(i) = at.filter(|&i| i != usize::MAX) {
             let (start, end, _, parent) = &self.ranges[i];
             if *start <= address && address < *end {
-                return Some(i);
+                return (Some(i), next_start.min(*end));
             }
             at = Some(*parent);
         }
-        None
+        (None, next_start)
     }
 
     /// The functions inlined at `address`, innermost first.
@@ -178,11 +181,12 @@ impl LineTable {
         table
     }
 
-    /// The row that covers `address`.
-    pub(super) fn row(&self, address: u64) -> Option<usize> {
+    /// The row that covers `address`, and the address it ends at.
+    pub(super) fn row(&self, address: u64) -> Option<(usize, u64)> {
         let after = self.rows.partition_point(|row| row.0 <= address);
         let at = after.checked_sub(1)?;
-        (address < self.rows[at].1).then_some(at)
+        let end = self.rows[at].1;
+        (address < end).then_some((at, end))
     }
 
     pub(super) fn find(&self, address: u64) -> Option<SourcePos> {
