@@ -15,8 +15,8 @@
 //!
 //! - the default metric's time shares of the three parts of parts.c (a loop without calls,
 //!   30 M small calls, fib(35)) against the truth, which the plain build's run measures
-//!   itself, part by part; beside them V8's own sampler (`node --cpu-prof`) on the plain
-//!   build.
+//!   itself, part by part; beside them the profiled run's own timing of its parts, and V8's
+//!   own sampler (`node --cpu-prof`) on the plain build.
 //!
 //! Every build links with `-g` (kernels.c's Makefile rule says why), so the plain and the
 //! profiled modules differ by the instrumentation alone. Plain runs need the glue's `fetch`
@@ -205,40 +205,43 @@ fn shares(values: [f64; 3]) -> [f64; 3] {
 
 /// The time shares of parts.c's parts under each node, median of RUNS interleaved runs:
 /// the truth (the plain build's own timing of each part), the profile of the `time` build
-/// (the default metric), and V8's sampler on the plain build (`node --cpu-prof`, at 100 us).
+/// (the default metric) and that run's own timing of its parts (what the probes made of the
+/// program, against which the sampler is read), and V8's sampler on the plain build (`node
+/// --cpu-prof`, at 100 us).
 fn parts_accuracy(nodes: &[(String, PathBuf)], dir: &Path) {
     println!(
         "\nparts.c, inclusive time shares (%) of its three parts, median of {RUNS} interleaved runs"
     );
     println!(
-        "{:<10} {:>8} {:>8} {:>16} {:>16}",
-        "part", "node", "truth", "time (default)", "node --cpu-prof"
+        "{:<10} {:>8} {:>8} {:>16} {:>16} {:>16}",
+        "part", "node", "truth", "time (default)", "its run's own", "node --cpu-prof"
     );
     for (version, node) in nodes {
-        let mut runs: [Vec<[f64; 3]>; 3] = Default::default();
+        let mut runs: [Vec<[f64; 3]>; 4] = Default::default();
         for round in 0..RUNS {
             let (truth, _) = node_run(node, dir, "plain", "parts", &[], &[]);
             runs[0].push(shares(PARTS.map(|(part, _)| printed_ms(&truth, part))));
-            let (_, profile) = node_run(node, dir, "time", "parts", &[], &[]);
+            let (own, profile) = node_run(node, dir, "time", "parts", &[], &[]);
             let p = cargo_wasmprof::profile::Profile::read(&profile).expect("the profile");
             runs[1].push(shares(PARTS.map(|(_, f)| {
                 p.function_named(f).map_or(0.0, |f| f.cost.total_ns as f64)
             })));
+            runs[2].push(shares(PARTS.map(|(part, _)| printed_ms(&own, part))));
             let prof_dir = dir.join(format!("cpu-prof-{version}-{round}"));
             let dir_arg = format!("--cpu-prof-dir={}", prof_dir.display());
             let flags = ["--cpu-prof", &dir_arg, "--cpu-prof-interval=100"];
             node_run(node, dir, "plain", "parts", &flags, &[]);
-            runs[2].push(shares(cpu_prof_inclusive(&prof_dir)));
+            runs[3].push(shares(cpu_prof_inclusive(&prof_dir)));
         }
         let medians = runs.map(|r| [0, 1, 2].map(|k| median(r.iter().map(|s| s[k]).collect())));
         for (k, (part, _)) in PARTS.iter().enumerate() {
             let truth = medians[0][k];
+            let cell = |m: f64| format!("{m:>8.1} ({:+5.1})", m - truth);
             println!(
-                "{part:<10} {version:>8} {truth:>8.1} {:>8.1} ({:+5.1}) {:>8.1} ({:+5.1})",
-                medians[1][k],
-                medians[1][k] - truth,
-                medians[2][k],
-                medians[2][k] - truth,
+                "{part:<10} {version:>8} {truth:>8.1} {} {} {}",
+                cell(medians[1][k]),
+                cell(medians[2][k]),
+                cell(medians[3][k]),
             );
         }
     }
