@@ -395,16 +395,22 @@ fn the_sampled_metric_samples_in_a_page() {
     let sampling = p.sampling.expect("a sampled profile");
     assert_eq!(sampling.sampler, cargo_wasmprof::meta::Sampler::Word);
     assert!(sampling.samples >= 20, "{sampling:?}");
-    let hottest = p.functions.iter().max_by_key(|f| f.cost.self_ns).unwrap();
-    assert_eq!(hottest.name, "fib", "{sampling:?}");
-    let file = dir.path().join("page.json");
-    p.write(&file).unwrap();
-    let report = output(wasmprof().arg("report").arg(&file));
-    let text = String::from_utf8_lossy(&report.stdout);
+    let text = hottest_and_report(p, "fib", dir.path());
     assert!(
         text.contains("V8 compiles each function at its first call"),
         "{text}"
     );
+}
+
+/// Checks that `hottest` has the most self time of `p`, and gives `p`'s text report (the
+/// profile written to `dir`, read back by `cargo wasmprof report`).
+fn hottest_and_report(p: &Profile, hottest: &str, dir: &Path) -> String {
+    let most = p.functions.iter().max_by_key(|f| f.cost.self_ns).unwrap();
+    assert_eq!(most.name, hottest, "{:?}", p.sampling);
+    let file = dir.join("page.json");
+    p.write(&file).unwrap();
+    let report = output(wasmprof().arg("report").arg(&file));
+    String::from_utf8_lossy(&report.stdout).into_owned()
 }
 
 /// The default metric in a page that allows JS self-profiling (`Document-Policy:
@@ -430,18 +436,13 @@ fn a_page_that_allows_js_self_profiling_is_sampled_by_v8() {
         "{sampling:?}"
     );
     assert!(sampling.samples >= 10, "{sampling:?}");
-    let hottest = p.functions.iter().max_by_key(|f| f.cost.self_ns).unwrap();
-    assert_eq!(hottest.name, "fib", "{sampling:?}");
     let before = run.before_stop.sampling.expect("a sampled profile");
     assert_eq!(calls(&run.before_stop, "fib"), fib_calls(38));
     assert_eq!(
         (before.samples, before.no_sampler),
         (0, Some(NoSampler::NotStopped))
     );
-    let file = dir.path().join("page.json");
-    p.write(&file).unwrap();
-    let report = output(wasmprof().arg("report").arg(&file));
-    let text = String::from_utf8_lossy(&report.stdout);
+    let text = hottest_and_report(p, "fib", dir.path());
     assert!(
         text.contains("by V8's sampler (the page's JS Self-Profiling)"),
         "{text}"
