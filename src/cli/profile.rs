@@ -104,7 +104,8 @@ pub struct InstrumentFlags {
     /// context and line, each host call's time under its caller) or `word` (a sampler beside
     /// the program reads which calling context the probes say runs: any host; brings
     /// `--contexts` with it). JS hosts choose for themselves: V8's own sampler under node
-    /// (`v8`), the word sampler for threads, wasm-bindgen's tests and pages.
+    /// (`v8`, and in a page served with `Document-Policy: js-profiling`), the word sampler
+    /// for threads, wasm-bindgen's tests and other pages.
     #[arg(long, value_name = "HOW", value_enum, default_value = DEFAULT_SAMPLER)]
     pub sampler: SamplerArg,
     /// With `--allocations`: the most allocations followed live at once: each is followed
