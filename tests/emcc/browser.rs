@@ -105,15 +105,23 @@ fn webdriver(port: u16, method: &str, path: &str, body: Option<&Value>) -> anyho
     Ok(answer["value"].take())
 }
 
+/// One Chromium at a time: on two CPUs, browsers started side by side by the tests that
+/// run in parallel kept ChromeDriver from being ready in time, and the pages' samplers
+/// from getting a CPU.
+static ONE_BROWSER: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 /// A headless Chromium in a WebDriver session of its own ChromeDriver; both end with it.
 struct Chromium {
     driver: Child,
     port: u16,
     session: String,
+    _turn: std::sync::MutexGuard<'static, ()>,
 }
 
 impl Chromium {
     fn start() -> Chromium {
+        // A test that failed while it held the turn leaves it poisoned, and free.
+        let turn = ONE_BROWSER.lock().unwrap_or_else(|e| e.into_inner());
         let port = free_port();
         let driver = Command::new("chromedriver")
             .arg(format!("--port={port}"))
@@ -148,6 +156,7 @@ impl Chromium {
             driver,
             port,
             session,
+            _turn: turn,
         }
     }
 
