@@ -181,12 +181,14 @@ impl LineTable {
         table
     }
 
-    /// The row that covers `address`, and the address it ends at.
+    /// The row that covers `address`, and the address before which it stays the row (where
+    /// it ends or the next one starts).
     pub(super) fn row(&self, address: u64) -> Option<(usize, u64)> {
         let after = self.rows.partition_point(|row| row.0 <= address);
         let at = after.checked_sub(1)?;
         let end = self.rows[at].1;
-        (address < end).then_some((at, end))
+        let next_start = self.rows.get(after).map_or(u64::MAX, |row| row.0);
+        (address < end).then_some((at, end.min(next_start)))
     }
 
     pub(super) fn find(&self, address: u64) -> Option<SourcePos> {
@@ -222,5 +224,37 @@ mod tests {
             "wasisdk://v30.0/src/a.c"
         );
         assert_eq!(super::uri_tail("/work/src/lib.rs"), "/work/src/lib.rs");
+    }
+
+    /// The instrumenter asks for one instruction after another and keeps an answer for the
+    /// addresses before the bound these give: a row until it ends or the next row starts,
+    /// an inlined range until it ends or the next range starts.
+    #[test]
+    fn answers_hold_until_their_row_or_range_ends_or_the_next_starts() {
+        let lines = super::LineTable {
+            rows: vec![(0, 10, 0, 1), (4, 8, 0, 2), (10, 12, 0, 3)],
+            files: vec!["a.c".into()],
+        };
+        assert_eq!(lines.row(1), Some((0, 4)));
+        assert_eq!(lines.row(5), Some((1, 8)));
+        assert_eq!(lines.row(10), Some((2, 12)));
+        assert_eq!(lines.row(12), None);
+        let inlined = |function: &str| crate::symbols::Inlined {
+            function: function.into(),
+            call_line: 1,
+        };
+        // f at [0, 20), g inside it at [5, 8); h after both at [30, 40).
+        let inlines = super::InlineTable {
+            ranges: vec![
+                (0, 20, inlined("f"), usize::MAX),
+                (5, 8, inlined("g"), 0),
+                (30, 40, inlined("h"), usize::MAX),
+            ],
+        };
+        assert_eq!(inlines.innermost(2), (Some(0), 5));
+        assert_eq!(inlines.innermost(6), (Some(1), 8));
+        assert_eq!(inlines.innermost(9), (Some(0), 20));
+        assert_eq!(inlines.innermost(25), (None, 30));
+        assert_eq!(inlines.innermost(45), (None, u64::MAX));
     }
 }
