@@ -9,6 +9,8 @@
 // samples come in a promise (`stopV8`). Its samples are the stacks of the module's
 // functions (`stacksOf`).
 var v8 = null;
+// What a sampler that failed leaves: no samples.
+var NO_PROFILE = { nodes: [], samples: [], timeDeltas: [] };
 // The most samples a page's sampler keeps: hours at its 10 ms.
 var PAGE_BUFFER = 1000000;
 // Starts V8's sampler; false where none can start (a page that does not allow it, which
@@ -42,16 +44,23 @@ function v8Pending() {
 // Stops V8's sampler and keeps its profile (a promise: a page's trace comes in one).
 function stopV8() {
   if (!v8 || v8.profile) return Promise.resolve();
-  if (!v8.page) return Promise.resolve(v8Stacks());
+  if (!v8.page) return Promise.resolve(stopInspector());
   if (!v8.stopping) {
     v8.stopping = v8.page.stop().then(function (trace) {
       v8.profile = profileOfTrace(trace, v8.started);
     }, function (e) {
       console.error("wasmprof: the page's sampler failed, so the profile has no times: " + (e && e.message || e));
-      v8.profile = { nodes: [], samples: [], timeDeltas: [] };
+      v8.profile = NO_PROFILE;
     });
   }
   return v8.stopping;
+}
+
+// Stops node's inspector's sampler and keeps its profile (node answers at once).
+function stopInspector() {
+  v8.session.post('Profiler.stop', function (e, reply) {
+    v8.profile = e ? NO_PROFILE : reply.profile;
+  });
 }
 
 // A JS Self-Profiling trace (frames, resources, stacks, samples) as the CPU profile node's
@@ -84,11 +93,7 @@ function profileOfTrace(trace, started) {
 // page's before `stopV8`).
 function v8Stacks() {
   if (!v8 || v8Pending()) return null;
-  if (!v8.profile) {
-    v8.session.post('Profiler.stop', function (e, reply) {
-      v8.profile = e ? { nodes: [], samples: [], timeDeltas: [] } : reply.profile;
-    });
-  }
+  if (!v8.profile) stopInspector();
   var stacks = stacksOf(v8.profile);
   if (v8.page) stacks.in_page = true;
   return stacks;

@@ -178,10 +178,6 @@ mod tests {
         }
     }
 
-    fn arc(caller: &str, callee: &str, count: u64) -> Arc {
-        Arc::of_calls(caller, callee, count)
-    }
-
     /// host -> main (1 call) -> leaf (10 calls); host -> f (1 call) -> f (1 call).
     fn profile() -> Profile {
         Profile {
@@ -195,10 +191,10 @@ mod tests {
                 function(2, "f", 2, 200, 200),
             ],
             arcs: vec![
-                arc(HOST, "main", 1),
-                arc("main", "leaf", 10),
-                arc(HOST, "f", 1),
-                arc("f", "f", 1),
+                Arc::of_calls(HOST, "main", 1),
+                Arc::of_calls("main", "leaf", 10),
+                Arc::of_calls(HOST, "f", 1),
+                Arc::of_calls("f", "f", 1),
             ],
             contexts: vec![
                 context(0, None, None, 0, 0, 2200),

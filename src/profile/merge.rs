@@ -442,7 +442,6 @@ mod tests {
     /// of the module), called `calls` times from the host, with `helper` beside it.
     fn module(name: &str, n: u32, helper_file: &str, calls: u64) -> Profile {
         let grow = format!("grow [func {n}]");
-        let arc = |caller: &str, callee: &str, count| Arc::of_calls(caller, callee, count);
         let context = |id, parent, function, calls| Context {
             id,
             parent,
@@ -470,7 +469,10 @@ mod tests {
                 function(0, &grow, Some("raw_vec.rs"), calls),
                 function(1, "helper", Some(helper_file), 1),
             ],
-            arcs: vec![arc(HOST, &grow, calls), arc(&grow, "helper", 1)],
+            arcs: vec![
+                Arc::of_calls(HOST, &grow, calls),
+                Arc::of_calls(&grow, "helper", 1),
+            ],
             contexts: vec![
                 context(0, None, None, 0),
                 context(1, Some(0), Some(0), calls),

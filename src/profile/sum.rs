@@ -6,6 +6,7 @@
 
 use rustc_hash::FxHashMap;
 
+use super::decode::Raw;
 use super::{Dump, StackSample, StackSamples};
 use crate::layout::{self, Layout};
 use crate::meta::Meta;
@@ -28,25 +29,34 @@ impl DumpSum {
     /// An empty sum for runs of a module instrumented with `meta`; `None` where its state
     /// is more than counters (a context tree, allocations).
     pub fn new(meta: &Meta) -> Option<DumpSum> {
-        (!meta.contexts && !meta.records_allocations()).then(|| DumpSum {
-            layout: meta.layout,
+        (!meta.contexts && !meta.records_allocations()).then(|| DumpSum::of_layout(meta.layout))
+    }
+
+    /// An empty sum of states laid out as `layout`.
+    fn of_layout(layout: Layout) -> DumpSum {
+        DumpSum {
+            layout,
             memory: Vec::new(),
             dyn_arcs: FxHashMap::default(),
             free: 0,
             stacks: None,
             stack_index: FxHashMap::default(),
-        })
+        }
     }
 
     /// Adds a run that ended cleanly: its profiler's `state` (its memory up to its last
     /// node) and its `stacks`. Where the sum has no room for the run's dynamic arcs, or the
-    /// state is not laid out as the sum's, nothing is added and the stacks come back: the
-    /// run is to be decoded on its own.
+    /// state is not laid out as the sum's (or ends before its counters do), nothing is
+    /// added and the stacks come back: the run is to be decoded on its own.
     pub fn add(
         &mut self,
         state: &[u8],
         stacks: Option<StackSamples>,
     ) -> Result<(), Option<StackSamples>> {
+        // Every counter lies below the nodes: a state that reaches them can be read whole.
+        if state.len() < self.layout.nodes_off as usize {
+            return Err(stacks);
+        }
         if self.memory.is_empty() {
             self.memory = state.to_vec();
             for (slot, site, callee, _) in dyn_arcs(&self.layout, state) {
@@ -72,11 +82,11 @@ impl DumpSum {
         ];
         for (off, n) in counters {
             for i in 0..n {
-                self.add_u64(off + 8 * i, read_u64(state, off + 8 * i));
+                self.add_u64(off + 8 * i, u64_at(state, off + 8 * i));
             }
         }
         for at in [layout::HDR_FOLDED, layout::HDR_ARCS_DROPPED] {
-            self.add_u64(at, read_u64(state, at));
+            self.add_u64(at, u64_at(state, at));
         }
         for (_, site, callee, count) in arcs {
             let slot = match self.dyn_arcs.get(&(site, callee)) {
@@ -112,14 +122,14 @@ impl DumpSum {
 
     fn add_u64(&mut self, at: u32, n: u64) {
         let at = at as usize;
-        let sum = read_u64(&self.memory, at as u32).wrapping_add(n);
+        let sum = u64_at(&self.memory, at as u32).wrapping_add(n);
         self.memory[at..at + 8].copy_from_slice(&sum.to_le_bytes());
     }
 
     /// A free slot of the dynamic arc table (the caller has made sure there is one).
     fn free_slot(&mut self) -> u32 {
         let l = self.layout;
-        while read_u32(
+        while u32_at(
             &self.memory,
             l.dyn_arcs_off + self.free * layout::DYN_ARC_SIZE + 4,
         ) != 0
@@ -167,19 +177,19 @@ impl DumpSum {
 fn dyn_arcs<'a>(l: &'a Layout, state: &'a [u8]) -> impl Iterator<Item = (u32, u32, u32, u64)> + 'a {
     (0..l.dyn_arcs_cap).filter_map(move |slot| {
         let at = l.dyn_arcs_off + slot * layout::DYN_ARC_SIZE;
-        let callee = read_u32(state, at + 4);
-        (callee != 0).then(|| (slot, read_u32(state, at), callee, read_u64(state, at + 8)))
+        let callee = u32_at(state, at + 4);
+        (callee != 0).then(|| (slot, u32_at(state, at), callee, u64_at(state, at + 8)))
     })
 }
 
-fn read_u32(bytes: &[u8], at: u32) -> u32 {
-    let at = at as usize;
-    u32::from_le_bytes(bytes[at..at + 4].try_into().expect("four bytes"))
+/// The counter at `at` of a state that reaches the nodes (`DumpSum::add` checks it).
+fn u64_at(state: &[u8], at: u32) -> u64 {
+    Raw(state).u64(at).expect("a counter below the nodes")
 }
 
-fn read_u64(bytes: &[u8], at: u32) -> u64 {
-    let at = at as usize;
-    u64::from_le_bytes(bytes[at..at + 8].try_into().expect("eight bytes"))
+/// See [`u64_at`].
+fn u32_at(state: &[u8], at: u32) -> u32 {
+    Raw(state).u32(at).expect("a counter below the nodes")
 }
 
 #[cfg(test)]
@@ -223,25 +233,21 @@ mod tests {
     #[test]
     fn runs_add_their_counts_their_dynamic_arcs_by_site_and_callee_and_their_stacks() {
         let l = Layout::new(3, 2, 1, 0, 1, 0);
-        let mut sum = DumpSum {
-            layout: l,
-            memory: Vec::new(),
-            dyn_arcs: FxHashMap::default(),
-            free: 0,
-            stacks: None,
-            stack_index: FxHashMap::default(),
-        };
+        let mut sum = DumpSum::of_layout(l);
         // The host enters function 0 in both runs; the second run's indirect site 9 calls
         // function 2 twice, its arc in the slot the first run's host entry has.
         let one = state(&l, [1, 2, 0], 5, &[(0, 1, 1)]);
         let two = state(&l, [1, 0, 3], 7, &[(9, 3, 2), (0, 1, 1)]);
         assert!(sum.add(&one, samples(&[0, 1], 2)).is_ok());
         assert!(sum.add(&two, samples(&[0, 1], 3)).is_ok());
+        // A state that ends before its counters is not added: its stacks come back.
+        let short = sum.add(&one[..8], samples(&[0, 1], 4));
+        assert_eq!(short.err().flatten().map(|s| s.taken), Some(4));
         let dump = sum.into_dump().expect("a sum");
         let m = &dump.memory;
-        let calls: Vec<u64> = (0..3).map(|i| read_u64(m, l.calls_off + 8 * i)).collect();
+        let calls: Vec<u64> = (0..3).map(|i| u64_at(m, l.calls_off + 8 * i)).collect();
         assert_eq!(calls, [2, 2, 3]);
-        assert_eq!(read_u64(m, l.direct_arcs_off + 8), 12);
+        assert_eq!(u64_at(m, l.direct_arcs_off + 8), 12);
         let mut arcs: Vec<(u32, u32, u64)> =
             dyn_arcs(&l, m).map(|(_, s, c, n)| (s, c, n)).collect();
         arcs.sort_unstable();

@@ -11,7 +11,8 @@ mod lines;
 mod nodes;
 
 pub use nodes::context_of;
-use nodes::{direct_sites, end_or_samples, read_nodes, Raw, RawNode};
+pub(super) use nodes::Raw;
+use nodes::{direct_sites, end_or_samples, read_nodes, RawNode};
 
 use super::outermost::{arc_keys, outermost_sums, TreeNode};
 use super::stacks::StackSamples;

@@ -42,13 +42,13 @@ pub(super) enum Ending<'a> {
 }
 
 /// A little-endian reader over the profiler's memory.
-pub(super) struct Raw<'a>(pub(super) &'a [u8]);
+pub(in crate::profile) struct Raw<'a>(pub(in crate::profile) &'a [u8]);
 
 impl Raw<'_> {
-    pub(super) fn u32(&self, at: u32) -> anyhow::Result<u32> {
+    pub(in crate::profile) fn u32(&self, at: u32) -> anyhow::Result<u32> {
         self.bytes(at).map(u32::from_le_bytes)
     }
-    pub(super) fn u64(&self, at: u32) -> anyhow::Result<u64> {
+    pub(in crate::profile) fn u64(&self, at: u32) -> anyhow::Result<u64> {
         self.bytes(at).map(u64::from_le_bytes)
     }
     /// The `N` bytes at `at`.
