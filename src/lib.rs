@@ -13,6 +13,7 @@
 #![warn(missing_docs)]
 
 pub mod build;
+pub(crate) mod cache;
 pub mod calibrate;
 pub mod cli;
 pub mod clock;

@@ -52,15 +52,14 @@ fn an_instrumented_module_runs_and_profiles_on_its_own() {
     assert_eq!(profile.function_named("fib").unwrap().calls, fib_calls(12));
 }
 
-/// The embedded host compiles through wasmtime's compilation cache, where the wasmtime
-/// CLI keeps it (`$XDG_CACHE_HOME/wasmtime`, its configuration read from
-/// `$XDG_CONFIG_HOME/wasmtime`): the first run of a module writes its entry, the plain
-/// module's and the instrumented one's, and the second finds them and writes none (the
-/// entries as they were), with the first run's counts. The instrumented module is kept
-/// too (`$XDG_CACHE_HOME/cargo-wasmprof/instrumented`): the second run takes it from
-/// there, and a third, after the entry was cut short, makes it again, whole.
+/// The embedded host keeps what a run made in the profiler's cache
+/// (`$XDG_CACHE_HOME/cargo-wasmprof/instrumented`): the instrumented module, each module
+/// compiled (the plain one's and the instrumented one's), the stack sampler's map of the
+/// compiled code, and, for a file that has not changed for a second, the record of its
+/// stamp. The second run finds them all and makes none again, with the first run's counts;
+/// a third, after the instrumented module was cut short, makes it again, whole.
 #[test]
-fn a_module_instrumented_and_compiled_once_loads_from_the_caches() {
+fn a_module_instrumented_and_compiled_once_loads_from_the_cache() {
     let dir = tempfile::tempdir().unwrap();
     let module = dir.path().join("fib.wasm");
     std::fs::write(&module, fib_command()).unwrap();
@@ -75,20 +74,20 @@ fn a_module_instrumented_and_compiled_once_loads_from_the_caches() {
                 .arg(&module),
         )
     };
-    // The compiled modules (beside each, a `.stats` file that a worker thread updates).
-    let entries = || -> Vec<(std::path::PathBuf, std::time::SystemTime)> {
-        let mut entries: Vec<_> = walk(&cache.join("wasmtime/modules"))
+    // The files of the cache by extension, with their contents.
+    let kept = || -> Vec<(String, Vec<u8>)> {
+        let mut files: Vec<_> = walk(&cache.join("cargo-wasmprof/instrumented"))
             .into_iter()
-            .filter(|f| f.extension().is_none())
             .map(|f| {
-                let written = std::fs::metadata(&f).unwrap().modified().unwrap();
-                (f, written)
+                let extension = f.extension().unwrap().to_string_lossy().into_owned();
+                (extension, std::fs::read(&f).unwrap())
             })
             .collect();
-        entries.sort();
-        entries
+        files.sort();
+        files
     };
-    let instrumented = || walk(&cache.join("cargo-wasmprof/instrumented"));
+    // A record is made of a file that has not changed for a second.
+    std::thread::sleep(std::time::Duration::from_millis(1100));
     let mut first = Vec::new();
     for round in 1..=3 {
         let json = dir.path().join(format!("p{round}.json"));
@@ -102,27 +101,66 @@ fn a_module_instrumented_and_compiled_once_loads_from_the_caches() {
             round == 2,
             "round {round}: {stderr}"
         );
-        let kept = instrumented();
-        assert_eq!(kept.len(), 1, "one instrumented module: {kept:?}");
-        let whole = std::fs::read(&kept[0]).unwrap();
-        validate(&whole);
         let plain = run(&["run", "--no-instrument"]);
         assert_eq!(plain.status.code(), Some(3));
-        let now = entries();
-        assert_eq!(
-            now.len(),
-            2,
-            "the instrumented module and the plain one: {now:?}"
-        );
+        let now = kept();
+        let extensions: Vec<&str> = now.iter().map(|(e, _)| e.as_str()).collect();
+        assert_eq!(extensions, ["cwasm", "cwasm", "file", "map", "wasm"]);
+        let instrumented = now[4].1.clone();
+        validate(&instrumented);
         if round == 1 {
             first = now;
         } else {
-            assert_eq!(now, first, "found, not compiled and written again");
+            assert_eq!(now, first, "found, not made again");
         }
         if round == 2 {
-            std::fs::write(&kept[0], &whole[..whole.len() / 2]).unwrap();
+            let entry = walk(&cache.join("cargo-wasmprof/instrumented"))
+                .into_iter()
+                .find(|f| f.extension().is_some_and(|e| e == "wasm"))
+                .unwrap();
+            std::fs::write(&entry, &instrumented[..instrumented.len() / 2]).unwrap();
         }
     }
+}
+
+/// A module file's record names its instrumented module by the file's stamp, which every
+/// write moves: a file written again in place, at the same length and with its time of
+/// modification set back, is instrumented anew, not taken for the module it held.
+#[test]
+fn a_module_file_written_again_in_place_is_instrumented_anew() {
+    let dir = tempfile::tempdir().unwrap();
+    let module = dir.path().join("fib.wasm");
+    // The same program, told apart by a custom section's one byte.
+    let version = |byte: u8| {
+        let mut wasm = fib_command();
+        wasm.extend([0, 3, 1, b'v', byte]);
+        wasm
+    };
+    std::fs::write(&module, version(b'1')).unwrap();
+    let written = std::fs::metadata(&module).unwrap().modified().unwrap();
+    let run = || {
+        let out = output(
+            wasmprof()
+                .env("XDG_CACHE_HOME", dir.path().join("cache"))
+                .args(["run", "--no-report", "-o"])
+                .arg(dir.path().join("p.json"))
+                .arg(&module),
+        );
+        assert_eq!(out.status.code(), Some(3));
+        String::from_utf8_lossy(&out.stderr).contains("call sites) from the cache")
+    };
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    assert!(!run(), "the first run instruments it");
+    assert!(run(), "the second finds it");
+    let file = std::fs::File::options().write(true).open(&module).unwrap();
+    std::io::Write::write_all(&mut &file, &version(b'2')).unwrap();
+    file.set_modified(written).unwrap();
+    drop(file);
+    assert_eq!(
+        std::fs::metadata(&module).unwrap().modified().unwrap(),
+        written
+    );
+    assert!(!run(), "the module written again is instrumented anew");
 }
 
 /// Every file under `dir`.

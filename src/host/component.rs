@@ -22,9 +22,8 @@ use wasmtime_wasi::p2::bindings::sync::Command;
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
 use super::caught_memories::{Catching, Caught, Creator};
-use super::instance::{
-    backtrace_functions, engine_config, populate_for_writing, wasi_builder, Ending,
-};
+use super::compiled::{self, engine_config};
+use super::instance::{backtrace_functions, populate_for_writing, wasi_builder, Ending};
 use super::stacks::{Clock, CodeMap, Exits, StackSampler};
 use super::{Outcome, RunConfig};
 use crate::instrument::component;
@@ -108,9 +107,7 @@ impl<'a> CompiledComponent<'a> {
     /// Compiles `wasm`, profiled with `meta` if it carries the profiler.
     pub(super) fn new(wasm: &[u8], meta: Option<&'a Meta>) -> anyhow::Result<Self> {
         let engine = engine(meta.is_some())?;
-        let component = Component::new(&engine, wasm)
-            .map_err(anyhow::Error::from)
-            .context("wasmtime could not compile the component")?;
+        let component = compiled::component(&engine, wasm)?;
         let code_map = match meta {
             Some(meta) if meta.sampler == meta::Sampler::Stacks && meta.metric.facts().sampled => {
                 let module = component::profiled_module(wasm)?;

@@ -19,7 +19,7 @@ use super::instance::{
 use super::marks::{self, Marks};
 use super::sampler::{current_cpu, SampleTarget, Sampler, Targets};
 use super::stacks::{CodeMap, Exits, Sampling as StackSampling, SoFar, StackSampler};
-use super::{instrumenting_took, Host, Outcome, Prepared, RunConfig};
+use super::{say_instrumented, Host, Outcome, Prepared, RunConfig};
 use crate::clock::Clock;
 use crate::error::{Error, HostError};
 use crate::fsutil::relative;
@@ -48,12 +48,28 @@ impl Host for Embedded {
         options: Option<&Options>,
         status: Status,
     ) -> Result<Prepared, Error> {
-        let wasm = std::fs::read(path).map_err(|e| Error::input(path, e))?;
         let prepared = |wasm, meta| Prepared {
             path: path.to_path_buf(),
             wasm,
             meta,
         };
+        if options.is_some_and(|o| o.metric.facts().sampled && o.sampler == meta::Sampler::V8) {
+            return Err(Error::input(
+                path,
+                "`--sampler v8` is V8's own sampler, for programs that run under node; \
+                 the embedded wasmtime samples the stacks (`--sampler stacks`)",
+            ));
+        }
+        // The file's stamp before its bytes: a write between the two moves the stamp.
+        let stamp = options.and_then(|_| instrument::FileStamp::of(path));
+        let started = Instant::now();
+        if let Some((stamp, options)) = stamp.as_ref().zip(options) {
+            if let Some(done) = instrument::cached_for_file(stamp, options) {
+                say_instrumented(status, path, &done, started, true);
+                return Ok(prepared(done.wasm, Some(done.meta)));
+            }
+        }
+        let wasm = std::fs::read(path).map_err(|e| Error::input(path, e))?;
         let carried = Meta::from_module(&wasm).ok().flatten();
         if carried.as_ref().is_some_and(|meta| meta.host_exceptions) {
             return Err(Error::input(path, instrumented_for_js(path)));
@@ -61,31 +77,14 @@ impl Host for Embedded {
         let Some(options) = options else {
             return Ok(prepared(wasm, None));
         };
-        if options.metric.facts().sampled && options.sampler == meta::Sampler::V8 {
-            return Err(Error::input(
-                path,
-                "`--sampler v8` is V8's own sampler, for programs that run under node; \
-                 the embedded wasmtime samples the stacks (`--sampler stacks`)",
-            ));
-        }
         if let Some(meta) = carried {
             return Ok(prepared(wasm, Some(meta)));
         }
-        let started = Instant::now();
         let spinner = status.spinner("Instrumenting", relative(path));
-        let (done, cached) = instrument::instrument_cached(&wasm, options)
+        let (done, cached) = instrument::instrument_cached(&wasm, options, stamp.as_ref())
             .map_err(|e| Error::instrument(path, e))?;
         drop(spinner);
-        status.step(
-            "Instrumented",
-            format!(
-                "{} ({} functions, {} call sites) {}",
-                relative(path),
-                done.meta.functions.len(),
-                done.meta.direct_sites.len() + done.meta.indirect_sites.len(),
-                instrumenting_took(started, cached)
-            ),
-        );
+        say_instrumented(status, path, &done, started, cached);
         Ok(prepared(done.wasm, Some(done.meta)))
     }
 

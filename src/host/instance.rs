@@ -12,6 +12,7 @@ use wasmtime::{AsContext, AsContextMut, Caller, Engine, Linker, Module, Store};
 use wasmtime_wasi::p1::WasiP1Ctx;
 use wasmtime_wasi::{FsPerms, I32Exit, WasiCtxBuilder};
 
+use super::compiled::{self, engine_config, BACKTRACE_FRAMES};
 use super::sampler::{self, SampleTarget};
 use super::stacks::CodeMap;
 use super::RunConfig;
@@ -98,43 +99,6 @@ pub(super) struct Compiled {
     pub(super) code_map: Option<CodeMap>,
 }
 
-/// The compilation cache that the wasmtime CLI keeps too (as its configuration file says,
-/// else on, in the user's cache directory): a module compiled once, plain or instrumented,
-/// loads from it on the next run instead of compiling again. None when it cannot be set up
-/// (a configuration file that does not parse): the module is compiled, as without it.
-///
-/// Its worker thread never recompresses an entry here. Once a module has been loaded 256
-/// times (wasmtime's default threshold), every load of it until the recompression ends
-/// has that thread list the whole cache directory, a `stat` per entry, and then compress
-/// the entry again at zstd's level 20, on a thread beside the program being measured: it
-/// took the CPU of the word sampler's thread and of the program (BENCHMARKS.md, "Run time
-/// in the embedded wasmtime": a 2 ms kernel's `time` run read up to 2.8 ms). The
-/// recompression only saves disk space; the wasmtime CLI still does it in its own runs.
-fn compile_cache() -> Option<wasmtime::Cache> {
-    static CACHE: OnceLock<Option<wasmtime::Cache>> = OnceLock::new();
-    CACHE
-        .get_or_init(|| {
-            let mut config = wasmtime::CacheConfig::from_file(None).ok()?;
-            config.with_optimized_compression_usage_counter_threshold(u64::MAX);
-            wasmtime::Cache::new(config).ok()
-        })
-        .clone()
-}
-
-/// The most wasm frames a trap's backtrace keeps: wasmtime keeps 20 unless told, and a run
-/// that ends deep inside (a stack overflow: up to about 32,000 frames in wasmtime's 512 KiB
-/// stack) needs its whole open stack. A backtrace this long is marked as cut short.
-pub(super) const BACKTRACE_FRAMES: usize = 1 << 16;
-
-/// What every engine of the host is configured with: the compilation cache, and
-/// backtraces of [`BACKTRACE_FRAMES`].
-pub(super) fn engine_config() -> wasmtime::Config {
-    let mut config = wasmtime::Config::new();
-    config.cache(compile_cache());
-    config.wasm_backtrace_max_frames(std::num::NonZeroUsize::new(BACKTRACE_FRAMES));
-    config
-}
-
 /// Compiles `wasm` (and its state module) in an engine of its own: with the epoch
 /// interruption a `threaded` program's end needs (see `threads`). The code map is made for
 /// a module whose stacks are sampled, and for an uninstrumented one whose run will be
@@ -153,9 +117,7 @@ pub(super) fn compile(
     let engine = Engine::new(&engine_config)
         .map_err(anyhow::Error::from)
         .context("cannot set up wasmtime")?;
-    let module = Module::new(&engine, wasm)
-        .map_err(anyhow::Error::from)
-        .context("wasmtime could not compile the module")?;
+    let module = compiled::module(&engine, wasm)?;
     super::perf_map::write_if_asked(&module, meta)?;
     anyhow::ensure!(
         module.get_export("_start").is_some(),
@@ -566,14 +528,5 @@ mod tests {
         assert_eq!(state.len(), end);
         assert_eq!(state[..8], bytes[..8]);
         assert_eq!(state[16..], bytes[16..end]);
-    }
-
-    #[test]
-    fn the_compile_cache_never_recompresses_beside_a_run() {
-        let cache = compile_cache().expect("a cache: no configuration file here");
-        assert_eq!(
-            cache.optimized_compression_usage_counter_threshold(),
-            u64::MAX
-        );
     }
 }

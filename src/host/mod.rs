@@ -16,6 +16,7 @@
 mod bindgen;
 #[cfg(unix)]
 mod caught_memories;
+mod compiled;
 #[cfg(unix)]
 mod component;
 mod dump_server;
@@ -54,7 +55,8 @@ pub use self::sampler::{HOOK as SAMPLE_HOOK, HOOK_SAMPLE_NS};
 pub use self::server::{serve, ServeConfig, Served};
 use crate::clock::ClockChoice;
 use crate::error::{Error, HostError};
-use crate::instrument::Options;
+use crate::fsutil::relative;
+use crate::instrument::{Instrumented, Options};
 use crate::meta::Meta;
 use crate::profile::{Dump, Profile, RunInfo, StackSamples, ThreadDump};
 use crate::status::Status;
@@ -80,14 +82,29 @@ pub trait Host {
     fn calibrated(&self) -> bool;
 }
 
-/// How long a program's instrumenting took, for its `Instrumented` status line: `in
-/// 0.08s`, or `from the cache` (`instrument::instrument_cached`).
-fn instrumenting_took(started: Instant, cached: bool) -> String {
-    if cached {
+/// The `Instrumented` status line of the module at `path`: its functions and call sites,
+/// and how long it took from `started` (`in 0.08s`), or `from the cache`.
+fn say_instrumented(
+    status: Status,
+    path: &Path,
+    done: &Instrumented,
+    started: Instant,
+    cached: bool,
+) {
+    let took = if cached {
         "from the cache".into()
     } else {
         format!("in {:.2}s", started.elapsed().as_secs_f64())
-    }
+    };
+    status.step(
+        "Instrumented",
+        format!(
+            "{} ({} functions, {} call sites) {took}",
+            relative(path),
+            done.meta.functions.len(),
+            done.meta.direct_sites.len() + done.meta.indirect_sites.len(),
+        ),
+    );
 }
 
 /// The host that runs the program at `path`: node for a JS program (`.js`, `.mjs`, `.cjs`:

@@ -1,96 +1,120 @@
-//! Instrumented modules kept for the next run, as wasmtime keeps compiled ones: the same
-//! module instrumented the same way by the same build of cargo-wasmprof is read back
-//! instead of made again (a test binary that did not change, a doc test that rustdoc built
-//! the same again).
+//! Instrumented modules kept for the next run, as wasmtime keeps compiled ones, in the
+//! profiler's [`cache`] directory: the same module instrumented the same way by the same
+//! build of cargo-wasmprof is read back instead of made again (a test binary that did not
+//! change, a doc test that rustdoc built the same again). An entry is named by the
+//! original module's bytes and the options.
 //!
-//! An entry is named by a 128-bit XXH3 hash of the original module's bytes, the options
-//! and this build of the instrumenter (its executable's version, size and time of
-//! writing), so a changed module, other options or a rebuilt profiler never find an old
-//! entry. The entries live in the user's cache directory
-//! (`$XDG_CACHE_HOME/cargo-wasmprof/instrumented` on Linux), each written whole or not at
-//! all; past [`CAP`] bytes, the least recently used go. Nothing depends on them: without a
-//! cache directory, or with an entry that cannot be read, the module is instrumented as it
-//! would be without a cache.
+//! A module read from a file also leaves a record of the file's [`FileStamp`] (its place
+//! and its times of change, as cargo's fingerprints and make read them) that names its
+//! entry: the next run finds the entry without reading and hashing the file again (a test
+//! binary of tens of megabytes).
 
-use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
-use std::time::SystemTime;
-
-use xxhash_rust::xxh3::Xxh3;
+use std::path::Path;
 
 use super::{instrument, Instrumented, Options};
+use crate::cache::{self, Kind};
 use crate::error::InstrumentError;
-use crate::fsutil::write_atomic;
 use crate::meta::Meta;
 
-/// The most the entries may take together; past it the least recently used are removed
-/// until they take three quarters of it.
-const CAP: u64 = 1 << 30;
+/// A module file as a record knows it without reading it: its canonical path, device,
+/// inode, length, and times of modification and of status change (which every write
+/// moves and no tool sets back), taken before the file is read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FileStamp {
+    /// All of it, as the record's name is made of it.
+    key: String,
+    /// Whether the file had not changed for [`SETTLED`] when it was stamped.
+    settled: bool,
+}
 
-/// The entries' extension (a temporary file being written has none).
-const EXTENSION: &str = "wasm";
+/// How long a file must have stayed as it is before its stamp is recorded. A file system
+/// notes times at its clock's tick (milliseconds; seconds on some), so a file written again
+/// in the tick it was written in may keep its stamp: such a file is read and hashed on
+/// each run until it is older (as git treats an index entry as new as the index).
+const SETTLED: std::time::Duration = std::time::Duration::from_secs(1);
+
+impl FileStamp {
+    /// The stamp of the file at `path`; `None` where the file system does not say.
+    #[cfg(unix)]
+    pub fn of(path: &Path) -> Option<FileStamp> {
+        use std::os::unix::fs::MetadataExt as _;
+        let canonical = std::fs::canonicalize(path).ok()?;
+        let m = std::fs::metadata(&canonical).ok()?;
+        let changed = std::time::UNIX_EPOCH
+            + std::time::Duration::new(m.ctime().try_into().ok()?, m.ctime_nsec().try_into().ok()?);
+        let settled = std::time::SystemTime::now()
+            .duration_since(changed.max(m.modified().ok()?))
+            .is_ok_and(|age| age >= SETTLED);
+        let key = format!(
+            "{} {} {} {} {}.{} {}.{}",
+            canonical.display(),
+            m.dev(),
+            m.ino(),
+            m.len(),
+            m.mtime(),
+            m.mtime_nsec(),
+            m.ctime(),
+            m.ctime_nsec()
+        );
+        Some(FileStamp { key, settled })
+    }
+
+    /// The stamp of the file at `path`: none, off Unix.
+    #[cfg(not(unix))]
+    pub fn of(_path: &Path) -> Option<FileStamp> {
+        None
+    }
+}
+
+/// The cached instrumented module of the file stamped `stamp` instrumented with
+/// `options`, found by the file's record without reading the file.
+pub fn cached_for_file(stamp: &FileStamp, options: &Options) -> Option<Instrumented> {
+    let name = String::from_utf8(cache::read(&record(stamp, options)?)?).ok()?;
+    load(&cache::named(&name)?)
+}
 
 /// [`instrument`], through the cache: the instrumented module, and whether it came from
-/// the cache.
+/// the cache. `stamp`, when `original` was read from a file, leaves the file's record for
+/// [`cached_for_file`] (if the file had settled).
 pub fn instrument_cached(
     original: &[u8],
     options: &Options,
+    stamp: Option<&FileStamp>,
 ) -> Result<(Instrumented, bool), InstrumentError> {
-    let entry = entry(original, options);
-    if let Some(found) = entry.as_deref().and_then(load) {
-        return Ok((found, true));
+    let entry = cache::path(
+        Kind::Instrumented,
+        &[format!("{options:?}").as_bytes(), original],
+    );
+    let (done, cached) = match entry.as_deref().and_then(load) {
+        Some(found) => (found, true),
+        None => {
+            let done = instrument(original, options)?;
+            if let Some(entry) = &entry {
+                cache::write(entry, &done.wasm);
+            }
+            (done, false)
+        }
+    };
+    let settled = stamp.filter(|stamp| stamp.settled);
+    let record = settled.and_then(|stamp| record(stamp, options));
+    if let Some((record, name)) = record.zip(entry.as_deref().and_then(Path::file_name)) {
+        cache::write(&record, name.as_encoded_bytes());
     }
-    let done = instrument(original, options)?;
-    if let Some(entry) = entry {
-        store(&entry, &done.wasm);
-    }
-    Ok((done, false))
+    Ok((done, cached))
 }
 
-/// Where the entries are, if the user has a cache directory.
-fn directory() -> Option<&'static Path> {
-    static DIR: OnceLock<Option<PathBuf>> = OnceLock::new();
-    DIR.get_or_init(|| {
-        directories_next::ProjectDirs::from("", "", "cargo-wasmprof")
-            .map(|dirs| dirs.cache_dir().join("instrumented"))
-    })
-    .as_deref()
-}
-
-/// This build of the instrumenter: the running executable's version, size and time of
-/// writing (a rebuild writes it anew).
-fn build() -> Option<&'static str> {
-    static BUILD: OnceLock<Option<String>> = OnceLock::new();
-    BUILD
-        .get_or_init(|| {
-            let exe = std::fs::metadata(std::env::current_exe().ok()?).ok()?;
-            let written = exe.modified().ok()?.duration_since(SystemTime::UNIX_EPOCH);
-            Some(format!(
-                "{} {} {}",
-                env!("CARGO_PKG_VERSION"),
-                exe.len(),
-                written.ok()?.as_nanos()
-            ))
-        })
-        .as_deref()
-}
-
-/// The entry of `original` instrumented with `options`.
-fn entry(original: &[u8], options: &Options) -> Option<PathBuf> {
-    let mut key = Xxh3::new();
-    for part in [build()?.as_bytes(), format!("{options:?}").as_bytes()] {
-        key.update(&(part.len() as u64).to_le_bytes());
-        key.update(part);
-    }
-    key.update(original);
-    let name = format!("{:032x}", key.digest128());
-    Some(directory()?.join(name).with_extension(EXTENSION))
+/// The record of the file stamped `stamp`, for its module instrumented with `options`.
+fn record(stamp: &FileStamp, options: &Options) -> Option<std::path::PathBuf> {
+    cache::path(
+        Kind::FileRecord,
+        &[format!("{options:?}").as_bytes(), stamp.key.as_bytes()],
+    )
 }
 
 /// The instrumented module in `entry`, marked as used now; `None` if there is none, or it
 /// was cut short (it does not parse to its end), or it does not carry its meta.
 fn load(entry: &Path) -> Option<Instrumented> {
-    let wasm = std::fs::read(entry).ok()?;
+    let wasm = cache::read(entry)?;
     if wasmparser::Parser::new(0)
         .parse_all(&wasm)
         .any(|p| p.is_err())
@@ -98,84 +122,5 @@ fn load(entry: &Path) -> Option<Instrumented> {
         return None;
     }
     let meta = Meta::from_module(&wasm).ok().flatten()?;
-    if let Ok(file) = std::fs::File::options().write(true).open(entry) {
-        let _ = file.set_modified(SystemTime::now());
-    }
     Some(Instrumented { wasm, meta })
-}
-
-/// Writes `wasm` as `entry`, then keeps the entries under [`CAP`]. A cache that cannot be
-/// written is only a slower next run.
-fn store(entry: &Path, wasm: &[u8]) {
-    if write_atomic(entry, wasm).is_ok() {
-        if let Some(dir) = entry.parent() {
-            evict(dir, CAP);
-        }
-    }
-}
-
-/// Past `cap` bytes, removes the least recently used entries of `dir` until they take
-/// three quarters of it.
-fn evict(dir: &Path, cap: u64) {
-    let Ok(listing) = std::fs::read_dir(dir) else {
-        return;
-    };
-    let mut entries: Vec<(SystemTime, u64, PathBuf)> = listing
-        .flatten()
-        .map(|e| e.path())
-        .filter(|p| p.extension().is_some_and(|e| e == EXTENSION))
-        .filter_map(|p| {
-            let m = std::fs::metadata(&p).ok()?;
-            Some((m.modified().ok()?, m.len(), p))
-        })
-        .collect();
-    let mut total: u64 = entries.iter().map(|(_, len, _)| len).sum();
-    if total <= cap {
-        return;
-    }
-    entries.sort();
-    for (_, len, path) in entries {
-        if total <= cap / 4 * 3 {
-            break;
-        }
-        if std::fs::remove_file(&path).is_ok() {
-            total -= len;
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// Past the cap, the least recently used entries go until three quarters of it are
-    /// left; a file that is not an entry (one being written) stays.
-    #[test]
-    fn the_least_recently_used_entries_go_past_the_cap() {
-        let dir = tempfile::tempdir().unwrap();
-        let start = SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(1_000_000);
-        for (i, name) in ["c.wasm", "a.wasm", "d.wasm", "b.wasm", ".tmpXYZ"]
-            .iter()
-            .enumerate()
-        {
-            let path = dir.path().join(name);
-            std::fs::write(&path, [0u8; 100]).unwrap();
-            let used = start + std::time::Duration::from_secs(i as u64);
-            let file = std::fs::File::options().write(true).open(&path).unwrap();
-            file.set_modified(used).unwrap();
-        }
-        let left = || {
-            let mut names: Vec<String> = std::fs::read_dir(dir.path())
-                .unwrap()
-                .map(|e| e.unwrap().file_name().into_string().unwrap())
-                .collect();
-            names.sort();
-            names
-        };
-        evict(dir.path(), 400);
-        assert_eq!(left(), [".tmpXYZ", "a.wasm", "b.wasm", "c.wasm", "d.wasm"]);
-        // 400 bytes of entries against a cap of 300: down to 225, so c and a go.
-        evict(dir.path(), 300);
-        assert_eq!(left(), [".tmpXYZ", "b.wasm", "d.wasm"]);
-    }
 }

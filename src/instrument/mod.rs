@@ -48,7 +48,7 @@ pub use crate::error::InstrumentError;
 use crate::layout::{live_slots, Layout};
 use crate::meta::{self, FunctionMeta, Meta, Metric, Sampler, StateLocation};
 use crate::symbols::SymbolTable;
-pub use cache::instrument_cached;
+pub use cache::{cached_for_file, instrument_cached, FileStamp};
 pub use check::validate;
 use check::{check_input, check_proposals};
 use frames::add_frame_table;

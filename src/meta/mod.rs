@@ -385,28 +385,108 @@ impl LineTables {
 /// The line index of instructions without a source line.
 pub const NO_LINE: u32 = u32::MAX;
 
-/// One function id.
+/// One function id. In JSON its symbol's fields are its own ([`FlatFunction`]).
 #[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(from = "FlatFunction", into = "FlatFunction")]
 pub struct FunctionMeta {
     /// Name and definition.
-    #[serde(flatten)]
     pub symbol: Symbol,
     /// Whether the function is imported (its time is time spent in the host).
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub import: bool,
 }
 
-/// One call site.
+/// One call site. In JSON its position's fields are its own ([`FlatSite`]).
 #[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(from = "FlatSite", into = "FlatSite")]
 pub struct SiteMeta {
     /// Function id of the function that holds the call.
     pub caller: u32,
     /// Function id of the callee, for direct calls.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub callee: Option<u32>,
     /// Source position of the call, when DWARF says.
-    #[serde(flatten)]
     pub pos: Option<SourcePos>,
+}
+
+/// A [`FunctionMeta`] as the meta's JSON has it, every field at one level: what
+/// `#[serde(flatten)]` would write, read without buffering each entry first (a module has
+/// thousands of functions and sites, and their reading is part of every run's start).
+#[derive(Serialize, Deserialize)]
+struct FlatFunction {
+    name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    file: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    line: Option<u32>,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    inlinable: bool,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    import: bool,
+}
+
+impl From<FlatFunction> for FunctionMeta {
+    fn from(f: FlatFunction) -> FunctionMeta {
+        let symbol = Symbol {
+            name: f.name,
+            file: f.file,
+            line: f.line,
+            inlinable: f.inlinable,
+        };
+        FunctionMeta {
+            symbol,
+            import: f.import,
+        }
+    }
+}
+
+impl From<FunctionMeta> for FlatFunction {
+    fn from(f: FunctionMeta) -> FlatFunction {
+        FlatFunction {
+            name: f.symbol.name,
+            file: f.symbol.file,
+            line: f.symbol.line,
+            inlinable: f.symbol.inlinable,
+            import: f.import,
+        }
+    }
+}
+
+/// A [`SiteMeta`] as the meta's JSON has it (see [`FlatFunction`]): a position is a file
+/// and a line, or neither.
+#[derive(Serialize, Deserialize)]
+struct FlatSite {
+    caller: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    callee: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    file: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    line: Option<u32>,
+}
+
+impl From<FlatSite> for SiteMeta {
+    fn from(s: FlatSite) -> SiteMeta {
+        let pos = s
+            .file
+            .zip(s.line)
+            .map(|(file, line)| SourcePos { file, line });
+        SiteMeta {
+            caller: s.caller,
+            callee: s.callee,
+            pos,
+        }
+    }
+}
+
+impl From<SiteMeta> for FlatSite {
+    fn from(s: SiteMeta) -> FlatSite {
+        let (file, line) = s.pos.map(|p| (p.file, p.line)).unzip();
+        FlatSite {
+            caller: s.caller,
+            callee: s.callee,
+            file,
+            line,
+        }
+    }
 }
 
 impl Meta {

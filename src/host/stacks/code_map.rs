@@ -1,6 +1,7 @@
 //! What each native address of the compiled module is, for the stack sampler's drain
 //! thread: the function, and the program's line or the probes' code.
 
+use crate::cache::{self, Kind};
 use crate::meta::{self, Meta};
 
 /// Where an address of the module's code is: the function id (as the frame table maps the
@@ -61,15 +62,10 @@ impl CodeMap {
 
     /// The map of the module `wasm` of `meta` whose `functions` (text offset, length,
     /// index) are in the compiled `text`, its native offsets' wasm offsets as `addresses`
-    /// has them, `offset` bytes into what it was compiled from.
-    ///
-    /// wasmtime's address map names the wasm instruction each stretch of native code comes
-    /// from, but not for all of it: code that Cranelift's optimizer made anew (a loop's
-    /// arithmetic) has none. Such code is taken to be what the code before it in the same
-    /// function is (the program's at its line, or the probes'); a function's code before
-    /// any named instruction (its prologue, which the plain program runs too) is the
-    /// function's own, at no line. Code of no function of the module (a component's other
-    /// modules, trampolines) is left out.
+    /// has them, `offset` bytes into what it was compiled from. The stretches
+    /// ([`native_stretches`]) are read back from the profiler's cache when the same code
+    /// was mapped before, else kept there for the next run: making them takes a
+    /// millisecond or more, a large part of a short run's.
     fn of_code(
         text: &[u8],
         functions: impl Iterator<Item = (usize, usize, u32)>,
@@ -78,36 +74,32 @@ impl CodeMap {
         wasm: &[u8],
         meta: &Meta,
     ) -> anyhow::Result<CodeMap> {
-        let text = text.as_ptr_range();
         let mut functions: Vec<(usize, usize, u32)> = functions.collect();
         functions.sort_unstable();
         let section = meta::custom_section(wasm, meta::ADDRESSES_SECTION)?.ok_or_else(|| {
             anyhow::anyhow!("the module has no {} section", meta::ADDRESSES_SECTION)
         })?;
-        let mut stretches = Stretches::new(section);
-        let mut native: Vec<(usize, u32)> = Vec::new();
-        let mut function = 0;
-        for (at, wasm) in addresses {
-            // The function this entry is in; a new function starts as its set-up.
-            while function + 1 < functions.len() && functions[function + 1].0 <= at {
-                function += 1;
+        let listed: Vec<u8> = functions
+            .iter()
+            .flat_map(|&(at, len, index)| [at as u64, len as u64, index.into()])
+            .flat_map(u64::to_le_bytes)
+            .collect();
+        let kept = cache::path(
+            Kind::CodeMap,
+            &[text, section, &offset.to_le_bytes(), &listed],
+        );
+        let native = match kept.as_deref().and_then(cache::read) {
+            Some(bytes) => bytes.chunks_exact(12).map(read_stretch).collect(),
+            None => {
+                let native = native_stretches(&functions, addresses, offset, section);
+                if let Some(kept) = kept {
+                    let bytes: Vec<u8> = native.iter().flat_map(write_stretch).collect();
+                    cache::write(&kept, &bytes);
+                }
+                native
             }
-            let Some(&(start, len, _)) = functions.get(function) else {
-                break;
-            };
-            if at < start || at >= start + len {
-                continue;
-            }
-            let starts_function = native.last().is_none_or(|&(o, _)| o < start);
-            let what = match (wasm.and_then(|w| w.checked_sub(offset)), native.last()) {
-                (Some(wasm), _) => stretches.what_at(wasm),
-                (None, Some(&(_, before))) if !starts_function => before,
-                (None, _) => meta::NO_LINE,
-            };
-            if native.last().is_none_or(|&(_, last)| last != what) {
-                native.push((at, what));
-            }
-        }
+        };
+        let text = text.as_ptr_range();
         Ok(CodeMap {
             text: (text.start as usize, text.end as usize),
             functions,
@@ -172,6 +164,67 @@ impl CodeMap {
     pub(super) fn text(&self) -> (usize, usize) {
         self.text
     }
+}
+
+/// What each stretch of a module's native code is: each text offset where it changes (in
+/// the `functions`, by offset) and what it is from there on, from wasmtime's `addresses`
+/// (text offset, wasm offset `offset` bytes into what was compiled) and the module's
+/// [`meta::ADDRESSES_SECTION`] `section`.
+///
+/// wasmtime's address map names the wasm instruction each stretch of native code comes
+/// from, but not for all of it: code that Cranelift's optimizer made anew (a loop's
+/// arithmetic) has none. Such code is taken to be what the code before it in the same
+/// function is (the program's at its line, or the probes'); a function's code before any
+/// named instruction (its prologue, which the plain program runs too) is the function's
+/// own, at no line. Code of no function of the module (a component's other modules,
+/// trampolines) is left out.
+fn native_stretches(
+    functions: &[(usize, usize, u32)],
+    addresses: impl Iterator<Item = (usize, Option<u32>)>,
+    offset: u32,
+    section: &[u8],
+) -> Vec<(usize, u32)> {
+    let mut stretches = Stretches::new(section);
+    let mut native: Vec<(usize, u32)> = Vec::new();
+    let mut function = 0;
+    for (at, wasm) in addresses {
+        // The function this entry is in; a new function starts as its set-up.
+        while function + 1 < functions.len() && functions[function + 1].0 <= at {
+            function += 1;
+        }
+        let Some(&(start, len, _)) = functions.get(function) else {
+            break;
+        };
+        if at < start || at >= start + len {
+            continue;
+        }
+        let starts_function = native.last().is_none_or(|&(o, _)| o < start);
+        let what = match (wasm.and_then(|w| w.checked_sub(offset)), native.last()) {
+            (Some(wasm), _) => stretches.what_at(wasm),
+            (None, Some(&(_, before))) if !starts_function => before,
+            (None, _) => meta::NO_LINE,
+        };
+        if native.last().is_none_or(|&(_, last)| last != what) {
+            native.push((at, what));
+        }
+    }
+    native
+}
+
+/// A stretch as the cache keeps it: its text offset (a little-endian u64), then what it is
+/// (a u32).
+fn write_stretch(&(at, what): &(usize, u32)) -> [u8; 12] {
+    let mut bytes = [0; 12];
+    bytes[..8].copy_from_slice(&(at as u64).to_le_bytes());
+    bytes[8..].copy_from_slice(&what.to_le_bytes());
+    bytes
+}
+
+/// The stretch that [`write_stretch`] kept as `bytes`.
+fn read_stretch(bytes: &[u8]) -> (usize, u32) {
+    let at = u64::from_le_bytes(bytes[..8].try_into().expect("a stretch's 12 bytes"));
+    let what = u32::from_le_bytes(bytes[8..].try_into().expect("a stretch's 12 bytes"));
+    (at as usize, what)
 }
 
 /// The instrumented module's stretches of code ([`meta::ADDRESSES_SECTION`]): each wasm
