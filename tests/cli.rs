@@ -53,9 +53,9 @@ fn an_instrumented_module_runs_and_profiles_on_its_own() {
 }
 
 /// The embedded host keeps what a run made in the profiler's cache
-/// (`$XDG_CACHE_HOME/cargo-wasmprof/instrumented`): the instrumented module, each module
-/// compiled (the plain one's and the instrumented one's), the stack sampler's map of the
-/// compiled code, and, for a file that has not changed for a second, the record of its
+/// (`$XDG_CACHE_HOME/cargo-wasmprof/instrumented`), and nothing in wasmtime's: the
+/// instrumented module, each module compiled (the plain one and the instrumented one), the
+/// sampler's map of the compiled code, and, for a file that has not changed for a second, the record of its
 /// stamp. The second run finds them all and makes none again, with the first run's counts;
 /// a third, after the instrumented module was cut short, makes it again, whole.
 #[test]
@@ -68,7 +68,6 @@ fn a_module_instrumented_and_compiled_once_loads_from_the_cache() {
         output(
             wasmprof()
                 .env("XDG_CACHE_HOME", &cache)
-                .env("XDG_CONFIG_HOME", dir.path().join("config"))
                 .current_dir(dir.path())
                 .args(args)
                 .arg(&module),
@@ -106,6 +105,10 @@ fn a_module_instrumented_and_compiled_once_loads_from_the_cache() {
         let now = kept();
         let extensions: Vec<&str> = now.iter().map(|(e, _)| e.as_str()).collect();
         assert_eq!(extensions, ["cwasm", "cwasm", "file", "map", "wasm"]);
+        assert!(
+            !cache.join("wasmtime").exists(),
+            "nothing in wasmtime's cache"
+        );
         let instrumented = now[4].1.clone();
         validate(&instrumented);
         if round == 1 {

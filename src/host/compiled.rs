@@ -1,11 +1,12 @@
-//! How the host compiles: the settings of every engine, and the caches that spare a run
-//! its compiling. A program's module or component is read back from the profiler's
-//! [`cache`] as wasmtime serialized it, mapped as it lies; the profiler's own small modules
-//! go through the compilation cache the wasmtime CLI keeps.
+//! How the host compiles: the settings of every engine, and the cache that spares a run
+//! its compiling: every module and component, the program's and the profiler's own, is
+//! read back from the profiler's [`cache`] as wasmtime serialized it, mapped as it lies.
+//! wasmtime's own cache is not used: it hashes the module with SHA-256 and decompresses
+//! its entry on every run (3 ms of a 1.7 MB test binary's), and recompresses a much-used
+//! entry on a thread beside the program.
 
 use std::hash::{Hash as _, Hasher as _};
 use std::path::Path;
-use std::sync::OnceLock;
 
 use anyhow::Context as _;
 #[cfg(unix)]
@@ -14,49 +15,22 @@ use wasmtime::{Engine, Module};
 
 use crate::cache::{self, Kind};
 
-/// The compilation cache that the wasmtime CLI keeps too (as its configuration file says,
-/// else on, in the user's cache directory): a module compiled once, plain or instrumented,
-/// loads from it on the next run instead of compiling again. None when it cannot be set up
-/// (a configuration file that does not parse): the module is compiled, as without it.
-///
-/// Its worker thread never recompresses an entry here. Once a module has been loaded 256
-/// times (wasmtime's default threshold), every load of it until the recompression ends
-/// has that thread list the whole cache directory, a `stat` per entry, and then compress
-/// the entry again at zstd's level 20, on a thread beside the program being measured: it
-/// took the CPU of the word sampler's thread and of the program (BENCHMARKS.md, "Run time
-/// in the embedded wasmtime": a 2 ms kernel's `time` run read up to 2.8 ms). The
-/// recompression only saves disk space; the wasmtime CLI still does it in its own runs.
-fn wasmtime_cache() -> Option<wasmtime::Cache> {
-    static CACHE: OnceLock<Option<wasmtime::Cache>> = OnceLock::new();
-    CACHE
-        .get_or_init(|| {
-            let mut config = wasmtime::CacheConfig::from_file(None).ok()?;
-            config.with_optimized_compression_usage_counter_threshold(u64::MAX);
-            wasmtime::Cache::new(config).ok()
-        })
-        .clone()
-}
-
 /// The most wasm frames a trap's backtrace keeps: wasmtime keeps 20 unless told, and a run
 /// that ends deep inside (a stack overflow: up to about 32,000 frames in wasmtime's 512 KiB
 /// stack) needs its whole open stack. A backtrace this long is marked as cut short.
 pub(super) const BACKTRACE_FRAMES: usize = 1 << 16;
 
-/// What every engine of the host is configured with: the compilation cache, and
-/// backtraces of [`BACKTRACE_FRAMES`].
+/// What every engine of the host is configured with: backtraces of [`BACKTRACE_FRAMES`].
 pub(super) fn engine_config() -> wasmtime::Config {
     let mut config = wasmtime::Config::new();
-    config.cache(wasmtime_cache());
     config.wasm_backtrace_max_frames(std::num::NonZeroUsize::new(BACKTRACE_FRAMES));
     config
 }
 
-/// `wasm` compiled by `engine`, kept compiled in the profiler's cache as wasmtime
-/// serializes it and mapped from there as it lies on the next run: without the SHA-256 of
-/// the module and the decompression that wasmtime's own cache costs each run (3 ms of a
-/// 1.7 MB test binary's). Plain and instrumented modules alike, so that a plain run
-/// (`--no-instrument`) starts as fast as a profiled one.
-pub(super) fn module(engine: &Engine, wasm: &[u8]) -> anyhow::Result<Module> {
+/// `wasm` compiled by `engine`, kept compiled in the profiler's cache and mapped from
+/// there on the next run. Plain and instrumented modules alike, so that a plain run
+/// (`--no-instrument`) starts as a profiled one does.
+pub(in crate::host) fn module(engine: &Engine, wasm: &[u8]) -> anyhow::Result<Module> {
     through_cache(
         engine,
         wasm,
@@ -109,18 +83,4 @@ fn through_cache<T>(
         cache::write(&kept, &bytes);
     }
     Ok(made)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_compile_cache_never_recompresses_beside_a_run() {
-        let cache = wasmtime_cache().expect("a cache: no configuration file here");
-        assert_eq!(
-            cache.optimized_compression_usage_counter_threshold(),
-            u64::MAX
-        );
-    }
 }

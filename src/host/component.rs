@@ -215,9 +215,9 @@ impl Profiler<'_> {
     }
 }
 
-/// An engine for components, through the compilation cache. A profiled component's
-/// memories are made by the host ([`Creator`]), without wasmtime's copy-on-write images of
-/// their data, which need memories of its own making.
+/// An engine for components. A profiled component's memories are made by the host
+/// ([`Creator`]), without wasmtime's copy-on-write images of their data, which need
+/// memories of its own making.
 fn engine(profiled: bool) -> anyhow::Result<Engine> {
     let mut config = engine_config();
     config.wasm_component_model(true);

@@ -124,9 +124,8 @@ pub(super) fn compile(
         "the module exports no `_start` function, so it is not a WASI command"
     );
     let state_module = meta::custom_section(wasm, meta::STATE_SECTION)?
-        .map(|bytes| Module::new(&engine, bytes))
+        .map(|bytes| compiled::module(&engine, bytes))
         .transpose()
-        .map_err(anyhow::Error::from)
         .context("wasmtime could not compile the profiler's state module")?;
     let profiled = state_module.is_some() || module.get_export(meta::MEMORY_EXPORT).is_some();
     // The meta of a profiled module, read from it when the caller has none.

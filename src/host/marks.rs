@@ -12,6 +12,7 @@ use std::sync::{Arc, Mutex};
 use wasmtime::{Caller, Linker, Module, Store};
 use wasmtime_wasi::p1::WasiP1Ctx;
 
+use super::compiled;
 use crate::harness::Moment;
 use crate::profile::Dump;
 
@@ -217,7 +218,7 @@ impl Forward {
         let (true, Ok(wasmtime::Extern::Func(write))) = (plain, write) else {
             return Ok(None);
         };
-        let forward = Module::new(module.engine(), wat::parse_str(FORWARD)?)?;
+        let forward = compiled::module(module.engine(), &wat::parse_str(FORWARD)?)?;
         Ok(Some(Forward {
             module: forward,
             write,
