@@ -40,8 +40,8 @@ impl FileStamp {
         use std::os::unix::fs::MetadataExt as _;
         let canonical = std::fs::canonicalize(path).ok()?;
         let m = std::fs::metadata(&canonical).ok()?;
-        let changed = std::time::UNIX_EPOCH
-            + std::time::Duration::new(m.ctime().try_into().ok()?, m.ctime_nsec().try_into().ok()?);
+        let (secs, nanos) = (m.ctime().try_into().ok()?, m.ctime_nsec().try_into().ok()?);
+        let changed = std::time::UNIX_EPOCH + std::time::Duration::new(secs, nanos);
         let settled = std::time::SystemTime::now()
             .duration_since(changed.max(m.modified().ok()?))
             .is_ok_and(|age| age >= SETTLED);
