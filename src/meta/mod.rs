@@ -9,11 +9,13 @@
 use serde::{Deserialize, Serialize};
 
 use crate::layout::Layout;
-use crate::symbols::{SourcePos, Symbol};
+use crate::symbols::Symbol;
 
 mod allocations;
+mod sites;
 
 pub use allocations::{AllocKind, Allocations, Allocator};
+pub use sites::SiteMeta;
 
 /// Name of the custom section that holds [`Meta`].
 pub const SECTION: &str = "wasmprof";
@@ -56,7 +58,7 @@ pub const FRAMES_SECTION: &str = "wasmprof.frames";
 /// The function id of the profiler's own functions in [`FRAMES_SECTION`].
 pub const NO_FUNCTION: u32 = u32::MAX;
 /// Version of the [`Meta`] format and of the memory layout.
-pub const VERSION: u32 = 12;
+pub const VERSION: u32 = 13;
 /// Import module of everything an instrumented module takes from outside: the clock, and
 /// with [`StateLocation::StateModule`] the state module's exports.
 pub const STATE_MODULE: &str = "wasmprof";
@@ -340,8 +342,10 @@ pub struct Meta {
     /// One entry per function id (= the function's index in the original module).
     pub functions: Vec<FunctionMeta>,
     /// Direct call sites: entry k is site id k + 1.
+    #[serde(with = "sites::compact")]
     pub direct_sites: Vec<SiteMeta>,
     /// Indirect call sites: entry k is site id `INDIRECT_SITE | k`.
+    #[serde(with = "sites::compact")]
     pub indirect_sites: Vec<SiteMeta>,
     /// The function id of each function index of the instrumented module (an import's
     /// thunk has the import's; the profiler's own functions [`NO_FUNCTION`]), read from
@@ -395,18 +399,6 @@ pub struct FunctionMeta {
     pub import: bool,
 }
 
-/// One call site. In JSON its position's fields are its own ([`FlatSite`]).
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(from = "FlatSite", into = "FlatSite")]
-pub struct SiteMeta {
-    /// Function id of the function that holds the call.
-    pub caller: u32,
-    /// Function id of the callee, for direct calls.
-    pub callee: Option<u32>,
-    /// Source position of the call, when DWARF says.
-    pub pos: Option<SourcePos>,
-}
-
 /// A [`FunctionMeta`] as the meta's JSON has it, every field at one level: what
 /// `#[serde(flatten)]` would write, read without buffering each entry first (a module has
 /// thousands of functions and sites, and their reading is part of every run's start).
@@ -446,45 +438,6 @@ impl From<FunctionMeta> for FlatFunction {
             line: f.symbol.line,
             inlinable: f.symbol.inlinable,
             import: f.import,
-        }
-    }
-}
-
-/// A [`SiteMeta`] as the meta's JSON has it (see [`FlatFunction`]): a position is a file
-/// and a line, or neither.
-#[derive(Serialize, Deserialize)]
-struct FlatSite {
-    caller: u32,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    callee: Option<u32>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    file: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    line: Option<u32>,
-}
-
-impl From<FlatSite> for SiteMeta {
-    fn from(s: FlatSite) -> SiteMeta {
-        let pos = s
-            .file
-            .zip(s.line)
-            .map(|(file, line)| SourcePos { file, line });
-        SiteMeta {
-            caller: s.caller,
-            callee: s.callee,
-            pos,
-        }
-    }
-}
-
-impl From<SiteMeta> for FlatSite {
-    fn from(s: SiteMeta) -> FlatSite {
-        let (file, line) = s.pos.map(|p| (p.file, p.line)).unzip();
-        FlatSite {
-            caller: s.caller,
-            callee: s.callee,
-            file,
-            line,
         }
     }
 }
