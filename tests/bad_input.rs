@@ -500,3 +500,24 @@ fn garbage_dwarf_leaves_the_names_of_the_name_section() {
     assert_eq!(outcome.exit_code, 3);
     assert_eq!(calls(&p, "fib"), fib_calls(12));
 }
+
+/// A module that another version of cargo-wasmprof instrumented (its meta of another
+/// version) is refused with a line that says so, not taken for an uninstrumented one;
+/// `--no-instrument` runs it as it is.
+#[test]
+fn a_module_instrumented_by_another_version_says_so() {
+    let mut wasm = fib_command();
+    let name = b"wasmprof";
+    let meta = br#"{"version":1,"metric":"time"}"#;
+    wasm.extend([0, (1 + name.len() + meta.len()) as u8, name.len() as u8]);
+    wasm.extend(name);
+    wasm.extend(meta);
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("old.wasm");
+    std::fs::write(&file, &wasm).unwrap();
+    let out = output(wasmprof().args(["run", "--no-report"]).arg(&file));
+    assert_clean_failure(&out, &file, "its tables are of version 1");
+    // Run as it is, it runs.
+    let plain = output(wasmprof().args(["run", "--no-instrument"]).arg(&file));
+    assert_eq!(plain.status.code(), Some(3));
+}

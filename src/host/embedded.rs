@@ -70,7 +70,13 @@ impl Host for Embedded {
             }
         }
         let wasm = std::fs::read(path).map_err(|e| Error::input(path, e))?;
-        let carried = Meta::from_module(&wasm).ok().flatten();
+        let carried = match Meta::from_module(&wasm) {
+            Ok(meta) => meta,
+            Err(e) if options.is_some() && e.is::<meta::OtherVersion>() => {
+                return Err(Error::input(path, e));
+            }
+            Err(_) => None, // not a module the instrumenter made: it says what is wrong
+        };
         if carried.as_ref().is_some_and(|meta| meta.host_exceptions) {
             return Err(Error::input(path, instrumented_for_js(path)));
         }

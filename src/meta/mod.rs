@@ -453,7 +453,20 @@ impl Meta {
         let Some(data) = custom_section(wasm, SECTION)? else {
             return Ok(None);
         };
-        let mut meta: Meta = serde_json::from_slice(data)?;
+        let mut meta: Meta = match serde_json::from_slice(data) {
+            Ok(meta) => meta,
+            Err(e) => {
+                /// The field every version of the meta starts with.
+                #[derive(Deserialize)]
+                struct Written {
+                    version: u32,
+                }
+                return Err(match serde_json::from_slice::<Written>(data) {
+                    Ok(Written { version }) if version != VERSION => OtherVersion(version).into(),
+                    _ => e.into(),
+                });
+            }
+        };
         meta.frames = frames(wasm)?;
         Ok(Some(meta))
     }
@@ -468,6 +481,15 @@ impl Meta {
             .collect()
     }
 }
+
+/// A module instrumented by a build of cargo-wasmprof whose meta (of this [`VERSION`])
+/// this build does not read.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "instrumented by another version of cargo-wasmprof (its tables are of version {0}, \
+     this one reads {VERSION}): instrument the original module again"
+)]
+pub struct OtherVersion(pub u32);
 
 /// The table of [`FRAMES_SECTION`] in `wasm` (empty without one).
 pub fn frames(wasm: &[u8]) -> anyhow::Result<Vec<u32>> {
