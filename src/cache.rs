@@ -3,10 +3,12 @@
 //! is named by a 128-bit XXH3 hash of what it was made from and of this build of the
 //! profiler (its executable's version, size and time of writing), so a changed input or a
 //! rebuilt profiler never finds an old file; each is written whole or not at all, and past
-//! [`CAP`] bytes the least recently used go. Nothing depends on it: without a cache
-//! directory, or with a file that cannot be read, the caller makes what it would have read.
+//! [`CAP`] bytes (give or take what a process writes between checks) the least recently
+//! used go. Nothing depends on it: without a cache directory, or with a file that cannot be
+//! read, the caller makes what it would have read.
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::OnceLock;
 use std::time::SystemTime;
 
@@ -87,12 +89,22 @@ pub(crate) fn used(path: &Path) {
     }
 }
 
-/// Writes `bytes` as the file at `path`, then keeps the cache under [`CAP`]. A file that
+/// How much a process writes between two checks of the cache's size: a check lists the
+/// directory and reads each file's size, and a first run writes several files a module.
+const CHECK_EVERY: u64 = 64 << 20;
+
+/// Writes `bytes` as the file at `path`, then keeps the cache under [`CAP`] (checked at a
+/// process's first write and after each [`CHECK_EVERY`] bytes it writes). A file that
 /// cannot be written is only a slower next run.
 pub(crate) fn write(path: &Path, bytes: &[u8]) {
+    static WRITTEN: AtomicU64 = AtomicU64::new(0);
     if write_atomic(path, bytes).is_ok() {
-        if let Some(dir) = path.parent() {
-            evict(dir, CAP);
+        let before = WRITTEN.fetch_add(bytes.len() as u64, Ordering::Relaxed);
+        let after = before + bytes.len() as u64;
+        if before == 0 || before / CHECK_EVERY != after / CHECK_EVERY {
+            if let Some(dir) = path.parent() {
+                evict(dir, CAP);
+            }
         }
     }
 }

@@ -74,15 +74,18 @@ fn a_module_instrumented_and_compiled_once_loads_from_the_cache() {
         )
     };
     // The files of the cache by extension, with their contents.
-    let kept = || -> Vec<(String, Vec<u8>)> {
+    // The files of the cache: extension, inode (a file written again, whole or not at
+    // all, is a new one), contents; in the order of the first two.
+    let kept = || -> Vec<(String, u64, Vec<u8>)> {
         let mut files: Vec<_> = walk(&cache.join("cargo-wasmprof/instrumented"))
             .into_iter()
             .map(|f| {
                 let extension = f.extension().unwrap().to_string_lossy().into_owned();
-                (extension, std::fs::read(&f).unwrap())
+                let inode = std::os::unix::fs::MetadataExt::ino(&std::fs::metadata(&f).unwrap());
+                (extension, inode, std::fs::read(&f).unwrap())
             })
             .collect();
-        files.sort();
+        files.sort_by(|a, b| (&a.0, &a.2).cmp(&(&b.0, &b.2)));
         files
     };
     // A record is made of a file that has not changed for a second.
@@ -103,18 +106,27 @@ fn a_module_instrumented_and_compiled_once_loads_from_the_cache() {
         let plain = run(&["run", "--no-instrument"]);
         assert_eq!(plain.status.code(), Some(3));
         let now = kept();
-        let extensions: Vec<&str> = now.iter().map(|(e, _)| e.as_str()).collect();
+        let extensions: Vec<&str> = now.iter().map(|(e, _, _)| e.as_str()).collect();
         assert_eq!(extensions, ["cwasm", "cwasm", "file", "map", "wasm"]);
         assert!(
             !cache.join("wasmtime").exists(),
             "nothing in wasmtime's cache"
         );
-        let instrumented = now[4].1.clone();
+        let instrumented = now[4].2.clone();
         validate(&instrumented);
-        if round == 1 {
-            first = now;
-        } else {
-            assert_eq!(now, first, "found, not made again");
+        match round {
+            1 => first = now,
+            2 => assert_eq!(now, first, "all found, none written again"),
+            // The instrumented module made again, the same, and its record written again;
+            // the compiled modules and the code map found.
+            _ => {
+                for ((extension, inode, bytes), was) in now.iter().zip(&first) {
+                    assert_eq!((extension, bytes), (&was.0, &was.2));
+                    if extension == "cwasm" || extension == "map" {
+                        assert_eq!(*inode, was.1, "the {extension} written again");
+                    }
+                }
+            }
         }
         if round == 2 {
             let entry = walk(&cache.join("cargo-wasmprof/instrumented"))

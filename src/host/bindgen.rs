@@ -19,18 +19,17 @@
 //!
 //! The runner's output, test results and exit code are its own.
 
+use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
 
 use super::dump_server::DumpServer;
 use super::js_process::{self, JsProcess};
-use super::{say_instrumented, Host, Outcome, Prepared, RunConfig};
+use super::{cached_by_stamp, say_instrumented, Host, Outcome, Prepared, RunConfig};
 use crate::error::{Error, HostError};
 use crate::fsutil::relative;
-use crate::instrument::{
-    cached_for_file, import_state_from, instrument_cached, FileStamp, Options,
-};
+use crate::instrument::{import_state_from, instrument_cached, Options};
 use crate::meta::{self, Meta};
 use crate::status::Status;
 
@@ -279,16 +278,10 @@ impl Host for Bindgen {
         // No exception handlers of ours in the thunks: a JS exception thrown through the
         // module's frames is closed at the next entry from JS instead.
         let options = options.clone().for_wasm_bindgen();
-        let stamp = FileStamp::of(path);
-        let started = Instant::now();
-        if let Some(done) = stamp.as_ref().and_then(|s| cached_for_file(s, &options)) {
-            say_instrumented(status, path, &done, started, true);
-            return Ok(Prepared {
-                path: path.to_path_buf(),
-                wasm: done.wasm,
-                meta: Some(done.meta),
-            });
-        }
+        let stamp = match cached_by_stamp(path, &options, status) {
+            ControlFlow::Break(found) => return Ok(found),
+            ControlFlow::Continue(stamp) => stamp,
+        };
         let original = std::fs::read(path).map_err(|e| Error::input(path, e))?;
         if let Some(meta) =
             Meta::from_module(&original).map_err(|e| Error::input(path, format!("{e:#}")))?
@@ -299,6 +292,7 @@ impl Host for Bindgen {
                 meta: Some(meta),
             });
         }
+        let started = Instant::now();
         let spinner = status.spinner("Instrumenting", relative(path));
         let (done, cached) = instrument_cached(&original, &options, stamp.as_ref())
             .map_err(|e| Error::input(path, e))?;

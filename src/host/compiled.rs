@@ -79,8 +79,10 @@ fn through_cache<T>(
         }
     }
     let made = compile().map_err(anyhow::Error::from)?;
-    if let Some((kept, bytes)) = kept.zip(serialize(&made).ok()) {
-        cache::write(&kept, &bytes);
+    if let Some(kept) = kept {
+        if let Ok(bytes) = serialize(&made) {
+            cache::write(&kept, &bytes);
+        }
     }
     Ok(made)
 }

@@ -4,6 +4,7 @@
 //! with the [`super::sampler`]), and collects the profiler's memory afterwards, also when
 //! the program traps or calls `proc_exit`.
 
+use std::ops::ControlFlow;
 use std::path::Path;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Instant;
@@ -19,7 +20,7 @@ use super::instance::{
 use super::marks::{self, Marks};
 use super::sampler::{current_cpu, SampleTarget, Sampler, Targets};
 use super::stacks::{CodeMap, Exits, Sampling as StackSampling, SoFar, StackSampler};
-use super::{say_instrumented, Host, Outcome, Prepared, RunConfig};
+use super::{cached_by_stamp, say_instrumented, Host, Outcome, Prepared, RunConfig};
 use crate::clock::Clock;
 use crate::error::{Error, HostError};
 use crate::fsutil::relative;
@@ -60,15 +61,11 @@ impl Host for Embedded {
                  the embedded wasmtime samples the stacks (`--sampler stacks`)",
             ));
         }
-        // The file's stamp before its bytes: a write between the two moves the stamp.
-        let stamp = options.and_then(|_| instrument::FileStamp::of(path));
-        let started = Instant::now();
-        if let Some((stamp, options)) = stamp.as_ref().zip(options) {
-            if let Some(done) = instrument::cached_for_file(stamp, options) {
-                say_instrumented(status, path, &done, started, true);
-                return Ok(prepared(done.wasm, Some(done.meta)));
-            }
-        }
+        let stamp = match options.map(|options| cached_by_stamp(path, options, status)) {
+            Some(ControlFlow::Break(found)) => return Ok(found),
+            Some(ControlFlow::Continue(stamp)) => stamp,
+            None => None,
+        };
         let wasm = std::fs::read(path).map_err(|e| Error::input(path, e))?;
         let carried = match Meta::from_module(&wasm) {
             Ok(meta) => meta,
@@ -86,6 +83,7 @@ impl Host for Embedded {
         if let Some(meta) = carried {
             return Ok(prepared(wasm, Some(meta)));
         }
+        let started = Instant::now();
         let spinner = status.spinner("Instrumenting", relative(path));
         let (done, cached) = instrument::instrument_cached(&wasm, options, stamp.as_ref())
             .map_err(|e| Error::instrument(path, e))?;

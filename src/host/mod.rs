@@ -39,6 +39,7 @@ mod server;
 mod stacks;
 mod threads;
 
+use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -56,7 +57,7 @@ pub use self::server::{serve, ServeConfig, Served};
 use crate::clock::ClockChoice;
 use crate::error::{Error, HostError};
 use crate::fsutil::relative;
-use crate::instrument::{Instrumented, Options};
+use crate::instrument::{cached_for_file, FileStamp, Instrumented, Options};
 use crate::meta::Meta;
 use crate::profile::{Dump, Profile, RunInfo, StackSamples, ThreadDump};
 use crate::status::Status;
@@ -80,6 +81,29 @@ pub trait Host {
     /// Whether the probes' cost that the `calibrate` module measures (in the embedded
     /// wasmtime) is this host's, so that it may be subtracted from its times.
     fn calibrated(&self) -> bool;
+}
+
+/// The module at `path` instrumented with `options` as an earlier run left it in the
+/// profiler's cache, found by the file's stamp without reading the file (its status line
+/// said); else the stamp, taken before the file is read (a write between the two moves
+/// it), for `instrument::instrument_cached` to record.
+fn cached_by_stamp(
+    path: &Path,
+    options: &Options,
+    status: Status,
+) -> ControlFlow<Prepared, Option<FileStamp>> {
+    let stamp = FileStamp::of(path);
+    match stamp.as_ref().and_then(|s| cached_for_file(s, options)) {
+        Some(done) => {
+            say_instrumented(status, path, &done, Instant::now(), true);
+            ControlFlow::Break(Prepared {
+                path: path.to_path_buf(),
+                wasm: done.wasm,
+                meta: Some(done.meta),
+            })
+        }
+        None => ControlFlow::Continue(stamp),
+    }
 }
 
 /// The `Instrumented` status line of the module at `path`: its functions and call sites,
