@@ -2,6 +2,7 @@
 //! message. Colors follow `--color`, NO_COLOR and whether stderr is a terminal.
 
 use std::io::Write as _;
+use std::sync::{Mutex, MutexGuard};
 
 use anstyle::{AnsiColor, Style};
 
@@ -60,10 +61,12 @@ impl Status {
     }
 
     /// A spinner after a cyan word while a long step runs (`Instrumenting big.wasm`), on
-    /// stderr when it is a terminal; it disappears when dropped. Hidden with `--quiet`.
+    /// stderr when it is a terminal; it disappears when dropped. Hidden with `--quiet`, and
+    /// while another step's spinner is shown (steps that run at once show the first's).
     pub fn spinner(&self, word: &str, message: impl std::fmt::Display) -> Spinner {
         use std::io::IsTerminal as _;
-        if self.quiet || !std::io::stderr().is_terminal() {
+        let mut shown = shown_spinner();
+        if self.quiet || !std::io::stderr().is_terminal() || shown.is_some() {
             return Spinner(None);
         }
         let colored =
@@ -87,13 +90,34 @@ impl Status {
             bar.set_style(style);
         }
         bar.enable_steady_tick(std::time::Duration::from_millis(120));
+        *shown = Some(bar.clone());
         Spinner(Some(bar))
     }
 
     fn line(&self, style: Style, word: &str, message: impl std::fmt::Display) {
         if !self.quiet {
-            let _ = writeln!(anstream::stderr(), "{style}{word:>12}{style:#} {message}");
+            print_line(format_args!("{style}{word:>12}{style:#} {message}"));
         }
+    }
+}
+
+/// The spinner on the terminal, if one is shown: one at a time.
+static SHOWN: Mutex<Option<indicatif::ProgressBar>> = Mutex::new(None);
+
+fn shown_spinner() -> MutexGuard<'static, Option<indicatif::ProgressBar>> {
+    SHOWN
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// Writes `line` on stderr, above the spinner if one is shown.
+fn print_line(line: std::fmt::Arguments) {
+    let write = || {
+        let _ = writeln!(anstream::stderr(), "{line}");
+    };
+    match &*shown_spinner() {
+        Some(bar) => bar.suspend(write),
+        None => write(),
     }
 }
 
@@ -113,21 +137,22 @@ impl Drop for Spinner {
     fn drop(&mut self) {
         if let Some(bar) = &self.0 {
             bar.finish_and_clear();
+            *shown_spinner() = None;
         }
     }
 }
 
 /// Prints `warning: message` on stderr, as cargo does.
 pub fn warning(message: impl std::fmt::Display) {
-    let _ = writeln!(anstream::stderr(), "{YELLOW}warning{YELLOW:#}: {message}");
+    print_line(format_args!("{YELLOW}warning{YELLOW:#}: {message}"));
 }
 
 /// Prints `error: message` on stderr, as cargo does.
 pub fn error(message: impl std::fmt::Display) {
-    let _ = writeln!(anstream::stderr(), "{RED}error{RED:#}: {message}");
+    print_line(format_args!("{RED}error{RED:#}: {message}"));
 }
 
 /// Prints `note: message` on stderr, as cargo does.
 pub fn note(message: impl std::fmt::Display) {
-    let _ = writeln!(anstream::stderr(), "{CYAN}note{CYAN:#}: {message}");
+    print_line(format_args!("{CYAN}note{CYAN:#}: {message}"));
 }

@@ -1,6 +1,7 @@
 //! `cargo wasmprof test` and `cargo wasmprof bench`: build the crate's binaries, then
 //! profile each in the host its target runs in.
 
+use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
 
 use super::pipeline::{finish, probe_cost, profile_run, program_name};
@@ -10,7 +11,7 @@ use crate::diff::baseline::{self, Baseline, Comparison};
 use crate::error::{Error, HostError};
 use crate::fsutil::relative;
 use crate::harness::DocTest;
-use crate::host;
+use crate::host::{self, Prepared};
 use crate::instrument::Options;
 use crate::profile::{Compensation, Profile};
 use crate::status::Status;
@@ -177,6 +178,15 @@ fn baselines(
 /// A profile with its file's name in the out dir (which a baseline keeps it by).
 type Named = (String, Profile);
 
+/// How many binaries are instrumented at once at most: a large debug binary takes several
+/// hundred MB while it is rewritten.
+const AT_ONCE: usize = 4;
+
+/// How many binaries are instrumented at once here: one per core, up to [`AT_ONCE`].
+fn at_once() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get().min(AT_ONCE))
+}
+
 /// What profiling a `test` run's binaries and doc tests shares: the request, the host
 /// that runs them, the probes' cost, and where their profiles go.
 struct BinariesRun<'a> {
@@ -200,13 +210,13 @@ impl BinariesRun<'_> {
         let (request, status) = (self.request, self.status);
         let mut profiles = Vec::new();
         let mut failed = Vec::new();
+        let mut ready = VecDeque::new();
         for (i, binary) in binaries.iter().enumerate() {
-            let step = status.item(i + 1, binaries.len());
-            let options = Options {
-                unoptimized: binary.unoptimized,
-                ..request.profile.instrument.clone()
-            };
-            let prepared = self.host.prepare(&binary.path, Some(&options), step)?;
+            if ready.is_empty() {
+                let batch = &binaries[i..binaries.len().min(i + at_once())];
+                ready.extend(self.prepare(batch, i, binaries.len()));
+            }
+            let prepared = ready.pop_front().expect("a batch of one binary or more")?;
             status.done(
                 "Running",
                 format!("{} ({})", binary.label, relative(&binary.path)),
@@ -240,6 +250,40 @@ impl BinariesRun<'_> {
             }
         }
         Ok((profiles, failed))
+    }
+
+    /// Makes the binaries of `batch` ready to run, each on a thread of its own (`first` is
+    /// the first one's index among `of`), before any of them runs: instrumenting a binary
+    /// keeps about one core busy, and no program shares the machine with it.
+    fn prepare(
+        &self,
+        batch: &[TestBinary],
+        first: usize,
+        of: usize,
+    ) -> Vec<Result<Prepared, Error>> {
+        let prepare = |k: usize| {
+            let binary = &batch[k];
+            let options = Options {
+                unoptimized: binary.unoptimized,
+                ..self.request.profile.instrument.clone()
+            };
+            let step = self.status.item(first + k + 1, of);
+            self.host.prepare(&binary.path, Some(&options), step)
+        };
+        std::thread::scope(|scope| {
+            let others: Vec<_> = (1..batch.len())
+                .map(|k| scope.spawn(move || prepare(k)))
+                .collect();
+            let mut done = vec![prepare(0)];
+            for other in others {
+                done.push(
+                    other
+                        .join()
+                        .unwrap_or_else(|panic| std::panic::resume_unwind(panic)),
+                );
+            }
+            done
+        })
     }
 
     /// Runs the doc tests of a wasm32-unknown-unknown build as `cargo test` runs them there,

@@ -62,8 +62,9 @@ use crate::meta::Meta;
 use crate::profile::{Dump, Profile, RunInfo, StackSamples, ThreadDump};
 use crate::status::Status;
 
-/// Something that runs programs and collects their profilers' state.
-pub trait Host {
+/// Something that runs programs and collects their profilers' state. One host prepares
+/// several programs at once (`test` instruments its binaries ahead of their runs).
+pub trait Host: Sync {
     /// Makes the program at `path` ready for this host: instrumented with `options` (the
     /// host may choose where the profiler keeps its state), or taken as it is with
     /// `None`. A program that carries the profiler already is taken as it is.
