@@ -25,6 +25,8 @@ const CAP: u64 = 1 << 30;
 pub(crate) enum Kind {
     /// An instrumented module (`instrument::instrument_cached`).
     Instrumented,
+    /// The meta of the instrumented module beside it, in its binary form (`meta::binary`).
+    Meta,
     /// The file name of the instrumented module of a module file, found by the file's
     /// stamp (`instrument::FileStamp`).
     FileRecord,
@@ -35,8 +37,9 @@ pub(crate) enum Kind {
 }
 
 impl Kind {
-    const ALL: [Kind; 4] = [
+    const ALL: [Kind; 5] = [
         Kind::Instrumented,
+        Kind::Meta,
         Kind::FileRecord,
         Kind::CodeMap,
         Kind::Compiled,
@@ -46,6 +49,7 @@ impl Kind {
     fn extension(self) -> &'static str {
         match self {
             Kind::Instrumented => "wasm",
+            Kind::Meta => "meta",
             Kind::FileRecord => "file",
             Kind::CodeMap => "map",
             Kind::Compiled => "cwasm",
@@ -72,6 +76,11 @@ pub(crate) fn named(name: &str) -> Option<PathBuf> {
         && Kind::ALL.iter().any(|k| k.extension() == extension);
     ours.then(|| directory().map(|dir| dir.join(name)))
         .flatten()
+}
+
+/// The file of `kind` kept beside the cache's file at `entry`, named as it is.
+pub(crate) fn beside(entry: &Path, kind: Kind) -> PathBuf {
+    entry.with_extension(kind.extension())
 }
 
 /// The bytes of the file at `path`, which is marked as used now.

@@ -107,18 +107,21 @@ fn a_module_instrumented_and_compiled_once_loads_from_the_cache() {
         assert_eq!(plain.status.code(), Some(3));
         let now = kept();
         let extensions: Vec<&str> = now.iter().map(|(e, _, _)| e.as_str()).collect();
-        assert_eq!(extensions, ["cwasm", "cwasm", "file", "map", "wasm"]);
+        assert_eq!(
+            extensions,
+            ["cwasm", "cwasm", "file", "map", "meta", "wasm"]
+        );
         assert!(
             !cache.join("wasmtime").exists(),
             "nothing in wasmtime's cache"
         );
-        let instrumented = now[4].2.clone();
+        let instrumented = now[5].2.clone();
         validate(&instrumented);
         match round {
             1 => first = now,
             2 => assert_eq!(now, first, "all found, none written again"),
-            // The instrumented module made again, the same, and its record written again;
-            // the compiled modules and the code map found.
+            // The instrumented module made again, the same, and its record and its meta
+            // written again; the compiled modules and the code map found.
             _ => {
                 for ((extension, inode, bytes), was) in now.iter().zip(&first) {
                     assert_eq!((extension, bytes), (&was.0, &was.2));

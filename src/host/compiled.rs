@@ -6,7 +6,7 @@
 //! entry on a thread beside the program.
 
 use std::hash::{Hash as _, Hasher as _};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
 #[cfg(unix)]
@@ -27,10 +27,20 @@ pub(super) fn engine_config() -> wasmtime::Config {
     config
 }
 
+/// Compiled code, and the profiler's cache file that keeps it (none without a cache
+/// directory): what else the host keeps of the same code is named after it
+/// ([`cache::beside`]), since the file's name is made of everything the code is made of.
+pub(in crate::host) struct Kept<T> {
+    /// The module or component.
+    pub(in crate::host) code: T,
+    /// Its file in the cache.
+    pub(in crate::host) file: Option<PathBuf>,
+}
+
 /// `wasm` compiled by `engine`, kept compiled in the profiler's cache and mapped from
 /// there on the next run. Plain and instrumented modules alike, so that a plain run
 /// (`--no-instrument`) starts as a profiled one does.
-pub(in crate::host) fn module(engine: &Engine, wasm: &[u8]) -> anyhow::Result<Module> {
+pub(in crate::host) fn module(engine: &Engine, wasm: &[u8]) -> anyhow::Result<Kept<Module>> {
     through_cache(
         engine,
         wasm,
@@ -44,7 +54,7 @@ pub(in crate::host) fn module(engine: &Engine, wasm: &[u8]) -> anyhow::Result<Mo
 
 /// The component `wasm` compiled by `engine`, through the profiler's cache as [`module`].
 #[cfg(unix)]
-pub(super) fn component(engine: &Engine, wasm: &[u8]) -> anyhow::Result<Component> {
+pub(super) fn component(engine: &Engine, wasm: &[u8]) -> anyhow::Result<Kept<Component>> {
     through_cache(
         engine,
         wasm,
@@ -68,21 +78,27 @@ fn through_cache<T>(
     compile: impl FnOnce() -> wasmtime::Result<T>,
     serialize: impl FnOnce(&T) -> wasmtime::Result<Vec<u8>>,
     deserialize: impl FnOnce(&Path) -> wasmtime::Result<T>,
-) -> anyhow::Result<T> {
+) -> anyhow::Result<Kept<T>> {
     let mut compatible = std::hash::DefaultHasher::new();
     engine.precompile_compatibility_hash().hash(&mut compatible);
     let kept = cache::path(Kind::Compiled, &[&compatible.finish().to_le_bytes(), wasm]);
     if let Some(kept) = &kept {
         if let Ok(found) = deserialize(kept) {
             cache::used(kept);
-            return Ok(found);
+            return Ok(Kept {
+                code: found,
+                file: Some(kept.clone()),
+            });
         }
     }
     let made = compile().map_err(anyhow::Error::from)?;
-    if let Some(kept) = kept {
+    if let Some(kept) = &kept {
         if let Ok(bytes) = serialize(&made) {
-            cache::write(&kept, &bytes);
+            cache::write(kept, &bytes);
         }
     }
-    Ok(made)
+    Ok(Kept {
+        code: made,
+        file: kept,
+    })
 }

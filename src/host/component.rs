@@ -107,7 +107,10 @@ impl<'a> CompiledComponent<'a> {
     /// Compiles `wasm`, profiled with `meta` if it carries the profiler.
     pub(super) fn new(wasm: &[u8], meta: Option<&'a Meta>) -> anyhow::Result<Self> {
         let engine = engine(meta.is_some())?;
-        let component = compiled::component(&engine, wasm)?;
+        let compiled::Kept {
+            code: component,
+            file,
+        } = compiled::component(&engine, wasm)?;
         let code_map = match meta {
             Some(meta) if meta.sampler == meta::Sampler::Stacks && meta.metric.facts().sampled => {
                 let module = component::profiled_module(wasm)?;
@@ -117,6 +120,7 @@ impl<'a> CompiledComponent<'a> {
                     module.bytes.start,
                     &wasm[module.bytes.clone()],
                     meta,
+                    file.as_deref(),
                 )?)
             }
             _ => None,

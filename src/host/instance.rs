@@ -117,14 +117,14 @@ pub(super) fn compile(
     let engine = Engine::new(&engine_config)
         .map_err(anyhow::Error::from)
         .context("cannot set up wasmtime")?;
-    let module = compiled::module(&engine, wasm)?;
+    let compiled::Kept { code: module, file } = compiled::module(&engine, wasm)?;
     super::perf_map::write_if_asked(&module, meta)?;
     anyhow::ensure!(
         module.get_export("_start").is_some(),
         "the module exports no `_start` function, so it is not a WASI command"
     );
     let state_module = meta::custom_section(wasm, meta::STATE_SECTION)?
-        .map(|bytes| compiled::module(&engine, bytes))
+        .map(|bytes| compiled::module(&engine, bytes).map(|kept| kept.code))
         .transpose()
         .context("wasmtime could not compile the profiler's state module")?;
     let profiled = state_module.is_some() || module.get_export(meta::MEMORY_EXPORT).is_some();
@@ -136,7 +136,7 @@ pub(super) fn compile(
     };
     let links = HostLinks::of(&module, state_module.as_ref(), meta.as_ref())?;
     let code_map = match (links.stacks, &meta) {
-        (true, Some(meta)) => Some(CodeMap::new(&module, wasm, meta)?),
+        (true, Some(meta)) => Some(CodeMap::new(&module, wasm, meta, file.as_deref())?),
         (_, None) if sample_plain => Some(CodeMap::plain(&module)?),
         _ => None,
     };

@@ -218,7 +218,7 @@ impl Forward {
         let (true, Ok(wasmtime::Extern::Func(write))) = (plain, write) else {
             return Ok(None);
         };
-        let forward = compiled::module(module.engine(), &wat::parse_str(FORWARD)?)?;
+        let forward = compiled::module(module.engine(), &wat::parse_str(FORWARD)?)?.code;
         Ok(Some(Forward {
             module: forward,
             write,

@@ -14,7 +14,7 @@ use std::path::Path;
 use super::{instrument, Instrumented, Options};
 use crate::cache::{self, Kind};
 use crate::error::InstrumentError;
-use crate::meta::Meta;
+use crate::meta::{binary, Meta};
 
 /// A module file as a record knows it without reading it: its canonical path, device,
 /// inode, length, and times of modification and of status change (which every write
@@ -91,6 +91,10 @@ pub fn instrument_cached(
             let done = instrument(original, options)?;
             if let Some(entry) = &entry {
                 cache::write(entry, &done.wasm);
+                cache::write(
+                    &cache::beside(entry, Kind::Meta),
+                    &binary::encode(&done.meta),
+                );
             }
             (done, false)
         }
@@ -121,6 +125,64 @@ fn load(entry: &Path) -> Option<Instrumented> {
     {
         return None;
     }
-    let meta = Meta::from_module(&wasm).ok().flatten()?;
+    let meta = meta_of(entry, &wasm)?;
     Some(Instrumented { wasm, meta })
+}
+
+/// The meta of the instrumented module `wasm` kept at `entry`: its binary form beside
+/// the entry, else the module's own (whose binary form is then kept for the next run).
+fn meta_of(entry: &Path, wasm: &[u8]) -> Option<Meta> {
+    let beside = cache::beside(entry, Kind::Meta);
+    if let Some(meta) = cache::read(&beside).and_then(|bytes| binary::decode(&bytes)) {
+        return Some(meta);
+    }
+    let meta = Meta::from_module(wasm).ok().flatten()?;
+    cache::write(&beside, &binary::encode(&meta));
+    Some(meta)
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::meta::{binary, LineTables, Meta, NO_LINE};
+    use crate::symbols::SourcePos;
+
+    #[test]
+    fn a_meta_kept_in_binary_reads_back_as_it_was_written_and_a_cut_one_does_not() {
+        let wasm = wat::parse_str(
+            r#"(module
+                (import "env" "f" (func $f))
+                (func $g (call $f) (call $h))
+                (func $h (call_indirect (i32.const 0)))
+                (table 1 funcref)
+                (memory 1)
+                (export "g" (func $g)))"#,
+        )
+        .unwrap();
+        let mut meta = super::instrument(&wasm, &super::Options::default())
+            .unwrap()
+            .meta;
+        meta.line_tables = LineTables {
+            segments: vec![(1, vec![[0, 3], [NO_LINE, 1]])],
+            lines: vec![(0, 7, vec![]), (0, 9, vec![[0, 8]])],
+            files: vec!["src/lib.rs".into()],
+            names: vec!["inlined \"fn\"".into()],
+        };
+        meta.direct_sites[0].pos = Some(SourcePos {
+            file: "src/lib.rs".into(),
+            line: 3,
+        });
+        meta.functions[1].symbol.file = Some("src/lib.rs".into());
+        let bytes = binary::encode(&meta);
+        let read = binary::decode(&bytes).expect("reads back");
+        let json = |m: &Meta| serde_json::to_string(m).unwrap();
+        assert_eq!(json(&read), json(&meta));
+        assert_eq!(read.frames, meta.frames);
+        assert!(!meta.frames.is_empty() && !meta.indirect_sites.is_empty());
+        for cut in [0, 1, bytes.len() / 2, bytes.len() - 1] {
+            assert!(binary::decode(&bytes[..cut]).is_none(), "cut at {cut}");
+        }
+        let mut longer = bytes.clone();
+        longer.push(0);
+        assert!(binary::decode(&longer).is_none());
+    }
 }

@@ -12,6 +12,7 @@ use crate::layout::Layout;
 use crate::symbols::Symbol;
 
 mod allocations;
+pub mod binary;
 mod sites;
 
 pub use allocations::{AllocKind, Allocations, Allocator};

@@ -1,6 +1,8 @@
 //! What each native address of the compiled module is, for the stack sampler's drain
 //! thread: the function, and the program's line or the probes' code.
 
+use std::path::Path;
+
 use crate::cache::{self, Kind};
 use crate::meta::{self, Meta};
 
@@ -27,71 +29,86 @@ pub(in crate::host) struct CodeMap {
     frames: Vec<u32>,
 }
 
+/// Compiled code to map: its `text`, compiled from the module `wasm`, which starts at
+/// byte `offset` of what was compiled, and where the profiler's cache keeps it.
+struct Code<'a> {
+    text: &'a [u8],
+    offset: u32,
+    wasm: &'a [u8],
+    compiled: Option<&'a Path>,
+}
+
 impl CodeMap {
-    /// The map of `module`, compiled from the instrumented `wasm` of `meta`.
+    /// The map of `module`, compiled from the instrumented `wasm` of `meta` (and kept in
+    /// the profiler's cache as `compiled`).
     pub(in crate::host) fn new(
         module: &wasmtime::Module,
         wasm: &[u8],
         meta: &Meta,
+        compiled: Option<&Path>,
     ) -> anyhow::Result<CodeMap> {
         let functions = module
             .functions()
             .map(|f| (f.offset, f.len, f.index.as_u32()));
         let addresses = module.address_map().into_iter().flatten();
-        CodeMap::of_code(module.text(), functions, addresses, 0, wasm, meta)
+        let code = Code {
+            text: module.text(),
+            offset: 0,
+            wasm,
+            compiled,
+        };
+        CodeMap::of_code(code, functions, addresses, meta)
     }
 
     /// The map of a component's instrumented core module, the static module `index` of
-    /// `component`, compiled from the module `wasm` of `meta`, which starts at byte
-    /// `offset` of the component (wasmtime's address map gives offsets in the component).
+    /// `component` (kept in the profiler's cache as `compiled`), compiled from the module
+    /// `wasm` of `meta`, which starts at byte `offset` of the component (wasmtime's address
+    /// map gives offsets in the component).
     pub(in crate::host) fn of_component(
         component: &wasmtime::component::Component,
         index: u32,
         offset: usize,
         wasm: &[u8],
         meta: &Meta,
+        compiled: Option<&Path>,
     ) -> anyhow::Result<CodeMap> {
         let functions = component
             .functions()
             .filter(|f| f.module.as_u32() == index)
             .map(|f| (f.offset, f.len, f.index.as_u32()));
         let addresses = component.address_map().into_iter().flatten();
-        let offset = u32::try_from(offset)?;
-        CodeMap::of_code(component.text(), functions, addresses, offset, wasm, meta)
+        let code = Code {
+            text: component.text(),
+            offset: u32::try_from(offset)?,
+            wasm,
+            compiled,
+        };
+        CodeMap::of_code(code, functions, addresses, meta)
     }
 
-    /// The map of the module `wasm` of `meta` whose `functions` (text offset, length,
-    /// index) are in the compiled `text`, its native offsets' wasm offsets as `addresses`
-    /// has them, `offset` bytes into what it was compiled from. The stretches
-    /// ([`native_stretches`]) are read back from the profiler's cache when the same code
-    /// was mapped before, else kept there for the next run: making them takes a
-    /// millisecond or more, a large part of a short run's.
+    /// The map of the module `code.wasm` of `meta` whose `functions` (text offset, length,
+    /// index) are in the compiled `code.text`, its native offsets' wasm offsets as
+    /// `addresses` has them. The stretches ([`native_stretches`]) are read back from the
+    /// profiler's cache when the same code was mapped before, kept beside the compiled code
+    /// (whose file is named by all that the map is made of), else kept there for the next
+    /// run: making them takes a millisecond or more, a large part of a short run's.
     fn of_code(
-        text: &[u8],
+        code: Code,
         functions: impl Iterator<Item = (usize, usize, u32)>,
         addresses: impl Iterator<Item = (usize, Option<u32>)>,
-        offset: u32,
-        wasm: &[u8],
         meta: &Meta,
     ) -> anyhow::Result<CodeMap> {
         let mut functions: Vec<(usize, usize, u32)> = functions.collect();
         functions.sort_unstable();
-        let section = meta::custom_section(wasm, meta::ADDRESSES_SECTION)?.ok_or_else(|| {
-            anyhow::anyhow!("the module has no {} section", meta::ADDRESSES_SECTION)
-        })?;
-        let listed: Vec<u8> = functions
-            .iter()
-            .flat_map(|&(at, len, index)| [at as u64, len as u64, index.into()])
-            .flat_map(u64::to_le_bytes)
-            .collect();
-        let kept = cache::path(
-            Kind::CodeMap,
-            &[text, section, &offset.to_le_bytes(), &listed],
-        );
+        let section =
+            meta::custom_section(code.wasm, meta::ADDRESSES_SECTION)?.ok_or_else(|| {
+                anyhow::anyhow!("the module has no {} section", meta::ADDRESSES_SECTION)
+            })?;
+        let kept = code.compiled.map(|file| cache::beside(file, Kind::CodeMap));
         let native = match kept.as_deref().and_then(cache::read) {
             Some(bytes) => bytes.chunks_exact(12).map(read_stretch).collect(),
             None => {
-                let native = native_stretches(&functions, addresses, offset, section);
+                let native = native_stretches(&functions, addresses, code.offset, section);
                 if let Some(kept) = kept {
                     let bytes: Vec<u8> = native.iter().flat_map(write_stretch).collect();
                     cache::write(&kept, &bytes);
@@ -99,7 +116,7 @@ impl CodeMap {
                 native
             }
         };
-        let text = text.as_ptr_range();
+        let text = code.text.as_ptr_range();
         Ok(CodeMap {
             text: (text.start as usize, text.end as usize),
             functions,

@@ -73,7 +73,9 @@ impl Exits {
     /// stores it finds the exits of.
     pub(in crate::host) fn finder(engine: &wasmtime::Engine) -> Option<wasmtime::Module> {
         let wasm = wat::parse_str(r#"(module (func (export "f")))"#).ok()?;
-        crate::host::compiled::module(engine, &wasm).ok()
+        crate::host::compiled::module(engine, &wasm)
+            .ok()
+            .map(|kept| kept.code)
     }
 
     /// [`Exits::of_store`] with the module of [`Exits::finder`].

@@ -2,6 +2,7 @@
 //! A module instrumented for it (`--sampler stacks`) is refused with one line when it is
 //! compiled; the word sampler works everywhere.
 
+use std::path::Path;
 use std::time::Duration;
 
 use crate::meta::Meta;
@@ -16,6 +17,7 @@ impl CodeMap {
         _module: &wasmtime::Module,
         _wasm: &[u8],
         _meta: &Meta,
+        _compiled: Option<&Path>,
     ) -> anyhow::Result<CodeMap> {
         anyhow::bail!(
             "the stack sampler (`--sampler stacks`) needs Linux on x86-64 or aarch64; \
@@ -30,6 +32,7 @@ impl CodeMap {
         _offset: usize,
         _wasm: &[u8],
         _meta: &Meta,
+        _compiled: Option<&Path>,
     ) -> anyhow::Result<CodeMap> {
         anyhow::bail!("the stack sampler needs Linux on x86-64 or aarch64")
     }
