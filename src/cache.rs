@@ -68,6 +68,11 @@ pub(crate) fn path(kind: Kind, parts: &[&[u8]]) -> Option<PathBuf> {
     Some(directory()?.join(name).with_extension(kind.extension()))
 }
 
+/// Whether there is a cache directory to keep files in.
+pub(crate) fn enabled() -> bool {
+    directory().is_some() && build().is_some()
+}
+
 /// The cache's file called `name` (a name [`path`] gave), else `None`.
 pub(crate) fn named(name: &str) -> Option<PathBuf> {
     let (stem, extension) = name.split_once('.')?;

@@ -21,6 +21,7 @@ use super::marks::{self, Marks};
 use super::sampler::{current_cpu, SampleTarget, Sampler, Targets};
 use super::stacks::{CodeMap, Exits, Sampling as StackSampling, SoFar, StackSampler};
 use super::{cached_by_stamp, say_instrumented, Host, Outcome, Prepared, RunConfig};
+use crate::cache;
 use crate::clock::Clock;
 use crate::error::{Error, HostError};
 use crate::fsutil::relative;
@@ -89,6 +90,9 @@ impl Host for Embedded {
             .map_err(|e| Error::instrument(path, e))?;
         drop(spinner);
         say_instrumented(status, path, &done, started, cached);
+        if !cached {
+            compile_ahead(&done);
+        }
         Ok(prepared(done.wasm, Some(done.meta)))
     }
 
@@ -98,6 +102,22 @@ impl Host for Embedded {
 
     fn calibrated(&self) -> bool {
         true
+    }
+}
+
+/// Compiles the module just instrumented into the profiler's cache, where its run finds it:
+/// `test` prepares several binaries at once, and compiling one beside the others'
+/// instrumenting keeps both cores busy, where a run's compiling alone keeps fewer. A
+/// component is compiled when it runs, and so is everything without a cache. What fails
+/// here fails again, and is said, when the module runs.
+fn compile_ahead(done: &instrument::Instrumented) {
+    if cache::enabled() && !instrument::component::is_component(&done.wasm) {
+        let _ = compile(
+            &done.wasm,
+            Some(&done.meta),
+            starts_threads(&done.wasm),
+            false,
+        );
     }
 }
 
