@@ -73,7 +73,6 @@ fn a_module_instrumented_and_compiled_once_loads_from_the_cache() {
                 .arg(&module),
         )
     };
-    // The files of the cache by extension, with their contents.
     // The files of the cache: extension, inode (a file written again, whole or not at
     // all, is a new one), contents; in the order of the first two.
     let kept = || -> Vec<(String, u64, Vec<u8>)> {

@@ -108,14 +108,10 @@ impl Host for Embedded {
 /// Compiles the module just instrumented into the profiler's cache, where its run finds it:
 /// `test` prepares several binaries at once, and compiling one beside the others'
 /// instrumenting keeps both cores busy, where a run's compiling alone keeps fewer. A
-/// component is compiled when it runs, and so is everything without a cache, and a module
-/// whose perf map is asked for (the map names the addresses of the code that runs). What
-/// fails here fails again, and is said, when the module runs.
+/// component is compiled when it runs, and so is everything without a cache. What fails
+/// here fails again, and is said, when the module runs.
 fn compile_ahead(done: &instrument::Instrumented) {
-    if cache::enabled()
-        && std::env::var_os(super::perf_map::PERF_MAP_VAR).is_none()
-        && !instrument::component::is_component(&done.wasm)
-    {
+    if cache::enabled() && !instrument::component::is_component(&done.wasm) {
         let _ = compile(
             &done.wasm,
             Some(&done.meta),
@@ -155,6 +151,7 @@ fn run_module(wasm: &[u8], meta: Option<&Meta>, config: &RunConfig) -> anyhow::R
     }
     let threaded = starts_threads(wasm);
     let compiled = compile(wasm, meta, threaded, config.sample_plain)?;
+    super::perf_map::write_if_asked(&compiled.module, compiled.meta.as_ref())?;
     if threaded {
         anyhow::ensure!(
             compiled.state_module.is_none(),

@@ -118,7 +118,6 @@ pub(super) fn compile(
         .map_err(anyhow::Error::from)
         .context("cannot set up wasmtime")?;
     let compiled::Kept { code: module, file } = compiled::module(&engine, wasm)?;
-    super::perf_map::write_if_asked(&module, meta)?;
     anyhow::ensure!(
         module.get_export("_start").is_some(),
         "the module exports no `_start` function, so it is not a WASI command"
