@@ -180,6 +180,60 @@ fn a_module_file_written_again_in_place_is_instrumented_anew() {
     assert!(!run(), "the module written again is instrumented anew");
 }
 
+/// `perf` names the functions of a module that `run` runs through the perf map that
+/// `WASMPROF_PERF_MAP` asks for, also when the compiled code is read from the cache (the
+/// second run): the samples `perf record` takes in the code of a module that spins in one
+/// function are that function's.
+#[test]
+fn perf_names_a_runs_functions_through_the_perf_map() {
+    if !common::have(&["perf"]) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let module = dir.path().join("spin.wasm");
+    let spin = r#"
+      (module
+        (func $spin (local i64)
+          (loop $again
+            (local.set 0 (i64.add (local.get 0) (i64.const 1)))
+            (br_if $again (i64.lt_u (local.get 0) (i64.const 300000000)))))
+        (func (export "_start") (call $spin)))"#;
+    std::fs::write(&module, wat::parse_str(spin).unwrap()).unwrap();
+    for round in 1..=2 {
+        let data = dir.path().join(format!("perf-{round}.data"));
+        let recorded = output(
+            std::process::Command::new("perf")
+                .args(["record", "-q", "-e", "cpu-clock", "-F", "2000", "-o"])
+                .arg(&data)
+                .arg("--")
+                .arg(env!("CARGO_BIN_EXE_cargo-wasmprof"))
+                .args(["run", "--no-instrument"])
+                .arg(&module)
+                .env(cargo_wasmprof::host::PERF_MAP_VAR, "1")
+                .env("XDG_CACHE_HOME", dir.path().join("cache")),
+        );
+        assert!(recorded.status.success(), "perf records the run");
+        let script = std::process::Command::new("perf")
+            .args(["script", "-F", "ip,sym", "-i"])
+            .arg(&data)
+            .output()
+            .unwrap();
+        let symbols = String::from_utf8_lossy(&script.stdout);
+        // `IP SYMBOL`, the module's functions `wasm[ID] NAME`.
+        let in_module: Vec<&str> = symbols
+            .lines()
+            .filter_map(|line| line.trim().split_once(' ').map(|(_, symbol)| symbol))
+            .filter(|symbol| symbol.starts_with("wasm["))
+            .collect();
+        let spinning = in_module.iter().filter(|s| s.ends_with(" spin")).count();
+        assert!(
+            spinning >= 100 && spinning == in_module.len(),
+            "round {round}: {spinning} of {} samples in the module's code named `spin`",
+            in_module.len()
+        );
+    }
+}
+
 /// Every file under `dir`.
 fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
     let mut files = Vec::new();

@@ -46,8 +46,19 @@ pub(in crate::host) fn module(engine: &Engine, wasm: &[u8]) -> anyhow::Result<Ke
         wasm,
         || Module::new(engine, wasm),
         Module::serialize,
-        // SAFETY: as `through_cache` requires.
-        |path| unsafe { Module::deserialize_file(engine, path) },
+        |path| {
+            // perf names code it finds in a file's mapping by that file's symbols, and only
+            // anonymous code by the perf map: where the map is asked for, the code is read
+            // into memory rather than mapped from the cache.
+            if super::perf_map::asked() {
+                let bytes = std::fs::read(path)?;
+                // SAFETY: as `through_cache` requires.
+                unsafe { Module::deserialize(engine, &bytes) }
+            } else {
+                // SAFETY: as `through_cache` requires.
+                unsafe { Module::deserialize_file(engine, path) }
+            }
+        },
     )
     .context("wasmtime could not compile the module")
 }

@@ -10,11 +10,16 @@ use crate::meta::{self, Meta};
 /// The environment variable that asks for the perf map.
 pub const PERF_MAP_VAR: &str = "WASMPROF_PERF_MAP";
 
+/// Whether [`PERF_MAP_VAR`] asks for the perf map.
+pub(super) fn asked() -> bool {
+    std::env::var_os(PERF_MAP_VAR).is_some()
+}
+
 /// Appends `module`'s functions to the process's perf map, if [`PERF_MAP_VAR`] asks; an
 /// instrumented module's by the function ids of its `meta` (the profiler's own functions
 /// as `wasmprof`).
 pub(super) fn write_if_asked(module: &wasmtime::Module, meta: Option<&Meta>) -> anyhow::Result<()> {
-    if std::env::var_os(PERF_MAP_VAR).is_none() {
+    if !asked() {
         return Ok(());
     }
     let text = module.text().as_ptr() as usize;
