@@ -3,8 +3,10 @@
 //! What a user waits for: `cargo wasmprof run FILE ARGS` (instrumenting, from the cache
 //! after the first run; compiling, from wasmtime's cache likewise; the run, sampled; the
 //! profile decoded and written) against `cargo wasmprof run --no-instrument FILE ARGS` (the
-//! plain module in the same wasmtime), side by side, interleaved, median of RUNS each, the
-//! ratio printed. The programs: fixtures/parts (all three parts, and its recursion alone, a
+//! plain module in the same wasmtime), side by side, interleaved, the median of each, the
+//! ratio printed: at least MIN_RUNS pairs, more for short programs, until their plain runs
+//! add up to PLAIN_SECONDS (at most MAX_RUNS), since a run of 15 ms moves by a millisecond
+//! or two on these machines. The programs: fixtures/parts (all three parts, and its recursion alone, a
 //! naive fib(31)), fixtures/mixed, and the loop kernels of fixtures/kernels (release builds,
 //! names and DWARF kept).
 
@@ -17,7 +19,9 @@ use std::time::Instant;
 
 use common::median;
 
-const RUNS: usize = 9;
+const MIN_RUNS: usize = 9;
+const MAX_RUNS: usize = 61;
+const PLAIN_SECONDS: f64 = 1.5;
 
 /// The kernels without calls in their loops (fixtures/kernels/kernels.txt).
 const LOOP_KERNELS: [&str; 4] = [
@@ -44,10 +48,12 @@ fn main() {
         ));
     }
     let work = tempfile::tempdir().unwrap();
-    println!("whole `cargo wasmprof run` against `run --no-instrument`, median of {RUNS} interleaved runs");
     println!(
-        "{:<34} {:>10} {:>10} {:>8}",
-        "program", "plain", "profiled", "ratio"
+        "whole `cargo wasmprof run` against `run --no-instrument`, medians of interleaved runs"
+    );
+    println!(
+        "{:<34} {:>10} {:>10} {:>8} {:>6}",
+        "program", "plain", "profiled", "ratio", "runs"
     );
     let mut logs = Vec::new();
     for (name, wasm, args) in &workloads {
@@ -56,15 +62,18 @@ fn main() {
         // the caches, as on every run after a first.
         run(wasm, args, None);
         run(wasm, args, Some(&profile));
-        let (mut plain, mut profiled) = (Vec::new(), Vec::new());
-        for _ in 0..RUNS {
+        let (mut plain, mut profiled) = (Vec::<f64>::new(), Vec::new());
+        while plain.len() < MIN_RUNS
+            || (plain.iter().sum::<f64>() < PLAIN_SECONDS && plain.len() < MAX_RUNS)
+        {
             plain.push(run(wasm, args, None));
             profiled.push(run(wasm, args, Some(&profile)));
         }
+        let runs = plain.len();
         let (plain, profiled) = (median(plain), median(profiled));
         logs.push((profiled / plain).ln());
         println!(
-            "{name:<34} {:>8.1}ms {:>8.1}ms {:>7.2}x",
+            "{name:<34} {:>8.1}ms {:>8.1}ms {:>7.2}x {runs:>6}",
             plain * 1e3,
             profiled * 1e3,
             profiled / plain
