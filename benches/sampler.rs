@@ -13,12 +13,15 @@
 //! the runs, and the largest difference. The two samplers sample at unrelated moments, so
 //! even two perfect ones differ by chance: the table prints the difference that chance
 //! alone gives (two standard errors of the pooled shares' difference) beside each.
+//!
+//! `WASMPROF_BENCH_PROGRAM="FILE ARGS..."` adds a program of one's own (a WASI command
+//! module with names, run with ARGS), for the check on code not written for it.
 
 #[path = "common/mod.rs"]
 mod common;
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use cargo_wasmprof::host::PERF_MAP_VAR;
@@ -44,20 +47,32 @@ fn main() {
         return;
     }
     let work = tempfile::tempdir().unwrap();
-    for (fixture, args) in [("parts", "all"), ("mixed", "all")] {
-        let binary = common::bench_binary(fixture, fixture);
+    let mut programs: Vec<(String, PathBuf, Vec<String>)> = ["parts", "mixed"]
+        .into_iter()
+        .map(|fixture| {
+            let binary = common::bench_binary(fixture, fixture);
+            (fixture.to_string(), binary.path, vec!["all".to_string()])
+        })
+        .collect();
+    if let Ok(program) = std::env::var("WASMPROF_BENCH_PROGRAM") {
+        let mut words = program.split_whitespace().map(String::from);
+        let file = PathBuf::from(words.next().expect("WASMPROF_BENCH_PROGRAM names a file"));
+        let name = file.file_name().unwrap().to_string_lossy().into_owned();
+        programs.push((name, file, words.collect()));
+    }
+    for (name, wasm, args) in &programs {
         let (mut ours, mut theirs): (Vec<Shares>, Vec<Shares>) = (Vec::new(), Vec::new());
         for run in 0..RUNS {
-            let (o, t) = sample_once(&binary.path, args, work.path(), run);
+            let (o, t) = sample_once(wasm, args, work.path(), run);
             ours.push(o);
             theirs.push(t);
         }
-        report(fixture, &binary.path, &ours, &theirs);
+        report(name, wasm, &ours, &theirs);
     }
 }
 
 /// One run of `wasm` with `args`, sampled by both: (ours, perf's) samples per function.
-fn sample_once(wasm: &Path, args: &str, work: &Path, run: usize) -> (Shares, Shares) {
+fn sample_once(wasm: &Path, args: &[String], work: &Path, run: usize) -> (Shares, Shares) {
     let samples = work.join(format!("samples-{run}.json"));
     let data = work.join(format!("perf-{run}.data"));
     let status = Command::new("perf")
@@ -78,7 +93,7 @@ fn sample_once(wasm: &Path, args: &str, work: &Path, run: usize) -> (Shares, Sha
         .arg("--plain-samples")
         .arg(&samples)
         .arg(wasm)
-        .arg(args)
+        .args(args)
         .env(PERF_MAP_VAR, "1")
         .stdout(std::process::Stdio::null())
         .status()
