@@ -4,20 +4,24 @@
 //! as the probes'.
 //!
 //! How: every instruction the instrumenter adds has no place in the original module (its
-//! `InstrLocId` is walrus's default); before emitting, [`mark_probe_code`] gives each of
-//! them a place of its own above [`PROBE_BASE`], so that walrus's code transform, which
-//! records where each placed instruction lands in the output, records them all. The
-//! transform is caught as the frame table is written ([`Catch`]); [`table`] then turns it,
-//! with the original module's DWARF, into stretches.
+//! `InstrLocId` is walrus's default); walrus's code transform records where each placed
+//! instruction lands in the output. Before emitting, [`mark_code`] places the first
+//! instruction of each stretch: a probe's instruction gets a place of its own above
+//! [`PROBE_BASE`], the program's keeps its offset in the original module; every other
+//! instruction, one that walrus emits right after another of the same stretch, loses its
+//! place, so that walrus records a stretch once, not every instruction (a quarter of the
+//! instrumenting, else). The transform is caught as the frame table is written
+//! ([`Catch`]); [`table`] then turns it, with the original module's DWARF, into stretches.
 
 use std::sync::{Arc, Mutex};
 
-use walrus::ir::InstrLocId;
+use walrus::ir::{Instr, InstrLocId};
 use walrus::{LocalFunction, Module};
 
 use super::lines::LineInterner;
 use super::sites::sequences;
 use crate::meta;
+use crate::symbols::SymbolTable;
 
 /// The first of the places given to the probes' instructions: above any offset of an
 /// original module (which would be 3 GiB).
@@ -27,9 +31,11 @@ pub(super) const PROBE_BASE: u32 = 0xC000_0000;
 /// line, where the stack sampler's samples in the host return.
 pub(super) const HOST_CALL: u32 = PROBE_BASE - 1;
 
-/// Gives every instruction (and every block's end) of `module`'s functions that has no
-/// place in the original module a place of its own above [`PROBE_BASE`].
-pub(super) fn mark_probe_code(module: &mut Module) {
+/// Places the first instruction of each stretch of `module`'s functions, and every
+/// block's end: one the instrumenter added gets a place of its own above [`PROBE_BASE`];
+/// an instruction that walrus emits right after another of its stretch, the same probes'
+/// code or the program's at the same line as `symbols` say, loses its place.
+pub(super) fn mark_code(module: &mut Module, symbols: &SymbolTable) {
     let mut next = PROBE_BASE;
     let mut mark = |loc: &mut InstrLocId| {
         if loc.is_default() {
@@ -38,15 +44,70 @@ pub(super) fn mark_probe_code(module: &mut Module) {
         }
     };
     for (_, func) in module.funcs.iter_local_mut() {
-        mark_function(func, &mut mark);
+        mark_function(func, symbols, &mut mark);
     }
 }
 
-fn mark_function(func: &mut LocalFunction, mark: &mut impl FnMut(&mut InstrLocId)) {
+/// What the instruction that walrus emits right before another was, for the stretch the
+/// other may share with it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Before {
+    /// None it can share a stretch with: the start of a sequence, the end of the
+    /// sequences nested in an instruction, or a thunk's call of its import.
+    Nothing,
+    /// The probes' code.
+    Probe,
+    /// The program's code at an original offset from which every offset before `until`
+    /// has the same line.
+    Line { from: u32, until: u64 },
+    /// The program's code at no line.
+    NoLine,
+}
+
+fn mark_function(
+    func: &mut LocalFunction,
+    symbols: &SymbolTable,
+    mark: &mut impl FnMut(&mut InstrLocId),
+) {
     for seq in sequences(func) {
         let block = func.block_mut(seq);
-        for (_, loc) in block.instrs.iter_mut() {
-            mark(loc);
+        let mut before = Before::Nothing;
+        for (instr, loc) in block.instrs.iter_mut() {
+            let now = if loc.is_default() {
+                Before::Probe
+            } else if loc.data() == HOST_CALL {
+                Before::Nothing
+            } else {
+                match before {
+                    Before::Line { from, until }
+                        if from <= loc.data() && u64::from(loc.data()) < until =>
+                    {
+                        before
+                    }
+                    _ => match symbols.position_key(loc.data().into()) {
+                        Some((_, until)) => Before::Line {
+                            from: loc.data(),
+                            until,
+                        },
+                        None => Before::NoLine,
+                    },
+                }
+            };
+            // walrus emits the sequences an instruction nests between it and the next.
+            let nests = matches!(
+                instr,
+                Instr::Block(_)
+                    | Instr::Loop(_)
+                    | Instr::IfElse(_)
+                    | Instr::Try(_)
+                    | Instr::TryTable(_)
+            );
+            if now == before && now != Before::Nothing && !nests {
+                *loc = InstrLocId::default();
+            } else {
+                mark(loc);
+            }
+            before = if nests { Before::Nothing } else { now };
         }
         mark(&mut block.end);
     }

@@ -35,6 +35,7 @@ mod one_memory;
 mod plan;
 mod probes;
 mod rewrite;
+mod sections;
 mod sites;
 mod state_import;
 mod thunks;
@@ -46,18 +47,17 @@ use walrus::{FunctionId, FunctionKind, Module};
 
 pub use crate::error::InstrumentError;
 use crate::layout::{live_slots, Layout};
-use crate::meta::{self, FunctionMeta, Meta, Metric, Sampler, StateLocation};
+use crate::meta::{self, Meta, Metric, Sampler, StateLocation};
 use crate::symbols::SymbolTable;
 pub use cache::{cached_for_file, instrument_cached, FileStamp};
 pub use check::validate;
 use check::{check_input, check_proposals};
 use frames::add_frame_table;
 pub use in_place::{instrument_in_place, original_path};
-use lines::LineInterner;
 use plan::{plan, Plan};
 pub use probes::{EntryProbes, SiteCounters, INLINE_ENTRY_BELOW};
 use rewrite::{rewrite_function, ProbeLocals, Setting, Unwind};
-use sites::{Site, Sites};
+use sections::Rewritten;
 pub use state_import::{import_state_from, StateImport};
 use thunks::{add_import_thunks, host_functions, redirect_to_thunks};
 
@@ -299,8 +299,8 @@ fn instrument_component(
 fn instrument_once(original: &[u8], options: &Options) -> Result<Instrumented, InstrumentError> {
     check_input(original)?;
     // A second thread checks the proposals while walrus parses, then reads the symbols
-    // while the module is rewritten and emitted: nothing but the meta appended at the
-    // end needs them.
+    // while the module is rewritten: nothing before the marking of the stack sampler's
+    // stretches of code, just before the module is emitted, needs them.
     std::thread::scope(|scope| {
         let (proposals_tx, proposals) = std::sync::mpsc::channel();
         let symbols = scope.spawn(move || {
@@ -329,12 +329,12 @@ fn instrument_once(original: &[u8], options: &Options) -> Result<Instrumented, I
         let budget = options
             .inlining_budget
             .then(|| inlining_budget::SmallBodies::of(original));
-        let rewritten = rewrite(module, options, budget)?;
-        let symbols = match symbols.join() {
-            Ok(Some(loaded)) => loaded.map_err(invalid)?,
+        let symbols = || match symbols.join() {
+            Ok(Some(loaded)) => loaded.map_err(invalid),
             Ok(None) => unreachable!("the proposals were accepted"),
             Err(panic) => std::panic::resume_unwind(panic),
         };
+        let (rewritten, symbols) = rewrite(module, options, budget, symbols)?;
         Ok(rewritten.finish(&symbols))
     })
 }
@@ -343,98 +343,16 @@ fn invalid(e: anyhow::Error) -> InstrumentError {
     InstrumentError::Invalid(format!("{e:#}"))
 }
 
-/// The rewritten module, and what its meta needs from the rewrite.
-struct Rewritten {
-    wasm: Vec<u8>,
-    layout: Layout,
-    /// Whether each function, by index, is an import.
-    imported: Vec<bool>,
-    sites: Sites,
-    /// The function id of each function index of the output ([`Meta::frames`]).
-    frames: Vec<u32>,
-    /// Each counted segment's function id and its original instructions' offsets.
-    segments: Vec<(u32, Vec<u32>)>,
-    /// For the stack sampler, walrus's code transform: every instruction's offset in the
-    /// output and its place (see `addresses`).
-    code_map: Option<Vec<(usize, u32)>>,
-    /// What the module records of the program's allocations.
-    allocations: meta::Allocations,
-    /// The options it was instrumented with, as the module made them
-    /// (`Options::for_threads`).
-    options: Options,
-}
-
-impl Rewritten {
-    /// Writes the meta, with the names and source positions from `symbols`, into the
-    /// module's `wasmprof` section.
-    fn finish(self, symbols: &SymbolTable) -> Instrumented {
-        let options = &self.options;
-        let functions = symbols
-            .functions()
-            .iter()
-            .zip(&self.imported)
-            .map(|(symbol, &import)| FunctionMeta {
-                symbol: symbol.clone(),
-                import,
-            })
-            .collect();
-        let locate = |sites: &[Site]| sites.iter().map(|site| site.locate(symbols)).collect();
-        let mut lines = LineInterner::new(symbols);
-        lines.add_segments(&self.segments);
-        let stretches = self
-            .code_map
-            .as_deref()
-            .map(|map| addresses::table(map, &mut lines));
-        let line_tables = lines.into_tables();
-        let meta = Meta {
-            version: meta::VERSION,
-            metric: options.metric,
-            contexts: options.keeps_contexts(),
-            state: options.state,
-            host_exceptions: options.host_exceptions,
-            one_memory_variant: options.carries_one_memory_variant(),
-            inlining_budget: options.inlining_budget,
-            sampler: options.sampler,
-            unoptimized: options.unoptimized,
-            layout: self.layout,
-            functions,
-            direct_sites: locate(&self.sites.direct),
-            indirect_sites: locate(&self.sites.indirect),
-            frames: self.frames,
-            line_tables,
-            allocations: self.allocations,
-        };
-        // A custom section may come last: appending it leaves the module as it was.
-        let mut wasm = self.wasm;
-        if let Some(stretches) = stretches {
-            wasm_encoder::Section::append_to(
-                &wasm_encoder::CustomSection {
-                    name: meta::ADDRESSES_SECTION.into(),
-                    data: addresses::section(&stretches).into(),
-                },
-                &mut wasm,
-            );
-        }
-        let data = serde_json::to_vec(&meta).expect("meta serializes");
-        wasm_encoder::Section::append_to(
-            &wasm_encoder::CustomSection {
-                name: meta::SECTION.into(),
-                data: data.into(),
-            },
-            &mut wasm,
-        );
-        Instrumented { wasm, meta }
-    }
-}
-
 /// Adds the profiler and the probes to `module`, and the functions that keep V8's inlining
 /// budget where the `original` module's small bodies are given; emits and validates the
-/// result.
+/// result, with the stack sampler's stretches of code marked by the original module's
+/// `symbols`, which it waits for then, and gives back.
 fn rewrite(
     mut module: Module,
     options: &Options,
     original: Option<inlining_budget::SmallBodies>,
-) -> Result<Rewritten, InstrumentError> {
+    symbols: impl FnOnce() -> Result<SymbolTable, InstrumentError>,
+) -> Result<(Rewritten, SymbolTable), InstrumentError> {
     // Function ids: walrus allocates functions in index order when it parses.
     let original_funcs: Vec<FunctionId> = module.funcs.iter().map(|f| f.id()).collect();
     debug_assert!(original_funcs
@@ -461,19 +379,7 @@ fn rewrite(
         options.entries,
     );
 
-    // Per-line costs: with the instructions metric, each segment of the program's code
-    // (not the thunks') counts its runs in the profiler's own memory.
-    let segment_count: u32 = match options.counts_lines() {
-        true => plans
-            .iter()
-            .filter(|plan| !plan.thunk)
-            .map(|plan| match &module.funcs.get(plan.id).kind {
-                FunctionKind::Local(func) => counting::count_segments(func, &plan.seqs),
-                _ => 0,
-            })
-            .sum(),
-        false => 0,
-    };
+    let segment_count = segment_count(&module, &plans, options);
     let layout = Layout::new(
         original_funcs.len() as u32,
         sites.direct.len() as u32,
@@ -486,9 +392,11 @@ fn rewrite(
     let escaping = plan::escaping(&module);
     let segments = rewrite_functions(&mut module, &plans, &profiler, &layout, options, &escaping);
     debug_assert_eq!(segments.len(), segment_count as usize);
-    // For the stack sampler, the probes' code gets places walrus's code transform records.
+    // For the stack sampler, each stretch of code gets a place walrus's code transform
+    // records.
+    let symbols = symbols()?;
     let catch = options.samples_stacks().then(|| {
-        addresses::mark_probe_code(&mut module);
+        addresses::mark_code(&mut module, &symbols);
         addresses::Catch::default()
     });
     add_frame_table(&mut module, &original_funcs, &thunks, catch.clone());
@@ -498,7 +406,7 @@ fn rewrite(
     let wasm = module.emit_wasm();
     validate(&wasm).map_err(InstrumentError::Produced)?;
     let frames = meta::frames(&wasm).map_err(|e| InstrumentError::Produced(e.to_string()))?;
-    Ok(Rewritten {
+    let rewritten = Rewritten {
         wasm,
         layout,
         imported,
@@ -508,7 +416,24 @@ fn rewrite(
         code_map: catch.map(|catch| catch.take()),
         allocations: allocs.meta,
         options: options.clone(),
-    })
+    };
+    Ok((rewritten, symbols))
+}
+
+/// How many segments of the program's code (not the thunks') count their runs in the
+/// profiler's own memory: with the instructions metric, each, for per-line costs.
+fn segment_count(module: &Module, plans: &[Plan], options: &Options) -> u32 {
+    if !options.counts_lines() {
+        return 0;
+    }
+    plans
+        .iter()
+        .filter(|plan| !plan.thunk)
+        .map(|plan| match &module.funcs.get(plan.id).kind {
+            FunctionKind::Local(func) => counting::count_segments(func, &plan.seqs),
+            _ => 0,
+        })
+        .sum()
 }
 
 /// Adds the profiler to `module` where `options` say: its own memory, or a state module
