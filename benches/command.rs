@@ -6,9 +6,9 @@
 //! plain module in the same wasmtime), side by side, interleaved, the median of each, the
 //! ratio printed: at least MIN_RUNS pairs, more for short programs, until their plain runs
 //! add up to PLAIN_SECONDS (at most MAX_RUNS), since a run of 15 ms moves by a millisecond
-//! or two on these machines. The programs: fixtures/parts (all three parts, and its recursion alone, a
-//! naive fib(31)), fixtures/mixed, and the loop kernels of fixtures/kernels (release builds,
-//! names and DWARF kept).
+//! or two on these machines. The programs: fixtures/parts (all three parts, and its
+//! recursion alone, a naive fib(31)), fixtures/mixed, and the loop kernels of
+//! fixtures/kernels (release builds, names and DWARF kept).
 
 #[path = "common/mod.rs"]
 mod common;

@@ -9,9 +9,10 @@
 //! instruction of each stretch: a probe's instruction gets a place of its own above
 //! [`PROBE_BASE`], the program's keeps its offset in the original module; every other
 //! instruction, one that walrus emits right after another of the same stretch, loses its
-//! place, so that walrus records a stretch once, not every instruction (a quarter of the
-//! instrumenting, else). The transform is caught as the frame table is written
-//! ([`Catch`]); [`table`] then turns it, with the original module's DWARF, into stretches.
+//! place, so that walrus records a stretch once, not every instruction (for semver's
+//! debug lib tests, 68,367 places instead of 180,618). The transform is caught as the
+//! frame table is written ([`Catch`]); [`table`] then turns it, with the original module's
+//! DWARF, into stretches.
 
 use std::sync::{Arc, Mutex};
 
@@ -64,6 +65,7 @@ enum Before {
     NoLine,
 }
 
+/// [`mark_code`] of one function.
 fn mark_function(
     func: &mut LocalFunction,
     symbols: &SymbolTable,
