@@ -183,7 +183,7 @@ fn a_module_file_written_again_in_place_is_instrumented_anew() {
 /// `perf` names the functions of a module that `run` runs through the perf map that
 /// `WASMPROF_PERF_MAP` asks for, also when the compiled code is read from the cache (the
 /// second run): the samples `perf record` takes in the code of a module that spins in one
-/// function are that function's.
+/// function are nearly all that function's.
 #[test]
 fn perf_names_a_runs_functions_through_the_perf_map() {
     if !common::have(&["perf"]) {
@@ -226,8 +226,9 @@ fn perf_names_a_runs_functions_through_the_perf_map() {
             .filter(|symbol| symbol.starts_with("wasm["))
             .collect();
         let spinning = in_module.iter().filter(|s| s.ends_with(" spin")).count();
+        // A sample may find `_start`'s call, hardly ever: all but a few are `spin`'s.
         assert!(
-            spinning >= 100 && spinning == in_module.len(),
+            spinning >= 100 && spinning * 100 >= in_module.len() * 98,
             "round {round}: {spinning} of {} samples in the module's code named `spin`",
             in_module.len()
         );
