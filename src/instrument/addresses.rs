@@ -16,11 +16,11 @@
 
 use std::sync::{Arc, Mutex};
 
-use walrus::ir::{Instr, InstrLocId};
+use walrus::ir::InstrLocId;
 use walrus::{LocalFunction, Module};
 
 use super::lines::LineInterner;
-use super::sites::sequences;
+use super::sites::{nests, sequences};
 use crate::meta;
 use crate::symbols::SymbolTable;
 
@@ -75,35 +75,9 @@ fn mark_function(
         let block = func.block_mut(seq);
         let mut before = Before::Nothing;
         for (instr, loc) in block.instrs.iter_mut() {
-            let now = if loc.is_default() {
-                Before::Probe
-            } else if loc.data() == HOST_CALL {
-                Before::Nothing
-            } else {
-                match before {
-                    Before::Line { from, until }
-                        if from <= loc.data() && u64::from(loc.data()) < until =>
-                    {
-                        before
-                    }
-                    _ => match symbols.position_key(loc.data().into()) {
-                        Some((_, until)) => Before::Line {
-                            from: loc.data(),
-                            until,
-                        },
-                        None => Before::NoLine,
-                    },
-                }
-            };
-            // walrus emits the sequences an instruction nests between it and the next.
-            let nests = matches!(
-                instr,
-                Instr::Block(_)
-                    | Instr::Loop(_)
-                    | Instr::IfElse(_)
-                    | Instr::Try(_)
-                    | Instr::TryTable(_)
-            );
+            let now = stretch_of(*loc, before, symbols);
+            // An instruction that nests sequences is followed by them, not by the next.
+            let nests = nests(instr);
             if now == before && now != Before::Nothing && !nests {
                 *loc = InstrLocId::default();
             } else {
@@ -112,6 +86,25 @@ fn mark_function(
             before = if nests { Before::Nothing } else { now };
         }
         mark(&mut block.end);
+    }
+}
+
+/// The stretch of the instruction placed at `loc`, emitted after one of `before`'s.
+fn stretch_of(loc: InstrLocId, before: Before, symbols: &SymbolTable) -> Before {
+    if loc.is_default() {
+        return Before::Probe;
+    }
+    let offset = loc.data();
+    match before {
+        _ if offset == HOST_CALL => Before::Nothing,
+        Before::Line { from, until } if from <= offset && u64::from(offset) < until => before,
+        _ => match symbols.position_key(offset.into()) {
+            Some((_, until)) => Before::Line {
+                from: offset,
+                until,
+            },
+            None => Before::NoLine,
+        },
     }
 }
 

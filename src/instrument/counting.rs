@@ -10,6 +10,8 @@ use walrus::ir::{
 };
 use walrus::{LocalFunction, MemoryId};
 
+use super::sites::nests;
+
 /// The instructions metric's counting in one function: a local that each straight-line
 /// segment adds its length to, and the shared counter it is added to where it is read.
 #[derive(Clone, Copy)]
@@ -192,16 +194,12 @@ pub(super) fn count_segments(func: &LocalFunction, seqs: &[InstrSeqId]) -> u32 {
 /// (which a longjmp or a JS exception may leave without returning: the frame it unwinds
 /// is then charged no instruction it did not run).
 pub(super) fn ends_segment(instr: &Instr) -> bool {
-    matches!(
-        instr,
-        Instr::Call(_)
+    nests(instr)
+        || matches!(
+            instr,
+            Instr::Call(_)
             | Instr::CallIndirect(_)
             | Instr::CallRef(_)
-            | Instr::Block(_)
-            | Instr::Loop(_)
-            | Instr::IfElse(_)
-            | Instr::TryTable(_)
-            | Instr::Try(_)
             | Instr::Br(_)
             | Instr::BrIf(_)
             | Instr::BrTable(_)
@@ -219,5 +217,5 @@ pub(super) fn ends_segment(instr: &Instr) -> bool {
             | Instr::Rethrow(_)
             // A thread's count is read while it waits (threaded modules).
             | Instr::AtomicWait(_)
-    )
+        )
 }

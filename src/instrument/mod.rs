@@ -334,8 +334,7 @@ fn instrument_once(original: &[u8], options: &Options) -> Result<Instrumented, I
             Ok(None) => unreachable!("the proposals were accepted"),
             Err(panic) => std::panic::resume_unwind(panic),
         };
-        let (rewritten, symbols) = rewrite(module, options, budget, symbols)?;
-        Ok(rewritten.finish(&symbols))
+        rewrite(module, options, budget, symbols)
     })
 }
 
@@ -346,13 +345,13 @@ fn invalid(e: anyhow::Error) -> InstrumentError {
 /// Adds the profiler and the probes to `module`, and the functions that keep V8's inlining
 /// budget where the `original` module's small bodies are given; emits and validates the
 /// result, with the stack sampler's stretches of code marked by the original module's
-/// `symbols`, which it waits for then, and gives back.
+/// `symbols`, which it waits for then, and which name and place everything in its meta.
 fn rewrite(
     mut module: Module,
     options: &Options,
     original: Option<inlining_budget::SmallBodies>,
     symbols: impl FnOnce() -> Result<SymbolTable, InstrumentError>,
-) -> Result<(Rewritten, SymbolTable), InstrumentError> {
+) -> Result<Instrumented, InstrumentError> {
     // Function ids: walrus allocates functions in index order when it parses.
     let original_funcs: Vec<FunctionId> = module.funcs.iter().map(|f| f.id()).collect();
     debug_assert!(original_funcs
@@ -417,7 +416,7 @@ fn rewrite(
         allocations: allocs.meta,
         options: options.clone(),
     };
-    Ok((rewritten, symbols))
+    Ok(rewritten.finish(&symbols))
 }
 
 /// How many segments of the program's code (not the thunks') count their runs in the

@@ -116,6 +116,15 @@ pub(super) fn is_call(instr: &Instr) -> bool {
     )
 }
 
+/// Whether `instr` nests instruction sequences, which walrus emits between it and the
+/// instruction after it.
+pub(super) fn nests(instr: &Instr) -> bool {
+    matches!(
+        instr,
+        Instr::Block(_) | Instr::Loop(_) | Instr::IfElse(_) | Instr::TryTable(_) | Instr::Try(_)
+    )
+}
+
 /// Every instruction sequence of `func`, in a fixed order.
 pub(super) fn sequences(func: &LocalFunction) -> Vec<InstrSeqId> {
     let mut found = Vec::new();
