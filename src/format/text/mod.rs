@@ -140,7 +140,7 @@ pub(super) fn render(p: &Profile, options: &EmitOptions) -> String {
     let with_inlined = (options.inlined && !q.lines.is_empty()).then(|| inlined_rows(q));
     let q = with_inlined.as_ref().unwrap_or(q);
     let rows = FlatRows::of(q, scaffolding, options, units);
-    header(&mut out, p, units);
+    header(&mut out, p, units, rows.by_samples);
     if let Some(helpers) = helpers {
         let _ = writeln!(
             out,
@@ -210,6 +210,10 @@ struct FlatRows<'a> {
     rest: Vec<&'a Function>,
     /// Whether `rest` is what no sample found.
     unsampled: bool,
+    /// Whether the sections list what the samples found, first: the run was too short to
+    /// rank by time, and its samples found some of the program's functions (else, as with
+    /// no sample, they rank by calls).
+    by_samples: bool,
     /// The runtime's scaffolding left out of the sections: (functions the program never
     /// reached, calls, self cost), when some is.
     scaffolding: Option<(usize, u64, u64)>,
@@ -226,7 +230,9 @@ impl<'a> FlatRows<'a> {
     ) -> FlatRows<'a> {
         let mut rows = by_cost(q, |f| units.get(&f.cost).0);
         let top = options.top.unwrap_or(usize::MAX);
-        let unsampled = options.top.is_some() && too_short(q);
+        let by_samples =
+            too_short(q) && rows.first().is_some_and(|f| f.cost.self_samples > Some(0));
+        let unsampled = options.top.is_some() && by_samples;
         let shown = match unsampled {
             true => rows
                 .iter()
@@ -239,6 +245,7 @@ impl<'a> FlatRows<'a> {
             rows,
             rest,
             unsampled,
+            by_samples,
             scaffolding,
         }
     }
@@ -262,7 +269,9 @@ fn scaffolding(p: &Profile, program: &Profile, units: Units<'_>) -> Option<(usiz
     (unreached + calls as usize > 0).then_some((unreached, calls, self_.saturating_sub(q_self)))
 }
 
-fn header(out: &mut String, p: &Profile, units: Units<'_>) {
+/// The report's first lines; `by_samples`, whether the sections list what the samples found
+/// ([`FlatRows::by_samples`]).
+fn header(out: &mut String, p: &Profile, units: Units<'_>, by_samples: bool) {
     let calls: u64 = p.functions.iter().map(|f| f.calls).sum();
     // A merged profile's modules, the first few: the profile lists them all.
     const SHOWN: usize = 4;
@@ -330,13 +339,13 @@ fn header(out: &mut String, p: &Profile, units: Units<'_>) {
             Some(_) => "a longer load gives more samples",
             None => "--metric instructions gives exact costs",
         };
-        sampled(out, s, exact);
+        sampled(out, s, exact, by_samples);
     }
 }
 
 /// The header's line on the samples: which sampler took them, how many, and what that
-/// makes of the times.
-fn sampled(out: &mut String, s: &Sampling, exact: &str) {
+/// makes of the times (and, of too few, whether the sections list what they found).
+fn sampled(out: &mut String, s: &Sampling, exact: &str, by_samples: bool) {
     let by = match s.sampler {
         Sampler::Stacks => "the stack sampler",
         Sampler::Word => "the word sampler",
@@ -357,9 +366,9 @@ fn sampled(out: &mut String, s: &Sampling, exact: &str) {
             "time: {} by {by}, {}: the times say nothing, the sections {}; {exact}; calls and arcs are exact",
             super::units::plural(n, "sample"),
             few_samples_why(s),
-            match n {
-                0 => "rank by calls",
-                _ => "list what the samples found",
+            match by_samples {
+                true => "list what the samples found",
+                false => "rank by calls",
             }
         ),
         n if n < RANK_SAMPLES => writeln!(
@@ -385,8 +394,7 @@ fn few_samples_why(s: &Sampling) -> &'static str {
     }
 }
 
-/// Whether `p`'s times are sampled from too few samples to say anything, but some: its
-/// sections then list what the samples found (without any, they rank by calls).
+/// Whether `p`'s times are sampled from too few samples to say anything, but some.
 fn too_short(p: &Profile) -> bool {
     p.sampling
         .is_some_and(|s| (1..FEW_SAMPLES).contains(&s.samples))
@@ -566,5 +574,48 @@ mod tests {
             ..Sampling::default()
         };
         assert!(few_samples_why(&starved).contains("seldom got a CPU"));
+    }
+
+    #[test]
+    fn a_short_run_lists_what_its_samples_found_or_ranks_by_calls_if_they_found_none() {
+        // Two functions called 5 and 7 times; the run's one sample found `a`, or nothing
+        // that the sections show (the runtime's scaffolding, left out of the view).
+        let profile = |sampled: bool| {
+            let ns = 1000 * u64::from(sampled);
+            Profile {
+                metric: Metric::Time,
+                sampling: Some(Sampling {
+                    samples: 1,
+                    ..Sampling::default()
+                }),
+                functions: vec![
+                    Function {
+                        cost: Costs::in_unit(Metric::Time, ns, ns, Some(u64::from(sampled))),
+                        ..Function::of_calls(0, "a", 5)
+                    },
+                    Function {
+                        cost: Costs::in_unit(Metric::Time, 0, 0, Some(0)),
+                        ..Function::of_calls(1, "b", 7)
+                    },
+                ],
+                ..Profile::merge(&[])
+            }
+        };
+        let options = EmitOptions {
+            top: Some(10),
+            ..EmitOptions::default()
+        };
+        let names = |rows: &FlatRows| rows.rows.iter().map(|f| f.name.clone()).collect::<Vec<_>>();
+        let elisions = Default::default();
+        let found = profile(true);
+        let units = Units::of(&found, &options, &elisions);
+        let rows = FlatRows::of(&found, None, &options, units);
+        assert!(rows.by_samples && rows.unsampled);
+        assert_eq!(names(&rows), ["a"]);
+        let none = profile(false);
+        let units = Units::of(&none, &options, &elisions);
+        let rows = FlatRows::of(&none, None, &options, units);
+        assert!(!rows.by_samples && !rows.unsampled);
+        assert_eq!(names(&rows), ["b", "a"], "by calls");
     }
 }

@@ -88,9 +88,10 @@ pub(super) fn tests(out: &mut String, p: &Profile, units: Units<'_>, top: usize)
         "total",
         "calls"
     );
-    // Of a run too short to rank by time, the tests its samples found.
-    let shown = match top < usize::MAX && super::too_short(p) {
-        true => tests.iter().filter(|f| units.get(&f.cost).1 > 0).count(),
+    // Of a run too short to rank by time, the tests its samples found, if they found any.
+    let sampled = tests.iter().filter(|f| units.get(&f.cost).1 > 0).count();
+    let shown = match top < usize::MAX && super::too_short(p) && sampled > 0 {
+        true => sampled,
         false => tests.len(),
     };
     let unsampled = tests.len() - shown;
