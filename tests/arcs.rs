@@ -219,6 +219,7 @@ fn run_with_callbacks(wasm: &[u8], options: &Options) -> Profile {
         clock: String::new(),
         threads_lost: Vec::new(),
         state: None,
+        component: false,
     };
     Profile::decode(&done.meta, &dump, run).unwrap()
 }

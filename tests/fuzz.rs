@@ -382,6 +382,7 @@ fn compare(engine: &Engine, seed: u64, original: &[u8]) -> Verdict {
             clock: String::new(),
             threads_lost: Vec::new(),
             state: None,
+            component: false,
         };
         let dump = dump.expect("profiler state");
         let profile = Profile::decode(&meta, &dump, run)

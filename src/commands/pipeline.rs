@@ -38,6 +38,9 @@ pub(super) fn profile_run(
     let mut profile = outcome
         .profile(meta, relative(path))
         .map_err(|e| Error::input(path, format!("{e:#}")))?;
+    if crate::instrument::component::is_component(&prepared.wasm) {
+        profile.runs.iter_mut().for_each(|r| r.component = true);
+    }
     if let Some(why) = profile.apply(compensation) {
         crate::status::warning(format!(
             "{}: the times include the probes' own cost: {why}",
@@ -155,6 +158,9 @@ pub(super) fn finish(
         .map_err(|e| anyhow::anyhow!("cannot show the profile: {e:#}"))?;
     for &format in &args.formats {
         if format == Format::Text {
+            // On a line of its own: a program that ended mid-line (a test that aborted
+            // after libtest's `test name ... `) leaves the cursor there.
+            println!();
             format::print_text(&merged, options);
             continue;
         }

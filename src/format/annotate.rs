@@ -44,13 +44,18 @@ pub fn annotate(
     selection: &Selection,
     options: AnnotateOptions,
 ) -> anyhow::Result<String> {
+    // A component takes no `--metric instructions`: its lines come from samples alone.
+    let counted = match p.exact_costs_flag() {
+        Some(flag) => format!("{flag} counts every line"),
+        None => "a component's lines come from its samples alone".to_string(),
+    };
     anyhow::ensure!(
         !p.lines.is_empty(),
         "{}",
         match p.sampling.map(|s| s.sampler) {
-            Some(crate::meta::Sampler::Stacks) => "the profile has no per-line costs: no sample found a line of the program (a run too short: --metric instructions counts every line)",
-            Some(crate::meta::Sampler::V8) => "the profile has no per-line costs: V8's sampler says which function ran, not which line (--metric instructions counts every line)",
-            _ => "the profile has no per-line costs: profile with --metric instructions, or --metric time in the embedded wasmtime (whose sampler finds lines; per-line counts need the profiler's own memory)",
+            Some(crate::meta::Sampler::Stacks) => format!("the profile has no per-line costs: no sample found a line of the program (a run too short: a longer run, or a shorter --sample-interval; {counted})"),
+            Some(crate::meta::Sampler::V8) => format!("the profile has no per-line costs: V8's sampler says which function ran, not which line ({counted})"),
+            _ => "the profile has no per-line costs: profile with --metric instructions, or --metric time in the embedded wasmtime (whose sampler finds lines; per-line counts need the profiler's own memory)".to_string(),
         }
     );
     let mut by_function: BTreeMap<&str, Vec<&LineCost>> = BTreeMap::new();

@@ -64,9 +64,13 @@ impl<'a> Tree<'a> {
             "nothing to draw: {}",
             match &profile.view {
                 Some(view) => format!("the view ({}) keeps no stack", view.description),
-                None if profile.sampled_contexts => "no sample found the program running (a \
-                    run this short needs a shorter --sample-interval, or --metric instructions)"
-                    .to_string(),
+                None if profile.sampled_contexts => format!(
+                    "no sample found the program running (a run this short needs a shorter \
+                     --sample-interval{})",
+                    profile
+                        .exact_costs_flag()
+                        .map_or(String::new(), |flag| format!(", or {flag}"))
+                ),
                 None => "the profile has no calling context".to_string(),
             }
         );

@@ -1,5 +1,6 @@
 //! How figures read, in one place for every view: times in the unit that keeps them
-//! short, counts with k, M and G, shares of a whole, and source paths as a person reads
+//! short (or, in a table's column, one unit for the whole column, [`Scale`]), exact counts
+//! whole with thousands separators, shares of a whole, and source paths as a person reads
 //! them.
 
 use std::collections::HashMap;
@@ -7,8 +8,8 @@ use std::collections::HashMap;
 use crate::meta::{Metric, Unit};
 pub use crate::source::short_path;
 
-/// A value of `metric` as text: a time for the time metrics, else a count (instructions,
-/// calls).
+/// A value of `metric` as text: a time for the time metrics, else an exact count
+/// (instructions, calls).
 pub fn value(metric: Metric, v: u64) -> String {
     match metric.facts().unit {
         Unit::Nanoseconds => time(v),
@@ -16,8 +17,8 @@ pub fn value(metric: Metric, v: u64) -> String {
     }
 }
 
-/// An average of `metric` (a cost per iteration): below 100 with the decimals an average
-/// has (`0.31 ns`, `12.5`), else as [`value`] writes it.
+/// An average of `metric` (a cost per call or per iteration): below 100 with the decimals
+/// an average has (`0.31 ns`, `12.5`), else as [`value`] writes it.
 pub fn average(metric: Metric, v: f64) -> String {
     match metric.facts().unit {
         Unit::Nanoseconds if v < 10.0 => format!("{v:.2} ns"),
@@ -27,8 +28,8 @@ pub fn average(metric: Metric, v: f64) -> String {
     }
 }
 
-/// A cost of `metric` as an amount in words: `1.20 ms`, `3.40M instructions`; nothing for
-/// the calls metric, whose costs are its calls.
+/// A cost of `metric` as an amount in words: `1.20 ms`, `3,400,000 instructions`; nothing
+/// for the calls metric, whose costs are its calls.
 pub fn amount(metric: Metric, v: u64) -> String {
     match metric.facts().unit {
         Unit::Nanoseconds => time(v),
@@ -209,13 +210,61 @@ pub fn time(ns: u64) -> String {
     }
 }
 
-/// A count, shortened with k, M and G past four digits.
+/// An exact count, whole, its digits grouped in thousands: `257,537,196`.
 pub fn count(n: u64) -> String {
-    match n {
-        0..10_000 => n.to_string(),
-        10_000..1_000_000 => format!("{:.1}k", n as f64 / 1e3),
-        1_000_000..1_000_000_000 => format!("{:.2}M", n as f64 / 1e6),
-        _ => format!("{:.2}G", n as f64 / 1e9),
+    let digits = n.to_string();
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// One unit for every figure of a table's column, as gprof prints seconds: times in the
+/// unit that keeps the column's largest figure (the run's total) short, with two decimals,
+/// the unit named once in the column's header; exact counts whole. A figure per call or
+/// per iteration is not on a scale: it carries its own unit ([`average`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Scale {
+    /// The unit's name (`ms`), empty for counts.
+    unit: &'static str,
+    /// Nanoseconds in one unit; 0 for counts.
+    ns: f64,
+}
+
+impl Scale {
+    /// The scale of a column of `metric` whose largest figure is `largest`.
+    pub fn of(metric: Metric, largest: u64) -> Scale {
+        let (unit, ns) = match metric.facts().unit {
+            Unit::Instructions | Unit::Calls => ("", 0.0),
+            Unit::Nanoseconds => match largest {
+                0..10_000 => ("ns", 1.0),
+                10_000..10_000_000 => ("µs", 1e3),
+                10_000_000..100_000_000_000 => ("ms", 1e6),
+                _ => ("s", 1e9),
+            },
+        };
+        Scale { unit, ns }
+    }
+
+    /// A column's header: `name` and the unit its figures are in (`self ms`).
+    pub fn header(&self, name: &str) -> String {
+        match self.unit {
+            "" => name.to_string(),
+            unit => format!("{name} {unit}"),
+        }
+    }
+
+    /// A figure of the column, without its unit.
+    pub fn show(&self, v: u64) -> String {
+        match self.unit {
+            "" => count(v),
+            "ns" => v.to_string(),
+            _ => format!("{:.2}", v as f64 / self.ns),
+        }
     }
 }
 
@@ -250,7 +299,7 @@ mod tests {
         assert_eq!(average(Metric::Time, 26.74), "26.7 ns");
         assert_eq!(average(Metric::Time, 1234.4), "1.23 µs");
         assert_eq!(average(Metric::Instructions, 12.25), "12.2");
-        assert_eq!(average(Metric::Instructions, 19_734.0), "19.7k");
+        assert_eq!(average(Metric::Instructions, 19_734.0), "19,734");
     }
 
     #[test]
@@ -319,11 +368,30 @@ mod tests {
     }
 
     #[test]
-    fn counts_are_shortened() {
-        assert_eq!(count(9_999), "9999");
-        assert_eq!(count(12_345), "12.3k");
-        assert_eq!(count(1_375_400), "1.38M");
-        assert_eq!(count(45_600_000), "45.60M");
+    fn counts_are_exact_in_groups_of_three_digits() {
+        assert_eq!(count(0), "0");
+        assert_eq!(count(999), "999");
+        assert_eq!(count(9_999), "9,999");
+        assert_eq!(count(100_000), "100,000");
+        assert_eq!(count(257_537_196), "257,537,196");
+    }
+
+    #[test]
+    fn a_column_keeps_one_unit_chosen_by_its_largest_figure() {
+        let ms = Scale::of(Metric::Time, 1_425_000_000);
+        assert_eq!(ms.header("self"), "self ms");
+        assert_eq!(ms.show(1_001_260_000), "1001.26");
+        assert_eq!(ms.show(571_310_000), "571.31");
+        assert_eq!(ms.show(4_000), "0.00");
+        assert_eq!(
+            Scale::of(Metric::Time, 200_000_000_000).show(1_500_000_000),
+            "1.50"
+        );
+        assert_eq!(Scale::of(Metric::Time, 2_500_000).header("self"), "self µs");
+        assert_eq!(Scale::of(Metric::Time, 900).show(12), "12");
+        let counts = Scale::of(Metric::Instructions, 59_200);
+        assert_eq!(counts.header("self"), "self");
+        assert_eq!(counts.show(59_213), "59,213");
     }
 
     #[test]

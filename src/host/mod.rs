@@ -296,6 +296,7 @@ impl Outcome {
                 .unwrap_or_default(),
             threads_lost: Vec::new(),
             state: None,
+            component: false,
         }
     }
 }

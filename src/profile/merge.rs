@@ -463,6 +463,7 @@ mod tests {
                 clock: String::new(),
                 threads_lost: Vec::new(),
                 state: None,
+                component: false,
             }],
             metric: Metric::Calls,
             functions: vec![

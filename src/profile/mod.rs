@@ -42,7 +42,7 @@ pub use io::{DumpFile, DumpThread, RunDump, DUMP_FIELDS, DUMP_FORMAT, DUMP_THREA
 pub use merge::MergedNames;
 pub use model::*;
 pub use requests::{Answer, Requests, Route};
-pub use samples::{NoSampler, Sampling, FEW_SAMPLES, RANK_SAMPLES};
+pub use samples::{NoSampler, Sampling, FEW_SAMPLES};
 pub use stacks::{StackSample, StackSamples};
 pub use sum::DumpSum;
 pub use threads::{Thread, ThreadDump};

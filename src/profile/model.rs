@@ -180,6 +180,10 @@ pub struct RunInfo {
     /// what its host allows).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub state: Option<crate::meta::StateLocation>,
+    /// The program was a component (run, tested or served): its probes reach no host
+    /// function of the profiler's, so it takes only the metrics that need none.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub component: bool,
 }
 
 /// One function.
@@ -447,6 +451,14 @@ impl Profile {
     /// The function with this name.
     pub fn function_named(&self, name: &str) -> Option<&Function> {
         self.functions.iter().find(|f| f.name == name)
+    }
+
+    /// The flag that gives this profile's program exact costs where its times are sampled:
+    /// `--metric instructions`, which every host takes but a component's (run or served),
+    /// whose exact figures are its calls alone.
+    pub fn exact_costs_flag(&self) -> Option<&'static str> {
+        let component = self.requests.is_some() || self.runs.iter().any(|r| r.component);
+        (!component).then_some("--metric instructions")
     }
 
     /// Each function's index in `functions`, by name (names are unique in a profile).

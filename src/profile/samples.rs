@@ -119,7 +119,3 @@ impl Sampling {
 /// Fewer self samples than this make a self time too imprecise to rank by: its relative
 /// standard error, 1/sqrt(n), is above 30%.
 pub const FEW_SAMPLES: u64 = 11;
-
-/// Fewer samples in a whole profile than this are too few to rank its functions by time:
-/// a function of 1% of the run then has fewer than [`FEW_SAMPLES`] of them.
-pub const RANK_SAMPLES: u64 = 1000;

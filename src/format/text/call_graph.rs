@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::fmt::Write as _;
 
 use super::{by_cost, location, self_cost, FlatRows, Units, BOLD};
-use crate::format::units::percent;
+use crate::format::units::{count, percent};
 use crate::format::{CallGraph, EmitOptions};
 use crate::profile::{Arc, Costs, Function, Profile};
 
@@ -66,22 +66,34 @@ fn heading(out: &mut String, p: &Profile, units: Units<'_>, options: &EmitOption
             CallGraph::Full => String::new(),
         },
         match (units.has_cost(), p.sampling.is_some()) {
-            (true, false) => "; costs are exact, per arc",
-            (true, true) => "; counts are exact, costs sampled, per arc",
-            (false, _) => "",
+            (true, false) => format!(
+                "; costs are exact, per arc; {}: the function with its callees, a share of the whole",
+                units.percent_header()
+            ),
+            (true, true) => format!(
+                "; counts are exact, costs sampled, per arc; {}: the function with its callees, a share of the whole",
+                units.percent_header()
+            ),
+            (false, _) => String::new(),
         }
     );
     let header_costs = if units.has_cost() {
-        format!("{:>11} {:>11} ", "self", "children")
+        format!(
+            "{:>11} {:>11} ",
+            units.column("self"),
+            units.column("children")
+        )
     } else {
         String::new()
     };
+    let share = match units.has_cost() {
+        true => units.percent_header(),
+        false => "",
+    };
     let _ = writeln!(
         out,
-        "{:<7} {:>6} {header_costs}{:>15}  name",
-        "index",
-        units.percent_header(),
-        "called"
+        "{:<7} {share:>6} {header_costs}{:>21}  name",
+        "index", "called"
     );
 }
 
@@ -171,7 +183,7 @@ impl<'a> Graph<'a> {
             None if self.units.has_cost() => format!("{:>11} {:>11} ", "", ""),
             None => String::new(),
         };
-        let _ = writeln!(out, "{:<7} {:>6} {cost}{called:>15}      {other}", "", "");
+        let _ = writeln!(out, "{:<7} {:>6} {cost}{called:>21}      {other}", "", "");
     }
 
     /// `f`'s entry: its callers, itself, its callees.
@@ -187,11 +199,11 @@ impl<'a> Graph<'a> {
         let (callers, more, calls) =
             self.shown(incoming.iter().copied().filter(|a| a.caller != f.name));
         for a in callers {
-            let called = format!("{}/{}", a.count, f.calls - recursive);
+            let called = format!("{}/{}", count(a.count), count(f.calls - recursive));
             self.row(out, Some(&a.cost), called, &self.name_of(&a.caller));
         }
         if more > 0 {
-            let called = format!("{calls}/{}", f.calls - recursive);
+            let called = format!("{}/{}", count(calls), count(f.calls - recursive));
             let what = format!("[{more} more callers: --call-graph full lists them]");
             self.row(out, None, called, &what);
         }
@@ -201,12 +213,12 @@ impl<'a> Graph<'a> {
             .calls
             .saturating_sub(incoming.iter().map(|a| a.count).sum::<u64>());
         if unknown > 0 {
-            let called = format!("{unknown}/{}", f.calls - recursive);
+            let called = format!("{}/{}", count(unknown), count(f.calls - recursive));
             self.row(out, None, called, UNKNOWN_CALLER);
         }
         let called = match recursive {
-            0 => f.calls.to_string(),
-            r => format!("{}+{r}", f.calls - r),
+            0 => count(f.calls),
+            r => format!("{}+{}", count(f.calls - r), count(r)),
         };
         let share = if units.has_cost() {
             format!("{:.2}", percent(units.get(&f.cost).1, units.total))
@@ -215,7 +227,7 @@ impl<'a> Graph<'a> {
         };
         let _ = writeln!(
             out,
-            "{:<7} {share:>6} {}{called:>15}  {}{}",
+            "{:<7} {share:>6} {}{called:>21}  {}{}",
             format!("[{}]", self.index[name]),
             self.costs(&f.cost),
             self.name_of(name),
@@ -228,12 +240,12 @@ impl<'a> Graph<'a> {
                 .by_name
                 .get(a.callee.as_str())
                 .map_or(a.count, |c| c.calls);
-            let called = format!("{}/{callee_calls}", a.count);
+            let called = format!("{}/{}", count(a.count), count(callee_calls));
             self.row(out, Some(&a.cost), called, &self.name_of(&a.callee));
         }
         if more > 0 {
             let what = format!("[{more} more callees: --call-graph full lists them]");
-            self.row(out, None, calls.to_string(), &what);
+            self.row(out, None, count(calls), &what);
         }
     }
 }

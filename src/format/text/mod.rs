@@ -14,22 +14,23 @@ use anstyle::Style;
 
 mod allocations;
 mod call_graph;
+mod header;
 mod notes;
 mod requests;
 mod runs;
 
 use allocations::allocations;
 use call_graph::call_graph;
+use header::header;
 use notes::notes;
 use requests::requests;
 pub use requests::requests_report;
 use runs::{iterations, tests, threads};
 
-use super::units::{distinct_elisions, elide, percent, short_path, NAME_WIDTH};
+use super::units::{count, distinct_elisions, elide, percent, short_path, Scale, NAME_WIDTH};
 use super::EmitOptions;
 use crate::meta::Metric;
-use crate::meta::Sampler;
-use crate::profile::{Costs, Function, Profile, Sampling, FEW_SAMPLES, RANK_SAMPLES};
+use crate::profile::{Costs, Function, Profile, FEW_SAMPLES};
 
 const BOLD: Style = Style::new().bold();
 
@@ -37,8 +38,13 @@ const BOLD: Style = Style::new().bold();
 #[derive(Clone, Copy)]
 struct Units<'a> {
     metric: Metric,
+    /// Whether the sections show costs: the metric has them, and, where they are sampled,
+    /// some sample found the program (else the sections show calls alone).
+    costed: bool,
     /// The whole run's cost: the sum of all self costs (every unit is some function's self).
     total: u64,
+    /// The one unit of every cost column, chosen by `total`.
+    scale: Scale,
     /// How many characters of a name are shown.
     name_width: usize,
     /// The names that, elided to the width, would read alike, as they are shown instead.
@@ -47,9 +53,12 @@ struct Units<'a> {
 
 impl<'a> Units<'a> {
     fn of(p: &Profile, options: &EmitOptions, distinct: &'a HashMap<&'a str, String>) -> Units<'a> {
+        let total = p.functions.iter().map(|f| f.cost.get(p.metric).0).sum();
         Units {
             metric: p.metric,
-            total: p.functions.iter().map(|f| f.cost.get(p.metric).0).sum(),
+            costed: p.metric.has_cost() && p.sampling.is_none_or(|s| s.samples != 0),
+            total,
+            scale: Scale::of(p.metric, total),
             name_width: name_width(options),
             distinct,
         }
@@ -64,8 +73,9 @@ impl<'a> Units<'a> {
         }
     }
 
+    /// Whether the sections show costs ([`Units::costed`]).
     fn has_cost(&self) -> bool {
-        self.metric.has_cost()
+        self.costed
     }
 
     /// (self, total) of `cost`.
@@ -73,20 +83,32 @@ impl<'a> Units<'a> {
         cost.get(self.metric)
     }
 
-    /// The header of a cost's share column: gprof's `%time`, `%instr`; none for calls.
+    /// The header of a share column: gprof's `%time`, `%instr`; `%calls` where the
+    /// sections show calls alone.
     fn percent_header(&self) -> &'static str {
         match self.has_cost() {
             true => self.metric.facts().share,
-            false => "",
+            false => "%calls",
         }
     }
 
-    /// A cost value as text.
-    fn show(&self, value: u64) -> String {
-        super::units::value(self.metric, value)
+    /// A cost column's header: its name and its unit (`self ms`).
+    fn column(&self, name: &str) -> String {
+        self.scale.header(name)
     }
 
-    /// A cost as an amount in words (`1.20 ms`, `3.40M instructions`), nothing for calls.
+    /// A cost as a figure of its column, in the column's unit.
+    fn show(&self, value: u64) -> String {
+        self.scale.show(value)
+    }
+
+    /// A cost per call or per iteration, in its own unit with an average's decimals.
+    fn per(&self, cost: u64, n: u64) -> String {
+        super::units::average(self.metric, cost as f64 / n as f64)
+    }
+
+    /// A cost as an amount in words (`1.20 ms`, `3,400,000 instructions`), nothing for
+    /// calls.
     fn amount(&self, value: u64) -> String {
         super::units::amount(self.metric, value)
     }
@@ -269,131 +291,6 @@ fn scaffolding(p: &Profile, program: &Profile, units: Units<'_>) -> Option<(usiz
     (unreached + calls as usize > 0).then_some((unreached, calls, self_.saturating_sub(q_self)))
 }
 
-/// The report's first lines; `by_samples`, whether the sections list what the samples found
-/// ([`FlatRows::by_samples`]).
-fn header(out: &mut String, p: &Profile, units: Units<'_>, by_samples: bool) {
-    let calls: u64 = p.functions.iter().map(|f| f.calls).sum();
-    // A merged profile's modules, the first few: the profile lists them all.
-    const SHOWN: usize = 4;
-    let mut modules: Vec<String> = p
-        .modules
-        .iter()
-        .take(SHOWN)
-        .map(|m| short_path(m))
-        .collect();
-    if p.modules.len() > SHOWN {
-        modules.push(format!("and {} more", p.modules.len() - SHOWN));
-    }
-    let _ = writeln!(
-        out,
-        "{BOLD}cargo-wasmprof profile{BOLD:#}: {}",
-        modules.join(", ")
-    );
-    let cost = match units.has_cost() {
-        true => format!("{} in ", units.amount(units.total)),
-        false => String::new(),
-    };
-    let _ = writeln!(
-        out,
-        "{cost}{} functions, {calls} calls{}",
-        p.functions.len(),
-        if p.complete {
-            ""
-        } else {
-            " (partial: the run ended inside some functions)"
-        }
-    );
-    if !p.threads.is_empty() {
-        let lost: Vec<u32> = p.runs.iter().flat_map(|r| r.threads_lost.clone()).collect();
-        let _ = writeln!(
-            out,
-            "threads: {}; every figure is their sum, exact per thread{}",
-            p.threads.len(),
-            match lost.as_slice() {
-                [] => ", --threads shows each".to_string(),
-                lost => format!(
-                    "; threads {lost:?} could not be read when the program ended (in a host call, or still running in a JS host): their counts are missing"
-                ),
-            }
-        );
-    }
-    if let Some(view) = &p.view {
-        let part = match units.has_cost() {
-            false => format!(
-                "{} of {} calls",
-                p.functions.iter().map(|f| f.calls).sum::<u64>(),
-                view.whole
-            ),
-            true => format!(
-                "{} of {} ({:.2}%)",
-                units.show(units.total),
-                units.show(view.whole),
-                percent(units.total, view.whole)
-            ),
-        };
-        let _ = writeln!(out, "view: {}: {part}", view.description);
-    }
-    if let Some(s) = &p.sampling {
-        // A server's samples grow with its load; its components have no instructions metric.
-        let exact = match p.requests {
-            Some(_) => "a longer load gives more samples",
-            None => "--metric instructions gives exact costs",
-        };
-        sampled(out, s, exact, by_samples);
-    }
-}
-
-/// The header's line on the samples: which sampler took them, how many, and what that
-/// makes of the times (and, of too few, whether the sections list what they found).
-fn sampled(out: &mut String, s: &Sampling, exact: &str, by_samples: bool) {
-    let by = match s.sampler {
-        Sampler::Stacks => "the stack sampler",
-        Sampler::Word => "the word sampler",
-        Sampler::V8 if s.in_page => "V8's sampler (the page's JS Self-Profiling)",
-        Sampler::V8 => "V8's sampler",
-    };
-    if let Some(none) = s.no_sampler.filter(|_| s.samples == 0) {
-        let _ = writeln!(
-            out,
-            "time: not sampled: {}; --metric instructions gives exact costs here; calls and arcs are exact",
-            none.why()
-        );
-        return;
-    }
-    let _ = match s.samples {
-        n if n < FEW_SAMPLES => writeln!(
-            out,
-            "time: {} by {by}, {}: the times say nothing, the sections {}; {exact}; calls and arcs are exact",
-            super::units::plural(n, "sample"),
-            few_samples_why(s),
-            match by_samples {
-                true => "list what the samples found",
-                false => "rank by calls",
-            }
-        ),
-        n if n < RANK_SAMPLES => writeln!(
-            out,
-            "time: {n} samples by {by}, too few to rank by time (about {RANK_SAMPLES} are needed; `~` marks a time from under {FEW_SAMPLES}); {exact}; calls and arcs are exact"
-        ),
-        n => writeln!(
-            out,
-            "time: {n} samples by {by}, one every {}; a time from n samples is within about 1/sqrt(n), `~` marks those from under {FEW_SAMPLES}; calls and arcs are exact",
-            super::units::time(s.interval_ns().round() as u64),
-        ),
-    };
-}
-
-/// Why a run got too few samples to say anything: it was short, or, when most of its
-/// samples came late, the sampler seldom got a CPU (a busy machine; a run of several
-/// milliseconds should get hundreds).
-fn few_samples_why(s: &Sampling) -> &'static str {
-    if s.late * 2 > s.samples + s.in_probes + s.idle {
-        "the sampler seldom got a CPU (most of its samples came late: the machine was busy)"
-    } else {
-        "the run was too short to sample"
-    }
-}
-
 /// Whether `p`'s times are sampled from too few samples to say anything, but some.
 fn too_short(p: &Profile) -> bool {
     p.sampling
@@ -404,7 +301,8 @@ fn too_short(p: &Profile) -> bool {
 fn self_cost(units: Units<'_>, cost: &Costs) -> String {
     let shown = units.show(units.get(cost).0);
     match cost.self_samples {
-        Some(n) if n < FEW_SAMPLES => format!("~{shown}"),
+        // A sampled time no sample found is a zero, as gprof prints one.
+        Some(n) if (1..FEW_SAMPLES).contains(&n) => format!("~{shown}"),
         _ => shown,
     }
 }
@@ -428,23 +326,29 @@ fn flat_profile(out: &mut String, p: &Profile, units: Units<'_>, rows: &FlatRows
         true => what.replacen("wall time", "CPU time", 1),
         false => what.to_string(),
     };
-    let _ = writeln!(out, "\n{BOLD}Flat profile{BOLD:#} ({what})");
     let all_calls: u64 = p.functions.iter().map(|f| f.calls).sum::<u64>()
         + rows.scaffolding.map_or(0, |(_, calls, _)| calls);
     if units.has_cost() {
+        let share = units.percent_header();
         let _ = writeln!(
             out,
-            "{:>6} {:>11} {:>11} {:>10} {:>11} {:>11}  name",
-            units.percent_header(),
-            "cumulative",
-            "self",
+            "\n{BOLD}Flat profile{BOLD:#} ({what}; {share}: the self column's share of the whole)"
+        );
+        let _ = writeln!(
+            out,
+            "{share:>6} {:>14} {:>11} {:>13} {:>11} {:>11}  name",
+            units.column("cumulative"),
+            units.column("self"),
             "calls",
             "self/call",
             "total/call"
         );
     } else {
-        let share = units.metric.facts().share;
-        let _ = writeln!(out, "{share:>6} {:>10}  name", "calls");
+        let _ = writeln!(
+            out,
+            "\n{BOLD}Flat profile{BOLD:#} (exact calls; %calls: a share of all calls)"
+        );
+        let _ = writeln!(out, "{:>6} {:>13}  name", "%calls", "calls");
     }
     let mut cumulative = 0;
     for f in &rows.rows {
@@ -483,9 +387,9 @@ fn flat_row(
     if !units.has_cost() {
         let _ = writeln!(
             out,
-            "{:>6.2} {:>10}  {}{}",
+            "{:>6.2} {:>13}  {}{}",
             percent(f.calls, all_calls),
-            f.calls,
+            count(f.calls),
             units.name(&f.name),
             location(f)
         );
@@ -496,17 +400,17 @@ fn flat_row(
     // An inlined function's row has no calls of its own.
     let per_call = |cost: u64| match f.calls {
         0 => "-".to_string(),
-        n => units.show(cost / n),
+        n => units.per(cost, n),
     };
     let _ = writeln!(
         out,
-        "{:>6.2} {:>11} {:>11} {:>10} {:>11} {:>11}  {}{}",
+        "{:>6.2} {:>14} {:>11} {:>13} {:>11} {:>11}  {}{}",
         percent(self_, units.total),
         units.show(*cumulative),
         self_cost(units, &f.cost),
         match f.calls {
             0 => "-".to_string(),
-            n => n.to_string(),
+            n => count(n),
         },
         per_call(self_),
         per_call(total),
@@ -527,17 +431,19 @@ fn left_out(
     let _ = match units.has_cost() {
         true => writeln!(
             out,
-            "{:>6.2} {:>11} {:>11} {calls:>10} {:>11} {:>11}  {what}",
+            "{:>6.2} {:>14} {:>11} {:>13} {:>11} {:>11}  {what}",
             percent(self_, units.total),
             "",
             units.show(self_),
+            count(calls),
             "",
             ""
         ),
         false => writeln!(
             out,
-            "{:>6.2} {calls:>10}  {what}",
-            percent(calls, all_calls)
+            "{:>6.2} {:>13}  {what}",
+            percent(calls, all_calls),
+            count(calls)
         ),
     };
 }

@@ -27,15 +27,37 @@ pub(super) fn notes(out: &mut String, p: &Profile, units: Units<'_>) {
     }
 }
 
-/// Each run that ended inside functions: where, and what its open calls' costs are.
+/// Each run that ended inside functions: where, in the program's own code first (the
+/// runtime's frames inside it, a panic's handling, folded into one), and what its open
+/// calls' costs are.
 fn open_stacks(notes: &mut Vec<String>, p: &Profile, units: Units<'_>) {
     for run in p.runs.iter().filter(|r| !r.open_stack.is_empty()) {
         const SHOWN: usize = 8;
         let stack = &run.open_stack;
-        let shown: Vec<String> = stack[stack.len().saturating_sub(SHOWN)..]
+        // The innermost frame of the program's own code, and the runtime's frames inside it.
+        let own = stack.iter().rposition(|name| {
+            p.function_named(name)
+                .is_some_and(|f| !crate::harness::is_scaffolding(f))
+        });
+        let (outer, inner) = match own {
+            Some(at) => stack.split_at(at + 1),
+            None => (&stack[..], &[][..]),
+        };
+        let mut shown: Vec<String> = outer[outer.len().saturating_sub(SHOWN)..]
             .iter()
             .map(|name| units.name(name))
             .collect();
+        if let Some(innermost) = inner.last() {
+            shown.push(format!(
+                "[{} of the runtime, down to {}]",
+                crate::format::units::plural(inner.len() as u64, "frame"),
+                units.name(innermost)
+            ));
+        }
+        let place = outer.last().map_or("?".to_string(), |name| {
+            let location = p.function_named(name).map(super::location);
+            format!("{}{}", units.name(name), location.unwrap_or_default())
+        });
         // How it ended, if not by an exit: how the note says it, and what the host handled.
         let ending = run.trap.as_ref().map(|trap| {
             if trap.starts_with(UNCAUGHT_JS_EXCEPTION) {
@@ -45,11 +67,8 @@ fn open_stacks(notes: &mut Vec<String>, p: &Profile, units: Units<'_>) {
             }
         });
         notes.push(format!(
-            "{} ended inside {} (exit code {}{}); {}: {}{}",
+            "{} ended inside {place} (exit code {}{}); {}: {}{}",
             run.module,
-            stack
-                .last()
-                .map_or("?".to_string(), |name| units.name(name)),
             run.exit_code,
             ending.map_or(String::new(), |(how, _)| format!(", {how}")),
             match ending {
@@ -60,7 +79,7 @@ fn open_stacks(notes: &mut Vec<String>, p: &Profile, units: Units<'_>) {
                 _ if !p.metric.facts().probes.tree => "the host's backtrace".into(),
                 _ => "the open calls' costs are missing".into(),
             },
-            if stack.len() > SHOWN { "... -> " } else { "" },
+            if outer.len() > SHOWN { "... -> " } else { "" },
             shown.join(" -> ")
         ));
     }
@@ -143,8 +162,12 @@ fn sampling(notes: &mut Vec<String>, p: &Profile) {
         // Measured (BENCHMARKS.md, "Accuracy of time"): where calls are dense, time moves
         // between a small function, its caller and the probes, each way by machine.
         let lean = match share < 10.0 || s.samples < FEW_SAMPLES {
-            true => "",
-            false => "; with calls this dense, small functions' and their callers' times are the least exact (--metric instructions is exact)",
+            true => String::new(),
+            false => format!(
+                "; with calls this dense, small functions' and their callers' times are the least exact{}",
+                p.exact_costs_flag()
+                    .map_or(String::new(), |flag| format!(" ({flag} is exact)"))
+            ),
         };
         notes.push(format!(
             "{} ({share:.1}%) found the probes running and were left out{lean}",

@@ -4,7 +4,7 @@
 use std::fmt::Write as _;
 
 use super::{by_cost, location, Units, BOLD};
-use crate::format::units::{average, percent, short_path};
+use crate::format::units::{average, count, percent, short_path};
 use crate::format::EmitOptions;
 use crate::meta::Metric;
 use crate::profile::{Profile, FEW_SAMPLES};
@@ -36,7 +36,7 @@ pub(super) fn threads(out: &mut String, p: &Profile, units: Units<'_>, options: 
         };
         let _ = writeln!(
             out,
-            "{:>6.2}  {}{}: {cost}{calls} calls, {}",
+            "{:>6.2}  {}{}: {cost}{} calls, {}",
             percent(own, whole),
             t.label(),
             if modules {
@@ -44,6 +44,7 @@ pub(super) fn threads(out: &mut String, p: &Profile, units: Units<'_>, options: 
             } else {
                 String::new()
             },
+            count(calls),
             t.how
         );
         let program = crate::harness::program_view(q);
@@ -56,14 +57,14 @@ pub(super) fn threads(out: &mut String, p: &Profile, units: Units<'_>, options: 
             }
             let _ = writeln!(
                 out,
-                "        {:>6.2} {:>11} {:>10}  {}{}",
+                "        {:>6.2} {:>11} {:>13}  {}{}",
                 percent(w, own),
                 if units.has_cost() {
-                    units.show(w)
+                    crate::format::units::value(units.metric, w)
                 } else {
                     String::new()
                 },
-                f.calls,
+                count(f.calls),
                 units.name(&f.name),
                 location(f)
             );
@@ -83,9 +84,9 @@ pub(super) fn tests(out: &mut String, p: &Profile, units: Units<'_>, top: usize)
     );
     let _ = writeln!(
         out,
-        "{:>6} {:>11} {:>10}  test",
+        "{:>6} {:>11} {:>13}  test",
         units.percent_header(),
-        "total",
+        units.column("total"),
         "calls"
     );
     // Of a run too short to rank by time, the tests its samples found, if they found any.
@@ -95,24 +96,33 @@ pub(super) fn tests(out: &mut String, p: &Profile, units: Units<'_>, top: usize)
         false => tests.len(),
     };
     let unsampled = tests.len() - shown;
-    for f in tests.into_iter().take(top.min(shown)) {
+    let listed = top.min(shown);
+    let beyond_top = shown.saturating_sub(listed);
+    for f in tests.into_iter().take(listed) {
         let total = units.get(&f.cost).1;
         let _ = writeln!(
             out,
-            "{:>6.2} {:>11} {:>10}  {}{}",
+            "{:>6.2} {:>11} {:>13}  {}{}",
             percent(total, units.total),
             units.show(total),
-            f.calls,
+            count(f.calls),
             units.name(&f.name),
             location(f)
         );
     }
-    if unsampled > 0 {
-        let _ = writeln!(
-            out,
-            "{:>6} {:>11} {:>10}  [{unsampled} more, which no sample found: --top all lists them]",
-            "", "", ""
-        );
+    let more = match (beyond_top, unsampled) {
+        (0, 0) => None,
+        (n, 0) => Some(format!("[{n} more: --top all lists them]")),
+        (0, n) => Some(format!(
+            "[{n} more, which no sample found: --top all lists them]"
+        )),
+        (n, m) => Some(format!(
+            "[{} more, {m} of which no sample found: --top all lists them]",
+            n + m
+        )),
+    };
+    if let Some(more) = more {
+        let _ = writeln!(out, "{:>6} {:>11} {:>13}  {more}", "", "", "");
     }
 }
 
@@ -166,6 +176,7 @@ pub(super) fn iterations(out: &mut String, p: &Profile, units: Units<'_>, top: u
         "{:>13}{header} {:>13}  {name}  ({beside})",
         "per iteration", "iterations"
     );
+    let more = rows.len().saturating_sub(top);
     for row in rows.into_iter().take(top) {
         let per_iteration = per_iteration_cell(units.metric, row.per_iteration, row.samples);
         let share = match row.probe_share {
@@ -176,7 +187,16 @@ pub(super) fn iterations(out: &mut String, p: &Profile, units: Units<'_>, top: u
         let _ = writeln!(
             out,
             "{per_iteration:>13}{share} {:>13}  {}  ({})",
-            row.iterations, row.name, row.beside
+            count(row.iterations),
+            row.name,
+            row.beside
+        );
+    }
+    if more > 0 {
+        let _ = writeln!(
+            out,
+            "{:>13} {:>13}  [{more} more: --top all lists them]",
+            "", ""
         );
     }
     for harness in inlined {
@@ -191,7 +211,9 @@ pub(super) fn iterations(out: &mut String, p: &Profile, units: Units<'_>, top: u
     if probes {
         let _ = writeln!(
             out,
-            "(probes: the share of the samples in the benchmark's stretch that found the probes running, of those that found them or its routine; left out of the times; the higher it is, the shorter the routine's calls against the probes', and the further its time per iteration may be from the program's without them: most often low, by up to about that share; --metric instructions counts exactly)"
+            "(probes: the share of the samples in the benchmark's stretch that found the probes running, of those that found them or its routine; left out of the times; the higher it is, the shorter the routine's calls against the probes', and the further its time per iteration may be from the program's without them: most often low, by up to about that share{})",
+            p.exact_costs_flag()
+                .map_or(String::new(), |flag| format!("; {flag} counts exactly"))
         );
     }
 }

@@ -1,7 +1,9 @@
 //! The text report's choices that no real run pins down: why a run got few samples, and
 //! what the sections of a short run show.
 
+use super::header::few_samples_why;
 use super::*;
+use crate::profile::Sampling;
 
 #[test]
 fn a_run_with_few_samples_says_whether_it_was_short_or_the_sampler_starved() {
