@@ -209,6 +209,15 @@ impl CargoArgs {
     }
 }
 
+/// `build`, with cargo's own status lines silenced where `--quiet` asks (cargo's
+/// `--quiet`: its `Compiling`/`Finished` lines go, its errors stay).
+pub(super) fn quiet(mut build: BuildRequest, quiet: bool) -> BuildRequest {
+    if quiet {
+        build.cargo_args.push("--quiet".to_string());
+    }
+    build
+}
+
 /// `flag VALUE` for each of `values`, as cargo takes a repeated flag.
 fn push_valued(out: &mut Vec<String>, flag: &str, values: &[String]) {
     for v in values {
@@ -272,7 +281,10 @@ impl TestArgs {
             _ => DocTests::None,
         };
         TestRequest {
-            build: self.cargo.to_request(mode, &profile.instrument),
+            build: quiet(
+                self.cargo.to_request(mode, &profile.instrument),
+                self.ui.quiet,
+            ),
             doc_tests,
             harness: mode
                 .harness_args()

@@ -158,6 +158,13 @@ pub enum Command {
     /// arcs, CPU time per function, and each route's requests, latency and CPU per request.
     ///
     /// Without FILE, the package's component is built for wasm32-wasip2 first.
+    #[command(
+        mut_arg("metric", serve::metric),
+        mut_arg("target", serve::target),
+        mut_arg("sampler", serve::sampler),
+        mut_arg("state", serve::state),
+        mut_arg("no_compensation", |a| a.hide(true))
+    )]
     Serve(Box<ServeArgs>),
     /// Write an instrumented copy of a module, for any host that gives it a clock.
     Instrument(InstrumentArgs),

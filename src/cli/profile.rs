@@ -69,8 +69,8 @@ pub struct InstrumentFlags {
     pub metric: MetricArg,
     /// With `--metric time`: count calls per calling context too (each path of calls from
     /// the entry point), not only per function and per arc. The probes then keep the
-    /// calling-context tree at every call and return: about 1.4x on call-dense code, where
-    /// calls per function cost about 1.05x.
+    /// calling-context tree at every call and return: 1.64x on a naive fib, where calls per
+    /// function cost 1.21x, and about 1.05x on loops.
     #[arg(long)]
     pub contexts: bool,
     /// Record the program's allocations in their calling contexts (brings `--contexts`
@@ -78,7 +78,8 @@ pub struct InstrumentFlags {
     /// `calloc`, `realloc`, `free`, `aligned_alloc`, `posix_memalign`, Rust's
     /// `__rust_alloc`, `__rust_dealloc`, ...) and every `memory.grow`: allocations and
     /// bytes, frees matched to their allocations by address, bytes still held at the end,
-    /// the peak, pages grown. About 2x on allocation-heavy code.
+    /// the peak, pages grown. About 4x on allocation-heavy code (a million small vectors:
+    /// 4.3x), a few nanoseconds an allocator call.
     #[arg(long)]
     pub allocations: bool,
     /// The most calling contexts to keep (with `--contexts`, `--allocations`, or the

@@ -142,7 +142,10 @@ impl RunArgs {
                 (ProgramToRun::File(PathBuf::from(file)), args.to_vec())
             }
             _ => (
-                ProgramToRun::Build(self.cargo.to_request(&profile.instrument)),
+                ProgramToRun::Build(super::cargo::quiet(
+                    self.cargo.to_request(&profile.instrument),
+                    self.ui.quiet,
+                )),
                 self.command.clone(),
             ),
         };

@@ -3,13 +3,56 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
-use clap::Args;
+use clap::builder::{PossibleValuesParser, TypedValueParser};
+use clap::{Arg, Args, ValueEnum};
 
 use super::profile::ProfileArgs;
 use super::requests::{ProgramToRun, ServeRequest};
 use super::run::RunCargoArgs;
+use super::value_enums::{MetricArg, SamplerArg, StateArg, TargetArg};
 use super::UiOptions;
 use crate::build::{Mode, Target};
+
+/// `serve`'s `--metric`: a served component takes what needs no host function of the
+/// profiler's, and its workers' time is CPU time.
+pub(super) fn metric(arg: Arg) -> Arg {
+    arg.value_parser(only::<MetricArg>(&["time", "calls"]))
+        .help(
+            "What to measure: `time` (CPU time per function, calling context and line, \
+             sampled from each worker's stacks, with exact calls and arcs) or `calls` (exact \
+             calls and arcs alone)",
+        )
+        .long_help(None)
+}
+
+/// `serve`'s `--target`: a server is a wasm32-wasip2 component.
+pub(super) fn target(arg: Arg) -> Arg {
+    arg.value_parser(only::<TargetArg>(&["wasm32-wasip2"]))
+        .help("Build for this target: wasm32-wasip2, the only one whose components serve (the default)")
+        .long_help(None)
+}
+
+/// `serve`'s `--sampler`: the stack sampler alone samples a component.
+pub(super) fn sampler(arg: Arg) -> Arg {
+    arg.value_parser(only::<SamplerArg>(&["stacks"]))
+        .help("How the workers are sampled: `stacks`, their stacks walked (the only sampler of a component)")
+        .long_help(None)
+}
+
+/// `serve`'s `--state`: a component's profiler keeps its state in a memory of its own.
+pub(super) fn state(arg: Arg) -> Arg {
+    arg.value_parser(only::<StateArg>(&["own-memory"]))
+        .help("Where the profiler keeps its state: `own-memory`, a memory of its own in the component's module (the only place a component allows)")
+        .long_help(None)
+}
+
+/// A parser of `T` that takes only the values `names` of it.
+fn only<T: ValueEnum + Clone + Send + Sync + 'static>(
+    names: &'static [&'static str],
+) -> impl TypedValueParser<Value = T> {
+    PossibleValuesParser::new(names)
+        .map(|name| T::from_str(&name, false).expect("one of the enum's own names"))
+}
 
 /// `cargo wasmprof serve`.
 #[derive(Debug, Args)]
@@ -55,10 +98,10 @@ impl ServeArgs {
         let profile = self.profile.to_request();
         let program = match &self.file {
             Some(file) => ProgramToRun::File(file.clone()),
-            None => ProgramToRun::Build(self.cargo.to_build(
-                &profile.instrument,
-                Mode::Serve,
-                Target::Wasip2,
+            None => ProgramToRun::Build(super::cargo::quiet(
+                self.cargo
+                    .to_build(&profile.instrument, Mode::Serve, Target::Wasip2),
+                self.ui.quiet,
             )),
         };
         ServeRequest {
