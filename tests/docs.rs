@@ -1,7 +1,8 @@
 //! The README and the book under docs/ say what is true: every link resolves (to a file,
-//! and to a heading where it names one), the book's summary lists every page, and every
-//! flag a `cargo wasmprof` command line shows is one that command takes (its `--help`).
-//! Where mdbook is installed, the book builds.
+//! and to a heading where it names one), the book's summary lists every page, every flag
+//! a `cargo wasmprof` command line shows is one that command takes (its `--help`), and each
+//! command's reference page is what clap makes of its flags (both ways: every flag it
+//! takes, and none it does not). Where mdbook is installed, the book builds.
 
 mod common;
 
@@ -9,12 +10,13 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// The README and the book's pages.
+/// The README and the book's pages (the command reference's too).
 fn documents() -> Vec<PathBuf> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let mut docs = vec![root.join("README.md")];
-    let mut pages: Vec<PathBuf> = std::fs::read_dir(root.join("docs/src"))
-        .expect("docs/src")
+    let mut pages: Vec<PathBuf> = ["docs/src", "docs/src/reference"]
+        .iter()
+        .flat_map(|dir| std::fs::read_dir(root.join(dir)).expect(dir))
         .map(|e| e.unwrap().path())
         .filter(|p| p.extension().is_some_and(|e| e == "md"))
         .collect();
@@ -105,7 +107,11 @@ fn the_books_summary_lists_every_page() {
     let summary = std::fs::read_to_string(src.join("SUMMARY.md")).unwrap();
     let listed: BTreeSet<String> = links(&summary).into_iter().collect();
     for doc in documents().iter().skip(1) {
-        let name = doc.file_name().unwrap().to_string_lossy().into_owned();
+        let name = doc
+            .strip_prefix(&src)
+            .unwrap()
+            .to_string_lossy()
+            .into_owned();
         assert!(
             name == "SUMMARY.md" || listed.contains(&name),
             "docs/src/{name} is not in SUMMARY.md"
@@ -221,4 +227,232 @@ fn the_readme_is_a_front_door() {
         .lines()
         .count();
     assert!(benchmarks <= 400, "BENCHMARKS.md has {benchmarks} lines");
+}
+
+/// What a command's reference page says: its description, usage, and every argument it
+/// takes under clap's headings, each with its help, values and default, as `--help` has
+/// them.
+fn reference_page(command: &clap::Command) -> String {
+    let name = command.get_name();
+    let mut page = format!(
+        "# cargo wasmprof {name}\n\n<!-- Made from the command's flags (src/cli/) by tests/docs.rs: \
+         WASMPROF_BLESS=1 cargo test --test docs writes it again. -->\n\n"
+    );
+    let about = command
+        .get_long_about()
+        .or(command.get_about())
+        .map(|a| a.to_string())
+        .unwrap_or_default();
+    for paragraph in about.split("\n\n") {
+        page.push_str(&escape_prose(&paragraph.replace('\n', " ")));
+        page.push_str("\n\n");
+    }
+    let usage = command.clone().render_usage().to_string();
+    let usage = usage.trim_start_matches("Usage: ").trim();
+    page.push_str(&format!("```text\n{usage}\n```\n"));
+    let mut sections: Vec<(String, Vec<String>)> = Vec::new();
+    for arg in command.get_arguments() {
+        let id = arg.get_id().as_str();
+        if arg.is_hide_set() || id == "help" || id == "version" {
+            continue;
+        }
+        let heading = match (arg.is_positional(), arg.get_help_heading()) {
+            (true, _) => "Arguments",
+            (false, Some(heading)) => heading,
+            (false, None) => "Options",
+        };
+        let row = format!(
+            "| {} | {} |",
+            escape(&spelling(arg)),
+            escape(&description(arg))
+        );
+        match sections.iter_mut().find(|(h, _)| h == heading) {
+            Some((_, rows)) => rows.push(row),
+            None => sections.push((heading.to_string(), vec![row])),
+        }
+    }
+    // The arguments first, as `--help` lists them.
+    sections.sort_by_key(|(heading, _)| heading != "Arguments");
+    for (heading, rows) in sections {
+        page.push_str(&format!(
+            "\n## {heading}\n\n| argument | what it does |\n|---|---|\n"
+        ));
+        for row in rows {
+            page.push_str(&row);
+            page.push('\n');
+        }
+    }
+    page
+}
+
+/// An argument as one types it: `-o, --output FILE`, `[FILE]`.
+fn spelling(arg: &clap::Arg) -> String {
+    let values: Vec<String> = arg
+        .get_value_names()
+        .map(|v| v.iter().map(|v| v.to_string()).collect())
+        .unwrap_or_else(|| vec![arg.get_id().as_str().to_uppercase()]);
+    if arg.is_positional() {
+        let value = values.join(" ");
+        return match arg.is_required_set() {
+            true => format!("`{value}`"),
+            false => format!("`[{value}]`"),
+        };
+    }
+    let mut names: Vec<String> = Vec::new();
+    if let Some(short) = arg.get_short() {
+        names.push(format!("-{short}"));
+    }
+    if let Some(long) = arg.get_long() {
+        names.push(format!("--{long}"));
+    }
+    let takes_value = arg.get_action().takes_values();
+    match takes_value {
+        true => format!("`{} {}`", names.join(", "), values.join(" ")),
+        false => format!("`{}`", names.join(", ")),
+    }
+}
+
+/// An argument's help, its values (each with its own help) and its default.
+fn description(arg: &clap::Arg) -> String {
+    let help = arg
+        .get_long_help()
+        .or(arg.get_help())
+        .map(|h| h.to_string())
+        .unwrap_or_default();
+    let mut text = help.split_whitespace().collect::<Vec<_>>().join(" ");
+    if !text.is_empty() && !text.ends_with(['.', ')', ']']) {
+        text.push('.');
+    }
+    let values: Vec<String> = arg
+        .get_possible_values()
+        .iter()
+        .filter(|v| !v.is_hide_set())
+        .map(|v| match v.get_help() {
+            Some(help) => format!(
+                "`{}`: {}",
+                v.get_name(),
+                help.to_string().trim_end_matches('.')
+            ),
+            None => format!("`{}`", v.get_name()),
+        })
+        .collect();
+    if arg.get_action().takes_values() && !values.is_empty() {
+        text.push_str(&format!(" Values: {}.", values.join("; ")));
+    }
+    let defaults: Vec<String> = arg
+        .get_default_values()
+        .iter()
+        .map(|d| format!("`{}`", d.to_string_lossy()))
+        .collect();
+    if !defaults.is_empty() && arg.get_action().takes_values() {
+        text.push_str(&format!(" Default: {}.", defaults.join(", ")));
+    }
+    text
+}
+
+/// A table cell's text: its pipes escaped, angle brackets as entities.
+fn escape(text: &str) -> String {
+    escape_prose(text).replace('|', "\\|")
+}
+
+/// Prose as Markdown shows it whole: angle brackets outside code spans as entities (in a
+/// code span they show as they are).
+fn escape_prose(text: &str) -> String {
+    text.split('`')
+        .enumerate()
+        .map(|(i, part)| match i % 2 {
+            0 => part.replace('<', "&lt;").replace('>', "&gt;"),
+            _ => part.to_string(),
+        })
+        .collect::<Vec<_>>()
+        .join("`")
+}
+
+#[test]
+fn each_commands_reference_page_is_what_its_flags_say() {
+    use clap::CommandFactory;
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/src/reference");
+    let bless = std::env::var_os("WASMPROF_BLESS").is_some();
+    let mut cli = cargo_wasmprof::cli::Cli::command();
+    cli.build();
+    let mut stale = Vec::new();
+    let mut pages = BTreeSet::new();
+    for command in cli.get_subcommands().filter(|c| c.get_name() != "help") {
+        let file = dir.join(format!("{}.md", command.get_name()));
+        pages.insert(file.clone());
+        let page = reference_page(command);
+        if bless {
+            std::fs::create_dir_all(&dir).unwrap();
+            std::fs::write(&file, &page).unwrap();
+        } else if std::fs::read_to_string(&file).ok().as_deref() != Some(page.as_str()) {
+            stale.push(file.display().to_string());
+        }
+    }
+    assert!(
+        stale.is_empty(),
+        "reference pages that do not say what the commands take (WASMPROF_BLESS=1 cargo test --test docs writes them):\n{}",
+        stale.join("\n")
+    );
+    // And no page of a command that is gone.
+    for page in std::fs::read_dir(&dir).unwrap() {
+        let page = page.unwrap().path();
+        assert!(pages.contains(&page), "{} is no command's", page.display());
+    }
+}
+
+/// The source the messages and the report's lines are written in: `src/` and the JS
+/// runtime, each string literal's continued lines (`\` at a line's end) joined.
+fn message_sources() -> String {
+    fn walk(dir: &Path, out: &mut String) {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                walk(&path, out);
+            } else if path.extension().is_some_and(|e| e == "rs" || e == "js") {
+                out.push_str(&std::fs::read_to_string(&path).unwrap());
+            }
+        }
+    }
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut text = String::new();
+    walk(&root.join("src"), &mut text);
+    walk(&root.join("templates"), &mut text);
+    regex::Regex::new(r"\\\n\s*")
+        .unwrap()
+        .replace_all(&text, "")
+        .replace("\\\\", "\\")
+}
+
+#[test]
+fn every_message_the_troubleshooting_page_quotes_is_one_the_code_prints() {
+    let page = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/src/troubleshooting.md"),
+    )
+    .unwrap();
+    // The table's messages (in code spans, double where they hold backquotes), and the
+    // report's lines quoted in bold.
+    let quoted =
+        regex::Regex::new(r#"(?m)^\| (?:`` (.+?) ``|`(.+?)`) \||^- \*\*"(.+?)"\*\*"#).unwrap();
+    // What a message fills in (a file, a name, a number, a version, a quoted value) or
+    // leaves out (...).
+    let blanks =
+        regex::Regex::new(r"\.\.\.|`[^`]*`|\bNAME\b|\bN\b|\bM\b|\bX\.Y\.Z\b|\bFILE\b").unwrap();
+    let sources = message_sources();
+    let mut missing = Vec::new();
+    let mut checked = 0;
+    for c in quoted.captures_iter(&page) {
+        let message = (c.get(1).or(c.get(2)).or(c.get(3))).unwrap().as_str();
+        checked += 1;
+        for part in blanks.split(message).map(str::trim) {
+            if part.len() >= 6 && !sources.contains(part) {
+                missing.push(format!("{message:?}: {part:?}"));
+            }
+        }
+    }
+    assert!(checked >= 20, "{checked} messages found on the page");
+    assert!(
+        missing.is_empty(),
+        "troubleshooting.md quotes what no code prints:\n{}",
+        missing.join("\n")
+    );
 }
