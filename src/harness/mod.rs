@@ -318,8 +318,9 @@ pub fn program_functions(p: &Profile) -> Vec<bool> {
 /// its functions ([`program_functions`]), re-rooted there, so the runtime's scaffolding
 /// (the start-up, the harness, the standard library and WASI calls only they make) is left
 /// out and a function the program and the harness both call keeps the program's calls
-/// alone. Without a calling-context tree (the calls metric), the profile without the
-/// runtime's functions the program does not reach. `None` where there is
+/// alone. Without a calling-context tree (the calls metric, a run no sample found), the
+/// profile without the runtime's functions the program does not reach, and without their
+/// calls of those it reaches (libtest's `memcmp`s are not the program's). `None` where there is
 /// nothing to leave out or no program to keep: a grouped view, a module without names or
 /// sources.
 pub fn program_view(p: &Profile) -> Option<Profile> {
@@ -339,6 +340,21 @@ pub fn program_view(p: &Profile) -> Option<Profile> {
         return Some(p.focused_on(&program, &reached));
     }
     let mut view = p.clone();
+    // An arc from or to a function left out is the runtime's: its calls leave with it.
+    let by_name = p.index_by_name();
+    let left_out = |name: &str| by_name.get(name).is_some_and(|&i| unreached[i]);
+    for a in p
+        .arcs
+        .iter()
+        .filter(|a| left_out(&a.caller) && !left_out(&a.callee))
+    {
+        if let Some(&callee) = by_name.get(a.callee.as_str()) {
+            let f = &mut view.functions[callee];
+            f.calls = f.calls.saturating_sub(a.count);
+        }
+    }
+    view.arcs
+        .retain(|a| !left_out(&a.caller) && !left_out(&a.callee));
     view.functions.retain(|f| !unreached[f.id as usize]);
     for (id, f) in view.functions.iter_mut().enumerate() {
         f.id = id as u32;

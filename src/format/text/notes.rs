@@ -19,6 +19,7 @@ pub(super) fn notes(out: &mut String, p: &Profile, units: Units<'_>) {
     sampling(&mut notes, p);
     full_tables(&mut notes, p);
     allocations(&mut notes, p);
+    no_sources(&mut notes, p);
     if !notes.is_empty() {
         out.push('\n');
     }
@@ -189,6 +190,13 @@ fn sampling(notes: &mut Vec<String>, p: &Profile) {
             "{:.0}% of the samples came late (the machine was busy), so the times lean toward where the program blocked; a quieter machine gives truer times",
             percent(s.late, s.samples + s.in_probes + s.idle)
         ));
+    }
+}
+
+/// A profile whose functions have no source at all: the module carried no DWARF.
+fn no_sources(notes: &mut Vec<String>, p: &Profile) {
+    if !p.functions.is_empty() && p.functions.iter().all(|f| f.file.is_none()) {
+        notes.push("no function has a source file or line: the module carries no DWARF line tables (build it with debug info: `-g`, or cargo's `debug = \"line-tables-only\"`; `strip` removes them), so the names come from its name section alone and no line has a cost".into());
     }
 }
 
