@@ -61,21 +61,28 @@ pub(super) fn profile_run(
     Ok((profile, outcome))
 }
 
-/// Says where the program trapped, if it did.
+/// Says where the program trapped, if it did: in the innermost function of the program's
+/// own code, and what of the runtime it was in (a panic's abort), on a line of its own.
 fn report_trap(path: &Path, profile: &Profile) {
     let run = &profile.runs[0];
     if let Some(trap) = &run.trap {
-        let innermost: Vec<&str> = run
-            .open_stack
-            .iter()
-            .rev()
-            .take(3)
-            .map(String::as_str)
-            .collect();
-        let place = match innermost.as_slice() {
-            [] => " (the host gave no stack)".to_string(),
-            names => format!(", in {}", names.join(" <- ")),
+        let stack = &run.open_stack;
+        let own = stack.iter().rposition(|name| {
+            profile
+                .function_named(name)
+                .is_some_and(|f| !harness::is_scaffolding(f))
+        });
+        let place = match (own, stack.last()) {
+            (_, None) => " (the host gave no stack)".to_string(),
+            (Some(at), Some(innermost)) if at + 1 < stack.len() => {
+                format!(", in {} (in {innermost})", stack[at])
+            }
+            (Some(at), _) => format!(", in {}", stack[at]),
+            (None, Some(innermost)) => format!(", in {innermost}"),
         };
+        // A program that trapped mid-line (libtest's `test name ... `) leaves the cursor
+        // there.
+        println!();
         crate::status::error(format!("{} trapped: {trap}{place}", relative(path)));
     }
 }

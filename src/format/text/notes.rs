@@ -56,8 +56,10 @@ fn open_stacks(notes: &mut Vec<String>, p: &Profile, units: Units<'_>) {
             ));
         }
         let place = outer.last().map_or("?".to_string(), |name| {
-            let location = p.function_named(name).map(super::location);
-            format!("{}{}", units.name(name), location.unwrap_or_default())
+            match p.function_named(name).map(super::location) {
+                Some(at) if !at.is_empty() => format!("{} {}", units.name(name), at.trim_start()),
+                _ => units.name(name),
+            }
         });
         // How it ended, if not by an exit: how the note says it, and what the host handled.
         let ending = run.trap.as_ref().map(|trap| {
