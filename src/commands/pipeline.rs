@@ -81,8 +81,8 @@ fn report_trap(path: &Path, profile: &Profile) {
             (None, Some(innermost)) => format!(", in {innermost}"),
         };
         // A program that trapped mid-line (libtest's `test name ... `) leaves the cursor
-        // there.
-        println!();
+        // there; the program's own output stays as it wrote it.
+        eprintln!();
         crate::status::error(format!("{} trapped: {trap}{place}", relative(path)));
     }
 }
