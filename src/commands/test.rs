@@ -175,6 +175,18 @@ fn baselines(
     Ok(regression)
 }
 
+/// The name libtest knows the test by that the run of `p` stopped in: the innermost of its
+/// open calls that is a `#[test]` function, its path less the crate's name.
+fn failing_test(p: &Profile) -> Option<String> {
+    let tests = crate::harness::test_functions(p);
+    let stack = &p.runs.first()?.open_stack;
+    let test = stack
+        .iter()
+        .rev()
+        .find(|name| tests.iter().any(|t| &t.name == *name))?;
+    test.split_once("::").map(|(_, path)| path.to_string())
+}
+
 /// A profile with its file's name in the out dir (which a baseline keeps it by).
 type Named = (String, Profile);
 
@@ -240,6 +252,9 @@ impl BinariesRun<'_> {
                 "Profiled",
                 format!("{} -> {}", binary.label, relative(&file)),
             );
+            if outcome.trap.is_some() {
+                self.show_lost_output(binary, &profile);
+            }
             profiles.push((binary.profile_name(), profile));
             if outcome.exit_code != 0 {
                 failed.push(rerun_hint(binary));
@@ -250,6 +265,71 @@ impl BinariesRun<'_> {
             }
         }
         Ok((profiles, failed))
+    }
+
+    /// A test that panicked took its output with it: a panic aborts on wasm, and libtest
+    /// had captured the test's output. As `cargo test` shows a failing test's output, the
+    /// test the run stopped in is run again alone, uncaptured and without the profiler
+    /// (through `cargo wasmprof run --no-instrument`, whatever its host), and what it
+    /// printed is shown under its name, where it printed a panic's message.
+    fn show_lost_output(&self, binary: &TestBinary, profile: &Profile) {
+        let request = self.request;
+        let embedded = matches!(
+            request.build.target,
+            Target::Wasip1 | Target::Wasip1Threads | Target::Wasip2
+        );
+        let uncaptured =
+            (request.harness.iter()).any(|a| a == "--nocapture" || a == "--no-capture");
+        if request.build.mode != Mode::Test || !embedded || uncaptured {
+            return;
+        }
+        let Some(name) = failing_test(profile) else {
+            return;
+        };
+        let Ok(exe) = std::env::current_exe() else {
+            return;
+        };
+        let Ok(rerun) = std::process::Command::new(exe)
+            .args(["run", "--no-instrument", "--quiet"])
+            .arg(&binary.path)
+            .args([name.as_str(), "--exact", "--nocapture", "--test-threads=1"])
+            .current_dir(&binary.package_dir)
+            .stdin(std::process::Stdio::null())
+            .output()
+        else {
+            return;
+        };
+        let stdout = String::from_utf8_lossy(&rerun.stdout);
+        let stderr = String::from_utf8_lossy(&rerun.stderr);
+        if !stderr.contains("panicked at") {
+            return;
+        }
+        // libtest's own lines around the test's output.
+        let printed = stdout
+            .trim_start()
+            .trim_start_matches("running 1 test")
+            .trim_start()
+            .trim_start_matches(&format!("test {name} ... "));
+        // (The rerun's own trap line is the one this run printed already.)
+        let panicked: Vec<&str> = stderr
+            .lines()
+            .skip_while(|l| l.is_empty())
+            .take_while(|l| !l.starts_with("error: "))
+            .collect();
+        println!(
+            "\n---- {name} stdout ----\n{printed}{}{}\n",
+            if printed.is_empty() || printed.ends_with('\n') {
+                ""
+            } else {
+                "\n"
+            },
+            panicked.join("\n")
+        );
+        crate::status::note(format!(
+            "the output of `{name}` above is from a second run of it alone, uncaptured and \
+             not profiled: its abort lost what libtest had captured (`-- --nocapture` shows \
+             it as it runs)"
+        ));
     }
 
     /// Makes the binaries of `batch` ready to run, each on a thread of its own (`first` is

@@ -106,6 +106,23 @@ fn failing_and_trapping_tests_still_leave_their_profile() {
     let p = profile();
     assert!(!p.complete);
     assert_eq!(calls(&p, "outcomes::countdown"), 4);
+    // Captured, the message is lost with the abort: the test runs again alone, uncaptured,
+    // and its output is shown under its name, as `cargo test` shows a failing test's.
+    let out = output(
+        wasmprof()
+            .args(["test", "fails", "--no-report"])
+            .current_dir(dir.path()),
+    );
+    assert_eq!(out.status.code(), Some(101));
+    let shown = stdout(&out);
+    let heading = shown
+        .find("---- tests::fails stdout ----")
+        .unwrap_or_else(|| panic!("{shown}"));
+    assert!(
+        shown[heading..].contains("this test fails on purpose"),
+        "{shown}"
+    );
+    assert!(stderr(&out).contains("from a second run of it alone"));
 
     // A trap: the profile is partial and names where the run stopped, under every metric
     // (the calls metric keeps no context tree: the stack is the host's backtrace).
