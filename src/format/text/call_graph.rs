@@ -31,6 +31,11 @@ pub(super) fn call_graph(
     let mut order = by_cost(p, |f| units.get(&f.cost).1);
     // Inlined functions' rows have no calls, so no arcs.
     order.retain(|f| f.calls > 0);
+    // Every function the graph names has its index, as in gprof's: its rank by total
+    // cost, whether or not its entry is shown.
+    let ranks: HashMap<&str, usize> = (order.iter().enumerate())
+        .map(|(i, f)| (f.name.as_str(), i + 1))
+        .collect();
     if let CallGraph::Top(n) = options.call_graph {
         let listed: std::collections::HashSet<&str> =
             rows.rows.iter().map(|f| f.name.as_str()).collect();
@@ -41,7 +46,7 @@ pub(super) fn call_graph(
         return;
     }
     heading(out, p, units, options, order.len());
-    let mut graph = Graph::of(p, units, &order);
+    let mut graph = Graph::of(p, units, ranks);
     if let CallGraph::Top(_) = options.call_graph {
         graph.arcs_shown = ARCS_SHOWN;
     }
@@ -61,7 +66,7 @@ fn heading(out: &mut String, p: &Profile, units: Units<'_>, options: &EmitOption
         "\n{BOLD}Call graph{BOLD:#} ({}callers above each function, callees below{})",
         match options.call_graph {
             CallGraph::Top(_) => format!(
-                "the {entries} costliest of the flat profile's functions, --call-graph N or full for more; "
+                "the {entries} costliest of the flat profile's functions, --call-graph N or full for more; [n]: each function's index, costliest first; "
             ),
             CallGraph::Full => String::new(),
         },
@@ -110,8 +115,8 @@ struct Graph<'a> {
 }
 
 impl<'a> Graph<'a> {
-    /// The graph of `p` whose entries are `order`, in that order.
-    fn of(p: &'a Profile, units: Units<'a>, order: &[&'a Function]) -> Graph<'a> {
+    /// The graph of `p`, each function indexed by its rank (`ranks`).
+    fn of(p: &'a Profile, units: Units<'a>, ranks: HashMap<&'a str, usize>) -> Graph<'a> {
         let mut callers: HashMap<&str, Vec<&Arc>> = HashMap::new();
         let mut callees: HashMap<&str, Vec<&Arc>> = HashMap::new();
         for a in &p.arcs {
@@ -120,11 +125,7 @@ impl<'a> Graph<'a> {
         }
         Graph {
             units,
-            index: order
-                .iter()
-                .enumerate()
-                .map(|(i, f)| (f.name.as_str(), i + 1))
-                .collect(),
+            index: ranks,
             by_name: p.functions.iter().map(|f| (f.name.as_str(), f)).collect(),
             callers,
             callees,
@@ -153,7 +154,7 @@ impl<'a> Graph<'a> {
         )
     }
 
-    /// A function's name, with its entry's index when it has one.
+    /// A function's name, with its index when it has one (every function called).
     fn name_of(&self, name: &str) -> String {
         match self.index.get(name) {
             Some(i) => format!("{} [{i}]", self.units.name(name)),
