@@ -67,7 +67,25 @@ pub(super) fn header(out: &mut String, p: &Profile, units: Units<'_>, by_samples
             (None, None) => "a longer run gives more samples".to_string(),
         };
         sampled(out, s, &exact, by_samples);
+        served(out, p, s);
     }
+}
+
+/// A server's line: the CPU its requests took (the Requests table's), beside the share of
+/// it the samples in the program stand for, so that the figures can be read together.
+fn served(out: &mut String, p: &Profile, s: &Sampling) {
+    let Some(requests) = p.requests.as_ref().filter(|r| !r.routes.is_empty()) else {
+        return;
+    };
+    let answered: u64 = requests.routes.iter().map(|r| r.requests).sum();
+    let cpu: u64 = requests.routes.iter().map(|r| r.cpu_ns).sum();
+    let _ = writeln!(
+        out,
+        "      requests: {} answered, {} of CPU in their workers (instantiation included); the samples in the program stand for {:.1}% of it",
+        count(answered),
+        crate::format::units::time(cpu),
+        percent(s.sampled_ns, cpu)
+    );
 }
 
 /// The header's line of totals: the runs' wall time, an exact cost's sum (a sampled
@@ -168,10 +186,16 @@ fn sampled(out: &mut String, s: &Sampling, exact: &str, by_samples: bool) {
 
 /// Why a run got too few samples to say anything: it was short, or, when most of its
 /// samples came late, the sampler seldom got a CPU (a busy machine; a run of several
-/// milliseconds should get hundreds).
+/// milliseconds should get hundreds), or, for a server's workers sampled on their CPU
+/// time, their timers' tick.
 pub(super) fn few_samples_why(s: &Sampling) -> &'static str {
     if s.late * 2 > s.samples + s.in_probes + s.idle {
         "the sampler seldom got a CPU (most of its samples came late: the machine was busy)"
+    } else if s.cpu {
+        // Measured on Linux: a CPU-time timer fires at the scheduler's tick (HZ=250 gave
+        // 0.24-0.25 samples per CPU ms at a 1 ms interval).
+        "the workers' CPU-time timers fire at most at the kernel's tick (every 4 ms at \
+         250 Hz), so a short load gets few samples: a longer one gets more"
     } else {
         "the run was too short to sample"
     }

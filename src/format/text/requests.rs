@@ -4,7 +4,7 @@
 use std::fmt::Write as _;
 
 use super::BOLD;
-use crate::format::units::time;
+use crate::format::units::{count, time};
 use crate::profile::{Requests, Route};
 
 /// Writes the requests section, where the profile is a server's.
@@ -35,9 +35,9 @@ fn row(out: &mut String, r: &Route, label: &str) {
     let _ = writeln!(
         out,
         "{:>9} {:>6} {:>8} {:>10} {:>10} {:>10} {:>12}  {}{label}",
-        r.requests,
-        r.server_errors,
-        r.trapped,
+        count(r.requests),
+        count(r.server_errors),
+        count(r.trapped),
         time(r.latency(0.5)),
         time(r.latency(0.9)),
         time(r.latency(0.99)),

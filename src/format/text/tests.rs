@@ -23,6 +23,14 @@ fn a_run_with_few_samples_says_whether_it_was_short_or_the_sampler_starved() {
         ..Sampling::default()
     };
     assert!(few_samples_why(&starved).contains("seldom got a CPU"));
+    // A server's workers, sampled on their CPU time: the timers' tick.
+    let served = Sampling {
+        samples: 3,
+        idle: 30,
+        cpu: true,
+        ..Sampling::default()
+    };
+    assert!(few_samples_why(&served).contains("kernel's tick"));
 }
 
 #[test]
