@@ -161,6 +161,62 @@ fn components_that_cannot_be_profiled() {
     assert!(refused.to_string().contains("exact-time"), "{refused}");
 }
 
+/// A component of WASI 0.3's async world (its `wasi:cli/run@0.3` export, or a
+/// `wasi:http/handler@0.3` service's) is refused in one line that names the interface and
+/// what runs it, profiled or plain, not with wasmtime's words about the features it lacks.
+#[test]
+fn a_wasi_03_component_is_refused_in_our_words() {
+    let exporting = |name: &str| {
+        wat::parse_str(format!(
+            r#"(component
+                 (core module $m (func (export "run") (result i32) i32.const 0))
+                 (core instance $i (instantiate $m))
+                 (func $run (result (result)) (canon lift (core func $i "run")))
+                 (instance $api (export "run" (func $run)))
+                 (export "{name}" (instance $api)))"#
+        ))
+        .unwrap()
+    };
+    let dir = tempfile::tempdir().unwrap();
+    for (name, instead) in [
+        ("wasi:cli/run@0.3.2", "`wasmtime run`"),
+        ("wasi:http/handler@0.3.0", "`wasmtime serve`"),
+    ] {
+        let input = dir.path().join("p3.wasm");
+        std::fs::write(&input, exporting(name)).unwrap();
+        for plain in [false, true] {
+            let out = output(
+                wasmprof()
+                    .args(["run", "-q", "--no-report"])
+                    .args(plain.then_some("--no-instrument"))
+                    .arg(&input),
+            );
+            assert_clean_failure(
+                &out,
+                &input,
+                &format!("a WASI 0.3 component (it exports `{name}`)"),
+            );
+            assert!(String::from_utf8_lossy(&out.stderr).contains(instead));
+        }
+        if name.starts_with("wasi:http/") {
+            // Refused before the server listens.
+            let out = output(
+                wasmprof()
+                    .args(["serve", "-q", "--addr", "127.0.0.1:0"])
+                    .arg(&input),
+            );
+            assert_clean_failure(&out, &input, "a WASI 0.3 component");
+        }
+    }
+    // A WASI 0.2 command is not taken for one.
+    let p2 = exporting("wasi:cli/run@0.2.6");
+    assert!(
+        cargo_wasmprof::instrument::component::wasi_03_interfaces(&p2)
+            .0
+            .is_empty()
+    );
+}
+
 #[test]
 fn an_already_instrumented_module() {
     let done = instrument::instrument(&fib_command(), &Options::default()).unwrap();

@@ -68,6 +68,9 @@ impl Host for Embedded {
             None => None,
         };
         let wasm = std::fs::read(path).map_err(|e| Error::input(path, e))?;
+        if let Some(why) = not_hosted(&wasm) {
+            return Err(Error::input(path, why));
+        }
         let carried = match Meta::from_module(&wasm) {
             Ok(meta) => meta,
             Err(e) if options.is_some() && e.is::<meta::OtherVersion>() => {
@@ -119,6 +122,28 @@ fn compile_ahead(done: &instrument::Instrumented) {
             false,
         );
     }
+}
+
+/// Why the embedded wasmtime does not run the component `wasm`, where it is one of WASI
+/// 0.3's (the async world): which interface says so, and what runs it instead.
+fn not_hosted(wasm: &[u8]) -> Option<String> {
+    if !crate::instrument::component::is_component(wasm) {
+        return None;
+    }
+    let (exports, imports) = crate::instrument::component::wasi_03_interfaces(wasm);
+    let (how, name) = match (exports.first(), imports.first()) {
+        (Some(export), _) => ("exports", export),
+        (None, Some(import)) => ("imports", import),
+        (None, None) => return None,
+    };
+    let instead = match name.starts_with("wasi:http/") {
+        true => "`wasmtime serve` (47 or later) serves it, unprofiled",
+        false => "`wasmtime run` (47 or later) runs it, unprofiled",
+    };
+    Some(format!(
+        "a WASI 0.3 component (it {how} `{name}`): the embedded wasmtime hosts WASI 0.1 \
+         modules and WASI 0.2 components, not WASI 0.3's yet; {instead}"
+    ))
 }
 
 /// Why a module that `wasmprof-emcc` (or `run` of a JS program) instrumented for a JS

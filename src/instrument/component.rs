@@ -42,6 +42,36 @@ pub fn is_component(wasm: &[u8]) -> bool {
     wasmparser::Parser::is_component(wasm)
 }
 
+/// The WASI 0.3 interfaces (`wasi:...@0.3.x`, the async world) the component `wasm` names:
+/// those it exports, then those it imports, each as the component names it.
+pub fn wasi_03_interfaces(wasm: &[u8]) -> (Vec<String>, Vec<String>) {
+    use wasmparser::Payload;
+    let of_03 = |name: &str| {
+        name.starts_with("wasi:")
+            && name
+                .split_once('@')
+                .is_some_and(|(_, version)| version.starts_with("0.3"))
+    };
+    let (mut exports, mut imports) = (Vec::new(), Vec::new());
+    for payload in wasmparser::Parser::new(0).parse_all(wasm) {
+        match payload {
+            Ok(Payload::ComponentExportSection(reader)) => exports.extend(
+                (reader.into_iter().flatten())
+                    .map(|e| e.name.0.to_string())
+                    .filter(|name| of_03(name)),
+            ),
+            Ok(Payload::ComponentImportSection(reader)) => imports.extend(
+                (reader.into_iter().flatten())
+                    .map(|i| i.name.0.to_string())
+                    .filter(|name| of_03(name)),
+            ),
+            Ok(_) => {}
+            Err(_) => break,
+        }
+    }
+    (exports, imports)
+}
+
 /// The core modules at the top level of the component `wasm`, in order.
 pub fn core_modules(wasm: &[u8]) -> Result<Vec<CoreModule>, InstrumentError> {
     let invalid = |what: &str| InstrumentError::Invalid(format!("the component {what}"));
