@@ -54,6 +54,7 @@ pub use self::perf_map::PERF_MAP_VAR;
 pub use self::sampler::{HOOK as SAMPLE_HOOK, HOOK_SAMPLE_NS};
 #[cfg(unix)]
 pub use self::server::{serve, ServeConfig, Served};
+pub use self::stacks::CPU_TIMER_VAR;
 use crate::clock::ClockChoice;
 use crate::error::{Error, HostError};
 use crate::fsutil::relative;

@@ -41,6 +41,10 @@ pub struct Sampling {
     /// CPU time, not wall time: each thread sampled by its own CPU clock (a server's workers).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub cpu: bool,
+    /// With `cpu`: the threads were sampled by POSIX CPU-time timers, which fire at the
+    /// kernel's tick, not at the interval asked for (perf's task clock could not open).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub tick: bool,
     /// V8's sampler ran in a page, through the JS Self-Profiling API (every 10 ms at best in
     /// Chromium).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
@@ -112,6 +116,7 @@ impl Sampling {
         self.unplaced_ns += other.unplaced_ns;
         self.no_sampler = self.no_sampler.or(other.no_sampler);
         self.cpu |= other.cpu;
+        self.tick |= other.tick;
         self.in_page |= other.in_page;
     }
 }

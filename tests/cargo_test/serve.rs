@@ -269,3 +269,65 @@ fn serve_refuses_what_it_cannot_serve() {
     let wasm = component(http.path());
     refused(&["--addr", &addr], &wasm, "cannot listen on");
 }
+
+/// A server's workers are sampled at the interval asked for of their CPU time: perf's task
+/// clock, where perf events open, gives about a sample per CPU millisecond (counted from
+/// the profile's own figures: its samples over its requests' CPU, in a wide band); the
+/// POSIX CPU-time timer, which `WASMPROF_CPU_TIMER=posix` chooses as where perf events are
+/// closed, fires at the kernel's tick, and the profile and the report say so.
+#[test]
+fn a_servers_workers_are_sampled_at_the_interval_of_their_cpu_time() {
+    if !have_target("wasm32-wasip2") || !have(&["curl"]) {
+        return;
+    }
+    let dir = copy_fixture("http");
+    let wasm = component(dir.path());
+    for posix in [false, true] {
+        let port = free_port();
+        let requests = 60;
+        let mut serve = wasmprof();
+        serve
+            .args(["serve", "-o", "served.json", "--call-graph", "0", "--addr"])
+            .arg(format!("127.0.0.1:{port}"))
+            .args(["--requests", &requests.to_string()])
+            .arg(&wasm)
+            .current_dir(dir.path())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        if posix {
+            serve.env(cargo_wasmprof::host::CPU_TIMER_VAR, "posix");
+        }
+        let mut server = serve.spawn().unwrap();
+        listening(port, &mut server);
+        // fib(25) in an unoptimized build: milliseconds of CPU a request.
+        let glob = format!("http://127.0.0.1:{port}/fib?n=25&i=[1-{requests}]");
+        assert_eq!(curl(&[], &[&glob]), vec![200; requests]);
+        let out = server.wait_with_output().unwrap();
+        assert!(out.status.success(), "{}", stderr(&out));
+        let p = Profile::read(&dir.path().join("served.json")).unwrap();
+        let s = p.sampling.expect("sampled");
+        assert!(s.cpu);
+        let report = stdout(&out);
+        assert_eq!(
+            report.contains("sampled by POSIX CPU-time timers"),
+            s.tick,
+            "{report}"
+        );
+        if posix {
+            assert!(s.tick, "the switch chooses the POSIX timer");
+            continue;
+        }
+        if s.tick {
+            eprintln!("perf events are closed here: the task clock is not checked");
+            continue;
+        }
+        let cpu_ms: f64 = (p.requests.as_ref().unwrap().routes.iter())
+            .map(|r| r.cpu_ns as f64 / 1e6)
+            .sum();
+        let per_ms = (s.samples + s.in_probes + s.idle) as f64 / cpu_ms;
+        assert!(
+            (0.5..=2.0).contains(&per_ms),
+            "{per_ms:.2} samples per CPU ms ({cpu_ms:.1} ms): {s:?}"
+        );
+    }
+}

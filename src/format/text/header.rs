@@ -187,15 +187,17 @@ fn sampled(out: &mut String, s: &Sampling, exact: &str, by_samples: bool) {
 /// Why a run got too few samples to say anything: it was short, or, when most of its
 /// samples came late, the sampler seldom got a CPU (a busy machine; a run of several
 /// milliseconds should get hundreds), or, for a server's workers sampled on their CPU
-/// time, their timers' tick.
+/// time by POSIX timers, those timers' tick.
 pub(super) fn few_samples_why(s: &Sampling) -> &'static str {
     if s.late * 2 > s.samples + s.in_probes + s.idle {
         "the sampler seldom got a CPU (most of its samples came late: the machine was busy)"
-    } else if s.cpu {
+    } else if s.cpu && s.tick {
         // Measured on Linux: a CPU-time timer fires at the scheduler's tick (HZ=250 gave
         // 0.24-0.25 samples per CPU ms at a 1 ms interval).
         "the workers' CPU-time timers fire at most at the kernel's tick (every 4 ms at \
          250 Hz), so a short load gets few samples: a longer one gets more"
+    } else if s.cpu {
+        "the load was too short to sample"
     } else {
         "the run was too short to sample"
     }

@@ -177,6 +177,9 @@ fn sampling(notes: &mut Vec<String>, p: &Profile) {
             crate::format::units::plural(s.in_probes, "sample"),
         ));
     }
+    if p.sampling.is_some_and(|s| s.cpu && s.tick) {
+        notes.push("the workers were sampled by POSIX CPU-time timers, which fire at the kernel's tick, not at the interval asked for (perf's task clock did not open: perf events closed by `perf_event_paranoid` or a container, or WASMPROF_CPU_TIMER=posix): fewer samples, each standing for the CPU time since the one before".to_string());
+    }
     if let Some(s) = p.sampling.filter(|s| s.unplaced > 0) {
         notes.push(format!(
             "{} ({}) could not be placed in the calling-context tree (too deep, or no room) and were left out",

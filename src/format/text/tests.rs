@@ -23,14 +23,23 @@ fn a_run_with_few_samples_says_whether_it_was_short_or_the_sampler_starved() {
         ..Sampling::default()
     };
     assert!(few_samples_why(&starved).contains("seldom got a CPU"));
-    // A server's workers, sampled on their CPU time: the timers' tick.
+    // A server's workers, sampled on their CPU time by POSIX timers: the timers' tick.
     let served = Sampling {
         samples: 3,
         idle: 30,
         cpu: true,
+        tick: true,
         ..Sampling::default()
     };
     assert!(few_samples_why(&served).contains("kernel's tick"));
+    let task_clock = Sampling {
+        tick: false,
+        ..served
+    };
+    assert_eq!(
+        few_samples_why(&task_clock),
+        "the load was too short to sample"
+    );
 }
 
 #[test]

@@ -73,6 +73,7 @@ pub(super) fn run(
     let profile = merged.map(|mut p| {
         if let Some(sampling) = p.sampling.as_mut() {
             sampling.cpu = true;
+            sampling.tick = crate::host::stacks::cpu_timer_fallback().is_some();
         }
         p.requests = Some(requests.clone());
         p

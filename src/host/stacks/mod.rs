@@ -1,7 +1,8 @@
 //! The stack sampler of the sampled time metric ([`meta::Sampler::Stacks`]), for the embedded
-//! host on Linux: each wasm thread gets a POSIX timer on the wall clock that interrupts
-//! that thread alone (`SIGEV_THREAD_ID`) every interval (with no dense phase at first: each
-//! sample costs the program a signal), at an unbiased moment; the signal handler records where the
+//! host on Linux: each wasm thread gets a POSIX timer on the wall clock (or, sampled on its
+//! CPU time, perf's task clock: [`timer`]) that interrupts that thread alone every interval
+//! (with no dense phase at first: each sample costs the program a signal), at an unbiased
+//! moment; the signal handler records where the
 //! thread was, the interrupted PC and the return addresses of the wasm frames above it
 //! (Cranelift keeps frame pointers; an innermost frame interrupted in its prologue or at
 //! its return, where the frame pointer is its caller's, gives its return address from the
@@ -26,6 +27,7 @@
 mod code_map;
 mod exits;
 mod ring;
+mod timer;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -36,7 +38,9 @@ use std::time::Duration;
 pub(super) use code_map::CodeMap;
 pub(super) use exits::Exits;
 
-use ring::{Record, Ring, Timer};
+use ring::{Record, Ring};
+use timer::Timer;
+pub use timer::{cpu_timer_fallback, CPU_TIMER_VAR};
 
 use crate::meta;
 use crate::profile::{StackSample, StackSamples};
@@ -145,8 +149,13 @@ impl StackSampler {
             tally: Mutex::default(),
         });
         thread.ring.attach();
+        ring::install_handler();
         match Timer::start(self.interval, self.clock.id()) {
-            Ok(timer) => *thread.timer.lock().expect("not poisoned") = Some(timer),
+            Ok(timer) => {
+                thread.ring.set_rearm(timer.rearmed_fd());
+                timer.enable();
+                *thread.timer.lock().expect("not poisoned") = Some(timer);
+            }
             Err(e) => {
                 thread.ring.detach();
                 return Err(e);

@@ -1,5 +1,6 @@
-//! The signal side of the stack sampler: each sampled thread's ring of samples, the
-//! `SIGPROF` handler that fills it, and the POSIX timer that raises the signal.
+//! The signal side of the stack sampler: each sampled thread's ring of samples, and the
+//! `SIGPROF` handler that fills it (and enables the thread's task clock again, where that
+//! raises the signal: `timer`).
 //!
 //! The handler is async-signal-safe: it reads registers, the clock and memory it checked
 //! (the frame pointers within the thread's stack, the code range, the word where wasmtime
@@ -7,9 +8,8 @@
 //! are others, so its trap handling is untouched.
 
 use std::cell::Cell;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicI32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Once;
-use std::time::Duration;
 
 use super::exits::Exits;
 
@@ -76,6 +76,9 @@ pub(super) struct Ring {
     exits: AtomicUsize,
     /// The clock the samples' times are read from (the timer's).
     clock: libc::clockid_t,
+    /// The task clock the handler enables again after each sample (-1: none, a POSIX
+    /// timer's signals need nothing).
+    rearm: AtomicI32,
 }
 
 impl Ring {
@@ -98,7 +101,13 @@ impl Ring {
             stack: thread_stack()?,
             exits: AtomicUsize::new(exits.map_or(0, |e| e.word())),
             clock,
+            rearm: AtomicI32::new(-1),
         })
+    }
+
+    /// The task clock whose overflows fill this ring, which the handler enables again.
+    pub(super) fn set_rearm(&self, fd: Option<libc::c_int>) {
+        self.rearm.store(fd.unwrap_or(-1), Ordering::Relaxed);
     }
 
     /// Walks from the exits of `exits` from now on (a thread's next store).
@@ -367,67 +376,6 @@ impl Drop for Words {
     }
 }
 
-/// A POSIX timer that sends the thread that made it `SIGPROF` every interval of wall time.
-pub(super) struct Timer(libc::timer_t);
-
-// SAFETY: a timer id is the process's; any thread may set or delete it.
-unsafe impl Send for Timer {}
-
-impl Timer {
-    /// Starts the timer for the calling thread, every `interval` of `clock` (the wall clock,
-    /// or the thread's CPU time), the handler installed first.
-    pub(super) fn start(interval: Duration, clock: libc::clockid_t) -> anyhow::Result<Timer> {
-        install_handler();
-        // SAFETY: plain system calls with initialized arguments; the timer is deleted on
-        // drop.
-        unsafe {
-            let mut event: libc::sigevent = std::mem::zeroed();
-            event.sigev_notify = libc::SIGEV_THREAD_ID;
-            event.sigev_signo = libc::SIGPROF;
-            event.sigev_notify_thread_id = libc::gettid();
-            let mut timer: libc::timer_t = std::ptr::null_mut();
-            if libc::timer_create(clock, &mut event, &mut timer) != 0 {
-                anyhow::bail!(
-                    "cannot create the sampling timer: {}",
-                    std::io::Error::last_os_error()
-                );
-            }
-            let timer = Timer(timer);
-            timer.set(interval)?;
-            Ok(timer)
-        }
-    }
-
-    /// Makes the timer fire every `interval` from now on.
-    pub(super) fn set(&self, interval: Duration) -> anyhow::Result<()> {
-        let period = libc::timespec {
-            tv_sec: interval.as_secs() as libc::time_t,
-            tv_nsec: interval.subsec_nanos() as libc::c_long,
-        };
-        let spec = libc::itimerspec {
-            it_interval: period,
-            it_value: period,
-        };
-        // SAFETY: the timer this struct holds, and an initialized spec.
-        if unsafe { libc::timer_settime(self.0, 0, &spec, std::ptr::null_mut()) } != 0 {
-            anyhow::bail!(
-                "cannot start the sampling timer: {}",
-                std::io::Error::last_os_error()
-            );
-        }
-        Ok(())
-    }
-}
-
-impl Drop for Timer {
-    fn drop(&mut self) {
-        // SAFETY: the timer this struct created.
-        unsafe {
-            libc::timer_delete(self.0);
-        }
-    }
-}
-
 thread_local! {
     /// The calling thread's stack, once [`thread_stack`] has read it.
     static STACK: Cell<Option<(usize, usize)>> = const { Cell::new(None) };
@@ -477,7 +425,7 @@ fn clock_ns(clock: libc::clockid_t) -> u64 {
 }
 
 /// Installs the `SIGPROF` handler, once for the process.
-fn install_handler() {
+pub(super) fn install_handler() {
     static ONCE: Once = Once::new();
     ONCE.call_once(|| {
         // SAFETY: a handler that is async-signal-safe (see `on_sample`).
@@ -508,6 +456,10 @@ extern "C" fn on_sample(
         let errno = *libc::__errno_location();
         let regs = registers(&*(context as *const libc::ucontext_t));
         (*ring).record(clock_ns((*ring).clock), regs);
+        let rearm = (*ring).rearm.load(Ordering::Relaxed);
+        if rearm >= 0 {
+            super::timer::rearm(rearm);
+        }
         *libc::__errno_location() = errno;
     }
 }

@@ -78,6 +78,15 @@ impl Exits {
 /// Never made: it needs a [`CodeMap`].
 pub(super) struct StackSampler(());
 
+/// The environment variable that makes CPU-time sampling use the POSIX CPU-time timer (no
+/// sampler runs here).
+pub const CPU_TIMER_VAR: &str = "WASMPROF_CPU_TIMER";
+
+/// No thread is sampled here, so none fell back to a timer at the kernel's tick.
+pub fn cpu_timer_fallback() -> Option<&'static str> {
+    None
+}
+
 /// What a sampler's interval counts (no sampler runs here).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(in crate::host) enum Clock {

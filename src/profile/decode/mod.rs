@@ -206,6 +206,7 @@ impl Decoder<'_> {
                     + stacks.dropped_ns,
                 no_sampler: None,
                 cpu: false,
+                tick: false,
                 in_page: stacks.in_page,
             };
         }
@@ -221,6 +222,7 @@ impl Decoder<'_> {
             unplaced_ns: 0,
             no_sampler: self.no_sampler,
             cpu: false,
+            tick: false,
             in_page: false,
         }
     }
