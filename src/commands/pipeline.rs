@@ -67,11 +67,7 @@ fn report_trap(path: &Path, profile: &Profile) {
     let run = &profile.runs[0];
     if let Some(trap) = &run.trap {
         let stack = &run.open_stack;
-        let own = stack.iter().rposition(|name| {
-            profile
-                .function_named(name)
-                .is_some_and(|f| !harness::is_scaffolding(f))
-        });
+        let own = harness::innermost_own(profile, stack);
         let place = match (own, stack.last()) {
             (_, None) => " (the host gave no stack)".to_string(),
             (Some(at), Some(innermost)) if at + 1 < stack.len() => {

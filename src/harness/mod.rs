@@ -252,6 +252,15 @@ pub fn is_scaffolding(f: &Function) -> bool {
     }
 }
 
+/// Of `stack` (function names of `p`, outermost first), the index of the innermost frame
+/// of the program's own code ([`is_scaffolding`]'s others): where a trap or a panic
+/// happened, as the program's author reads it.
+pub fn innermost_own(p: &Profile, stack: &[String]) -> Option<usize> {
+    stack
+        .iter()
+        .rposition(|name| p.function_named(name).is_some_and(|f| !is_scaffolding(f)))
+}
+
 /// wasm-bindgen's libraries whose code is the glue a wasm-bindgen program runs on, as a
 /// native one runs on std: what JS calls the module through (closures, exports' shims), the
 /// futures executor that drives wasm-bindgen-test's harness, the conversions. What the

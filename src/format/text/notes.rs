@@ -36,10 +36,7 @@ fn open_stacks(notes: &mut Vec<String>, p: &Profile, units: Units<'_>) {
         const SHOWN: usize = 8;
         let stack = &run.open_stack;
         // The innermost frame of the program's own code, and the runtime's frames inside it.
-        let own = stack.iter().rposition(|name| {
-            p.function_named(name)
-                .is_some_and(|f| !crate::harness::is_scaffolding(f))
-        });
+        let own = crate::harness::innermost_own(p, stack);
         let (outer, inner) = match own {
             Some(at) => stack.split_at(at + 1),
             None => (&stack[..], &[][..]),
