@@ -270,7 +270,7 @@ impl BinariesRun<'_> {
     /// A test that panicked took its output with it: a panic aborts on wasm, and libtest
     /// had captured the test's output. As `cargo test` shows a failing test's output, the
     /// test the run stopped in is run again alone, uncaptured and without the profiler
-    /// (through `cargo wasmprof run --no-instrument`, whatever its host), and what it
+    /// (through `cargo wasmprof run --no-instrument`, in the embedded wasmtime), and what it
     /// printed is shown under its name, where it printed a panic's message.
     fn show_lost_output(&self, binary: &TestBinary, profile: &Profile) {
         let request = self.request;

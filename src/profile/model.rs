@@ -457,7 +457,7 @@ impl Profile {
     /// `--metric instructions`, which every host takes but a component's (run or served),
     /// whose exact figures are its calls alone.
     pub fn exact_costs_flag(&self) -> Option<&'static str> {
-        let component = self.requests.is_some() || self.runs.iter().any(|r| r.component);
+        let component = self.runs.iter().any(|r| r.component);
         (!component).then_some("--metric instructions")
     }
 

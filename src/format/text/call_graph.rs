@@ -61,26 +61,26 @@ pub(super) fn call_graph(
 
 /// The call graph's heading and its columns' header.
 fn heading(out: &mut String, p: &Profile, units: Units<'_>, options: &EmitOptions, entries: usize) {
+    let entries = match options.call_graph {
+        CallGraph::Top(_) => format!(
+            "the {entries} costliest of the flat profile's functions, --call-graph N or full for more; "
+        ),
+        CallGraph::Full => String::new(),
+    };
+    let exact = match p.sampling.is_some() {
+        true => "counts are exact, costs sampled",
+        false => "costs are exact",
+    };
+    let costs = match units.has_cost() {
+        true => format!(
+            "; {exact}, per arc; {}: the function with its callees, a share of the whole",
+            units.percent_header()
+        ),
+        false => String::new(),
+    };
     let _ = writeln!(
         out,
-        "\n{BOLD}Call graph{BOLD:#} ({}callers above each function, callees below{})",
-        match options.call_graph {
-            CallGraph::Top(_) => format!(
-                "the {entries} costliest of the flat profile's functions, --call-graph N or full for more; [n]: each function's index, costliest first; "
-            ),
-            CallGraph::Full => String::new(),
-        },
-        match (units.has_cost(), p.sampling.is_some()) {
-            (true, false) => format!(
-                "; costs are exact, per arc; {}: the function with its callees, a share of the whole",
-                units.percent_header()
-            ),
-            (true, true) => format!(
-                "; counts are exact, costs sampled, per arc; {}: the function with its callees, a share of the whole",
-                units.percent_header()
-            ),
-            (false, _) => String::new(),
-        }
+        "\n{BOLD}Call graph{BOLD:#} ({entries}[n]: each function's index, costliest first; callers above each function, callees below{costs})"
     );
     let header_costs = if units.has_cost() {
         format!(

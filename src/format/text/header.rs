@@ -132,7 +132,7 @@ fn sampled(out: &mut String, s: &Sampling, exact: &str, by_samples: bool) {
     if let Some(none) = s.no_sampler.filter(|_| s.samples == 0) {
         let _ = writeln!(
             out,
-            "time: not sampled: {}; the sections show calls alone, which are exact; --metric instructions gives exact costs here",
+            "time: not sampled: {}; the sections show calls alone, which are exact; {exact}",
             none.why()
         );
         return;

@@ -75,6 +75,7 @@ pub(super) fn run(
             sampling.cpu = true;
             sampling.tick = crate::host::stacks::cpu_timer_fallback().is_some();
         }
+        p.runs.iter_mut().for_each(|r| r.component = true);
         p.requests = Some(requests.clone());
         p
     });
