@@ -66,10 +66,10 @@ pub enum Mode {
     Test,
     /// `cargo bench`: benchmarks (the harness is told `--bench`, as cargo does).
     Bench,
-    /// `cargo build` of the one binary `cargo run` would run (a bin or an example).
+    /// `cargo build` of the one binary `cargo run` would run (a bin or an example), or,
+    /// where none is built, a library built as a `cdylib` (what a WASI 0.3 command is).
     Run,
-    /// `cargo build` of a server: a bin or an example, as `Run`, or a library built as a
-    /// `cdylib` (what a `wasi:http/proxy` component often is).
+    /// `cargo build` of a server: as `Run` (a `wasi:http` component is often a `cdylib`).
     Serve,
 }
 
@@ -246,13 +246,12 @@ fn test_binary(
             .filenames
             .iter()
             .find(|f| f.extension() == Some("wasm"));
-        wasm.filter(|_| mode == Mode::Serve && is(&[K::CDyLib]))
+        wasm.filter(|_| matches!(mode, Mode::Run | Mode::Serve) && is(&[K::CDyLib]))
             .cloned()
     };
     let executable = artifact.executable.clone().or_else(cdylib)?;
     let runs = match mode {
-        Mode::Run => !artifact.profile.test && is(&[K::Bin, K::Example]),
-        Mode::Serve => !artifact.profile.test && is(&[K::Bin, K::Example, K::CDyLib]),
+        Mode::Run | Mode::Serve => !artifact.profile.test && is(&[K::Bin, K::Example, K::CDyLib]),
         Mode::Test | Mode::Bench => artifact.profile.test || is(&[K::Test, K::Bench]),
     };
     if !runs {
@@ -294,15 +293,20 @@ fn test_binary(
     })
 }
 
-/// Builds the one binary `cargo run` would run (`args` in [`Mode::Run`]: a bin, or what
-/// `--bin` or `--example` names; in [`Mode::Serve`], a `cdylib` too), and the target
-/// directory it went to.
+/// Builds the one binary `cargo run` would run (`args` in [`Mode::Run`] or
+/// [`Mode::Serve`]: a bin, or what `--bin` or `--example` names, else a `cdylib`), and the
+/// target directory it went to.
 pub fn build_program(args: &BuildRequest) -> Result<(TestBinary, PathBuf), Error> {
     let command = match args.mode {
         Mode::Serve => "serve",
         _ => "run",
     };
     let mut built = build(args)?;
+    // A package's cdylib (a component that exports its `run` or its handler) is the
+    // program where no bin or example was built beside it.
+    if built.binaries.iter().any(|b| b.kind != "cdylib") {
+        built.binaries.retain(|b| b.kind != "cdylib");
+    }
     match built.binaries.len() {
         1 => Ok((built.binaries.remove(0), built.target_dir)),
         0 => Err(anyhow::anyhow!(

@@ -161,11 +161,11 @@ fn components_that_cannot_be_profiled() {
     assert!(refused.to_string().contains("exact-time"), "{refused}");
 }
 
-/// A component of WASI 0.3's async world (its `wasi:cli/run@0.3` export, or a
-/// `wasi:http/handler@0.3` service's) is refused in one line that names the interface and
-/// what runs it, profiled or plain, not with wasmtime's words about the features it lacks.
+/// A WASI 0.3 component that `run` does not run (a `wasi:http/handler@0.3` service, which
+/// `serve` serves), or whose world no command hosts, is refused in one line that names the
+/// interface and what runs it, profiled or plain, not with wasmtime's words.
 #[test]
-fn a_wasi_03_component_is_refused_in_our_words() {
+fn a_wasi_03_component_no_command_hosts_is_refused_in_our_words() {
     let exporting = |name: &str| {
         wat::parse_str(format!(
             r#"(component
@@ -178,9 +178,13 @@ fn a_wasi_03_component_is_refused_in_our_words() {
         .unwrap()
     };
     let dir = tempfile::tempdir().unwrap();
-    for (name, instead) in [
-        ("wasi:cli/run@0.3.2", "`wasmtime run`"),
-        ("wasi:http/handler@0.3.0", "`wasmtime serve`"),
+    let unknown = "wasi:messaging/incoming-handler@0.3.0";
+    for (name, says) in [
+        (
+            "wasi:http/handler@0.3.0",
+            "a WASI 0.3 service (it exports `wasi:http/handler@0.3.0`), no command: `cargo wasmprof serve` serves it",
+        ),
+        (unknown, "a WASI 0.3 component that exports `wasi:messaging"),
     ] {
         let input = dir.path().join("p3.wasm");
         std::fs::write(&input, exporting(name)).unwrap();
@@ -191,23 +195,18 @@ fn a_wasi_03_component_is_refused_in_our_words() {
                     .args(plain.then_some("--no-instrument"))
                     .arg(&input),
             );
-            assert_clean_failure(
-                &out,
-                &input,
-                &format!("a WASI 0.3 component (it exports `{name}`)"),
-            );
-            assert!(String::from_utf8_lossy(&out.stderr).contains(instead));
-        }
-        if name.starts_with("wasi:http/") {
-            // Refused before the server listens.
-            let out = output(
-                wasmprof()
-                    .args(["serve", "-q", "--addr", "127.0.0.1:0"])
-                    .arg(&input),
-            );
-            assert_clean_failure(&out, &input, "a WASI 0.3 component");
+            assert_clean_failure(&out, &input, says);
         }
     }
+    // Refused before the server listens.
+    let input = dir.path().join("unknown.wasm");
+    std::fs::write(&input, exporting(unknown)).unwrap();
+    let out = output(
+        wasmprof()
+            .args(["serve", "-q", "--addr", "127.0.0.1:0"])
+            .arg(&input),
+    );
+    assert_clean_failure(&out, &input, "a WASI 0.3 component that exports");
     // A WASI 0.2 command is not taken for one.
     let p2 = exporting("wasi:cli/run@0.2.6");
     assert!(

@@ -150,11 +150,12 @@ pub enum Command {
     /// measuring loop ran (criterion's or libtest's `Bencher::iter`).
     Bench(Box<TestArgs>),
     /// Build the package's binary and run it profiled, as `cargo run` does; or run a WASI
-    /// command (a wasip1 module or a wasi:cli component) in the embedded host, or a .js
-    /// program that wasmprof-emcc linked, under node.
+    /// command (a wasip1 module, or a wasi:cli component of WASI 0.2 or 0.3) in the
+    /// embedded host, or a .js program that wasmprof-emcc linked, under node.
     Run(Box<RunArgs>),
-    /// Serve a wasi:http/proxy component as `wasmtime serve` does, a fresh instance per
-    /// request, and profile its requests until Ctrl-C (or --requests N): exact calls and
+    /// Serve a wasi:http component as `wasmtime serve` does (a WASI 0.2 proxy: a fresh
+    /// instance per request; a WASI 0.3 service: an instance for up to 128 requests, one
+    /// at a time), and profile its requests until Ctrl-C (or --requests N): exact calls and
     /// arcs, CPU time per function, and each route's requests, latency and CPU per request.
     ///
     /// Without FILE, the package's component is built for wasm32-wasip2 first.

@@ -72,7 +72,7 @@ pub struct RunRequest {
     pub plain_samples: Option<PathBuf>,
 }
 
-/// `serve`: a wasi:http/proxy component served, profiled or as it is.
+/// `serve`: a wasi:http component served, profiled or as it is.
 #[derive(Debug, Clone)]
 pub struct ServeRequest {
     /// The component: a file, or the package's that cargo builds.

@@ -1,4 +1,4 @@
-//! `serve`: a `wasi:http/proxy` component served under load, each request profiled.
+//! `serve`: a `wasi:http` component served under load, each request profiled.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -64,7 +64,7 @@ pub struct ServeArgs {
     /// Stop once N requests have been answered, then report (else at Ctrl-C or SIGTERM).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     pub requests: Option<u64>,
-    /// The most requests in flight at once, each in an instance of its own, on a thread of
+    /// The most requests in flight at once, each on a thread of its own, in an instance of
     /// its own.
     #[arg(long, value_name = "N", default_value_t = 16, value_parser = clap::value_parser!(u16).range(1..=1024))]
     pub workers: u16,
@@ -76,9 +76,11 @@ pub struct ServeArgs {
     /// shows their latencies and CPU time beside the profiled ones, route by route.
     #[arg(long, value_name = "FILE", conflicts_with = "no_instrument")]
     pub plain: Option<PathBuf>,
-    /// The component to serve: a wasi:http/proxy component (one built for wasm32-wasip2
-    /// that exports wasi:http/incoming-handler). Without FILE, the package's is built, as
-    /// `cargo build --target wasm32-wasip2` builds it (a bin, or a cdylib library).
+    /// The component to serve, built for wasm32-wasip2: a WASI 0.2 wasi:http/proxy (it
+    /// exports wasi:http/incoming-handler) or a WASI 0.3 service (it exports
+    /// wasi:http/handler@0.3, as Spin SDK 7's #[http_service] makes). Without FILE, the
+    /// package's is built, as `cargo build --target wasm32-wasip2` builds it (a bin, or a
+    /// cdylib library).
     #[arg(value_name = "FILE")]
     pub file: Option<PathBuf>,
     /// Without FILE: what cargo builds.

@@ -167,7 +167,7 @@ value_enum! {
         /// wasmtime, each thread in an instance of its own.
         #[value(name = "wasm32-wasip1-threads")]
         Wasip1Threads,
-        /// WASI 0.2: the binaries are components, run in the embedded wasmtime.
+        /// WASI 0.2 (and 0.3): the binaries are components, run in the embedded wasmtime.
         #[value(name = "wasm32-wasip2")]
         Wasip2,
         /// Emscripten: linked through wasmprof-emcc, run under node.

@@ -1,4 +1,4 @@
-//! `cargo wasmprof serve`: a wasi:http/proxy component (the one named, or the package's,
+//! `cargo wasmprof serve`: a wasi:http component (the one named, or the package's,
 //! built for wasm32-wasip2) served until told to stop, its requests profiled; then the
 //! profile and the report, or, served as it is, the requests alone.
 

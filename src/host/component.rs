@@ -18,13 +18,15 @@ use std::time::{Duration, Instant};
 use anyhow::Context as _;
 use wasmtime::component::{Component, Linker, ResourceTable};
 use wasmtime::{Engine, Store};
+use wasmtime_wasi::p2::bindings as p2;
 use wasmtime_wasi::p2::bindings::sync::Command;
+use wasmtime_wasi::p3::bindings as p3;
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
 use super::caught_memories::{Catching, Caught, Creator};
 use super::compiled::{self, engine_config};
 use super::instance::{backtrace_functions, populate_for_writing, wasi_builder, Ending};
-use super::stacks::{Clock, CodeMap, Exits, StackSampler};
+use super::stacks::{Clock, CodeMap, Exits, Sampling, StackSampler};
 use super::{Outcome, RunConfig};
 use crate::instrument::component;
 use crate::layout;
@@ -46,16 +48,15 @@ impl WasiView for ComponentCtx {
     }
 }
 
-/// Compiles and runs the component `wasm`; `meta` is its instrumented module's, when it
-/// carries the profiler.
+/// Compiles and runs the component `wasm`, a WASI 0.2 or 0.3 command; `meta` is its
+/// instrumented module's, when it carries the profiler.
 pub(super) fn run_component(
     wasm: &[u8],
     meta: Option<&Meta>,
     config: &RunConfig,
 ) -> anyhow::Result<Outcome> {
+    let world = command_world(wasm)?;
     let mut compiled = CompiledComponent::new(wasm, meta)?;
-    let mut linker: Linker<ComponentCtx> = Linker::new(&compiled.engine);
-    wasmtime_wasi::p2::add_to_linker_sync(&mut linker)?;
     let mut store = Store::new(
         &compiled.engine,
         ComponentCtx {
@@ -65,18 +66,22 @@ pub(super) fn run_component(
     );
     let exits = Exits::of_store(&mut store);
     let sampler = compiled.sampler(config);
-
     let started = Instant::now();
     let catching = Catching::begin();
-    let command = Command::instantiate(&mut store, &compiled.component, &linker)
-        .map_err(anyhow::Error::from)
-        .context("cannot instantiate the component as a WASI command (`wasi:cli/run`)")?;
-    let profiler = compiled.profiler(catching.end())?;
-    let sampling = sampler
-        .as_ref()
-        .map(|sampler| sampler.sample_this_thread(exits))
-        .transpose()?;
-    let result = match command.wasi_cli_run().call_run(&mut store) {
+    // What runs once the component is instantiated, before its `run`: the profiler found
+    // among the memories the instantiation made, the sampler started on this thread.
+    let begin = || -> anyhow::Result<_> {
+        let profiler = compiled.profiler(catching.end())?;
+        let sampling = (sampler.as_ref())
+            .map(|sampler| sampler.sample_this_thread(exits))
+            .transpose()?;
+        Ok((profiler, sampling))
+    };
+    let (ran, profiler, sampling) = match world {
+        World::Wasi02 => run_02(&mut store, &compiled, begin)?,
+        world => run_async(&mut store, &compiled, world, begin)?,
+    };
+    let result = match ran {
         Ok(Ok(())) => Ok(()),
         Ok(Err(())) => Err(wasmtime_wasi::I32Exit(1).into()),
         Err(error) => Err(error),
@@ -92,6 +97,101 @@ pub(super) fn run_component(
         None => None,
     };
     Ok(Outcome::of_one_thread(exit_code, trap, dump, wall_ns))
+}
+
+/// Which WASI a command component's `run` is of, and whether it imports WASI 0.3.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum World {
+    /// `wasi:cli/run@0.2`, with WASI 0.2 alone: a synchronous call.
+    Wasi02,
+    /// `wasi:cli/run@0.2` of a program that calls WASI 0.3's functions too (a test binary
+    /// of a crate that uses them): an async call, WASI 0.2 and 0.3 linked.
+    Wasi02With03,
+    /// `wasi:cli/run@0.3`: an async function, run on the store's event loop.
+    Wasi03,
+}
+
+/// The world of the command component `wasm`; a WASI 0.3 service is refused, since
+/// `serve` serves it.
+fn command_world(wasm: &[u8]) -> anyhow::Result<World> {
+    let (exports, imports) = component::wasi_03_interfaces(wasm);
+    if let Some(service) = exports.iter().find(|e| e.starts_with("wasi:http/handler@")) {
+        anyhow::bail!(
+            "a WASI 0.3 service (it exports `{service}`), no command: `cargo wasmprof serve` \
+             serves it"
+        );
+    }
+    Ok(if exports.iter().any(|e| e.starts_with("wasi:cli/run@")) {
+        World::Wasi03
+    } else if imports.is_empty() {
+        World::Wasi02
+    } else {
+        World::Wasi02With03
+    })
+}
+
+/// What a command's run left: how its `run` returned, the profiler and the sampling that
+/// `begin` started once it was instantiated.
+type Ran<'a> = (
+    wasmtime::Result<Result<(), ()>>,
+    Option<Profiler<'a>>,
+    Option<Sampling>,
+);
+
+/// Instantiates a WASI 0.2 command, calls `begin`, then its `run`.
+fn run_02<'a>(
+    store: &mut Store<ComponentCtx>,
+    compiled: &CompiledComponent<'a>,
+    begin: impl FnOnce() -> anyhow::Result<(Option<Profiler<'a>>, Option<Sampling>)>,
+) -> anyhow::Result<Ran<'a>> {
+    let mut linker: Linker<ComponentCtx> = Linker::new(&compiled.engine);
+    wasmtime_wasi::p2::add_to_linker_sync(&mut linker)?;
+    let command = Command::instantiate(&mut *store, &compiled.component, &linker)
+        .map_err(anyhow::Error::from)
+        .context("cannot instantiate the component as a WASI command (`wasi:cli/run`)")?;
+    let (profiler, sampling) = begin()?;
+    let ran = command.wasi_cli_run().call_run(&mut *store);
+    Ok((ran, profiler, sampling))
+}
+
+/// Instantiates a command that uses WASI 0.3, with WASI 0.2 linked beside 0.3 (the
+/// wasm32-wasip2 target's libc imports 0.2), calls `begin`, then runs its `run` to
+/// completion on the store's event loop, on this thread, as `wasmtime run` does.
+fn run_async<'a>(
+    store: &mut Store<ComponentCtx>,
+    compiled: &CompiledComponent<'a>,
+    world: World,
+    begin: impl FnOnce() -> anyhow::Result<(Option<Profiler<'a>>, Option<Sampling>)>,
+) -> anyhow::Result<Ran<'a>> {
+    let mut linker: Linker<ComponentCtx> = Linker::new(&compiled.engine);
+    wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
+    wasmtime_wasi::p3::add_to_linker(&mut linker)?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the event loop of a WASI 0.3 program")?;
+    let component = &compiled.component;
+    let cannot = "cannot instantiate the component as a WASI command (`wasi:cli/run`)";
+    runtime.block_on(async {
+        if world == World::Wasi02With03 {
+            let command = p2::Command::instantiate_async(&mut *store, component, &linker)
+                .await
+                .map_err(anyhow::Error::from)
+                .context(cannot)?;
+            let (profiler, sampling) = begin()?;
+            let ran = command.wasi_cli_run().call_run(&mut *store).await;
+            return Ok((ran, profiler, sampling));
+        }
+        let command = p3::Command::instantiate_async(&mut *store, component, &linker)
+            .await
+            .map_err(anyhow::Error::from)
+            .context(cannot)?;
+        let (profiler, sampling) = begin()?;
+        let ran = store
+            .run_concurrent(async move |store| command.wasi_cli_run().call_run(store).await)
+            .await;
+        Ok((ran.and_then(|ran| ran), profiler, sampling))
+    })
 }
 
 /// A component compiled for runs: its engine, and, for one that carries the profiler,
@@ -224,7 +324,9 @@ impl Profiler<'_> {
 /// memories of its own making.
 fn engine(profiled: bool) -> anyhow::Result<Engine> {
     let mut config = engine_config();
-    config.wasm_component_model(true);
+    config
+        .wasm_component_model(true)
+        .wasm_component_model_async(true);
     if profiled {
         config
             .with_host_memory(std::sync::Arc::new(Creator))

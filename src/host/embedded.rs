@@ -124,25 +124,28 @@ fn compile_ahead(done: &instrument::Instrumented) {
     }
 }
 
-/// Why the embedded wasmtime does not run the component `wasm`, where it is one of WASI
-/// 0.3's (the async world): which interface says so, and what runs it instead.
+/// Why the embedded wasmtime does not run the component `wasm`, where it exports WASI
+/// 0.3's interfaces (the async world) but neither a command's `wasi:cli/run@0.3` nor a
+/// service's `wasi:http/handler@0.3`: which interface, and what may run it instead. (A
+/// WASI 0.2 command that imports WASI 0.3 runs.)
 fn not_hosted(wasm: &[u8]) -> Option<String> {
     if !crate::instrument::component::is_component(wasm) {
         return None;
     }
-    let (exports, imports) = crate::instrument::component::wasi_03_interfaces(wasm);
-    let (how, name) = match (exports.first(), imports.first()) {
-        (Some(export), _) => ("exports", export),
-        (None, Some(import)) => ("imports", import),
-        (None, None) => return None,
-    };
-    let instead = match name.starts_with("wasi:http/") {
-        true => "`wasmtime serve` (47 or later) serves it, unprofiled",
-        false => "`wasmtime run` (47 or later) runs it, unprofiled",
-    };
+    let (exports, _) = crate::instrument::component::wasi_03_interfaces(wasm);
+    let hosted = ["wasi:cli/run@", "wasi:http/handler@"];
+    if exports
+        .iter()
+        .any(|e| hosted.iter().any(|h| e.starts_with(h)))
+    {
+        return None;
+    }
+    let name = exports.first()?;
     Some(format!(
-        "a WASI 0.3 component (it {how} `{name}`): the embedded wasmtime hosts WASI 0.1 \
-         modules and WASI 0.2 components, not WASI 0.3's yet; {instead}"
+        "a WASI 0.3 component that exports `{name}`: the embedded wasmtime hosts WASI 0.3's \
+         `wasi:cli/run` commands (`run`, `test`) and `wasi:http/handler` services (`serve`), \
+         not this world; `wasmtime run` or `wasmtime serve` (47 or later) may run it, \
+         unprofiled"
     ))
 }
 

@@ -7,7 +7,7 @@
 //!   wasm-bindgen's test binaries.
 //!
 //! A server is the embedded wasmtime's too, in a shape of its own: [`serve`] answers a
-//! `wasi:http/proxy` component's requests until told to stop, each in its own instance.
+//! `wasi:http` component's requests until told to stop.
 //!
 //! The commands choose a host once, with [`for_program`], and walk the same pipeline
 //! whichever it is. A new host (a browser, node's `node:wasi`) is

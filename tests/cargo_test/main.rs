@@ -14,6 +14,7 @@ mod runs;
 mod serve;
 mod threads;
 mod views;
+mod wasi_03;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

@@ -9,7 +9,7 @@ use super::components::have_target;
 use super::*;
 
 /// A free port on the loopback.
-fn free_port() -> u16 {
+pub(super) fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .expect("a free port")
@@ -17,7 +17,7 @@ fn free_port() -> u16 {
 }
 
 /// Waits until something listens on `port`.
-fn listening(port: u16, server: &mut Child) {
+pub(super) fn listening(port: u16, server: &mut Child) {
     let started = Instant::now();
     while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
         if let Ok(Some(status)) = server.try_wait() {
@@ -33,7 +33,7 @@ fn listening(port: u16, server: &mut Child) {
 
 /// `curl` of `urls` (each its body left out), with `options` first: the status codes, one
 /// for each request.
-fn curl(options: &[&str], urls: &[&str]) -> Vec<u16> {
+pub(super) fn curl(options: &[&str], urls: &[&str]) -> Vec<u16> {
     let mut cmd = Command::new("curl");
     cmd.args(["-s", "-w", "%{http_code}\\n"]).args(options);
     for url in urls {

@@ -1,12 +1,13 @@
-//! `serve`: a `wasi:http/proxy` component served as `wasmtime serve` serves it
-//! (wasmtime-wasi-http, a fresh instance for every request), each request's instance
-//! profiled, the profiles merged as they come.
+//! `serve`: a `wasi:http` component served as `wasmtime serve` serves it
+//! (wasmtime-wasi-http): a WASI 0.2 proxy in a fresh instance for every request, a WASI
+//! 0.3 service in instances that each serve many; each instance profiled, the profiles
+//! merged as they come.
 //!
 //! Three parts, each in its own threads:
 //! - [`listen`]: the HTTP/1 server (hyper, on a tokio runtime of one thread), which hands
 //!   each request to a worker and answers with what the handler gave;
-//! - [`worker`]: threads that each run one request at a time, in an instance of its own,
-//!   synchronously: no lock on the hot path, and the stack sampler walks the thread's own
+//! - [`worker`] (a proxy's) and [`p3_worker`] (a service's): threads that each run one
+//!   request at a time, no lock on the hot path, and the stack sampler walks the thread's own
 //!   stack, as in `run`. Each worker's CPU time is sampled by its own clock, so a request's
 //!   time is its handler's, however many requests share the CPUs;
 //! - [`collect`]: one thread that decodes each request's profile and merges them, counts
@@ -14,6 +15,7 @@
 
 mod collect;
 mod listen;
+mod p3_worker;
 mod worker;
 
 use std::net::SocketAddr;
@@ -25,6 +27,7 @@ use anyhow::Context as _;
 use wasmtime::component::Linker;
 use wasmtime_wasi::{WasiCtxView, WasiView};
 use wasmtime_wasi_http::p2::bindings::sync::ProxyPre;
+use wasmtime_wasi_http::p3::bindings::ServicePre;
 use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
 use super::component::{CompiledComponent, ComponentCtx};
@@ -99,7 +102,7 @@ pub fn serve(
         .map_err(HostError::refused)?;
     let mut compiled = CompiledComponent::new(&prepared.wasm, prepared.meta.as_ref())
         .map_err(HostError::refused)?;
-    let pre = proxy_pre(&compiled).map_err(HostError::refused)?;
+    let handler = Handler::of(&compiled, &prepared.wasm).map_err(HostError::refused)?;
     let interval = config
         .sample_interval
         .unwrap_or_else(|| crate::sampling::default_interval(meta::Sampler::Stacks));
@@ -115,7 +118,6 @@ pub fn serve(
     let started = Instant::now();
     let shared = worker::Shared {
         compiled: &compiled,
-        pre: &pre,
         sampler: sampler.as_ref(),
         queue: &queue,
         stopping: &stopping,
@@ -123,8 +125,11 @@ pub fn serve(
     let collected = std::thread::scope(|scope| {
         for _ in 0..config.workers.max(1) {
             let done = done.clone();
-            let shared = &shared;
-            scope.spawn(move || worker::run(shared, done));
+            let (shared, handler) = (&shared, &handler);
+            scope.spawn(move || match handler {
+                Handler::Proxy(pre) => worker::run(shared, pre, done),
+                Handler::Service(pre) => p3_worker::run(shared, pre, done),
+            });
         }
         drop(done);
         let collector = scope.spawn(|| {
@@ -172,17 +177,51 @@ fn announce(status: Status, config: &ServeConfig, module: &str) {
     );
 }
 
-/// The component ready to instantiate for each request, its imports linked: WASI's and
-/// wasi:http's, as `wasmtime serve` gives them.
-fn proxy_pre(compiled: &CompiledComponent) -> anyhow::Result<ProxyPre<ServeCtx>> {
-    let mut linker: Linker<ServeCtx> = Linker::new(&compiled.engine);
-    wasmtime_wasi::p2::add_to_linker_sync(&mut linker)?;
-    wasmtime_wasi_http::p2::add_only_http_to_linker_sync(&mut linker)?;
-    let pre = linker
+/// The component ready to instantiate, its imports linked: WASI's and wasi:http's, as
+/// `wasmtime serve` gives them.
+enum Handler {
+    /// A WASI 0.2 `wasi:http/proxy` (its `wasi:http/incoming-handler`): an instance for
+    /// every request.
+    Proxy(ProxyPre<ServeCtx>),
+    /// A WASI 0.3 service (its `wasi:http/handler@0.3`): an instance for many requests.
+    Service(ServicePre<ServeCtx>),
+}
+
+impl Handler {
+    /// The handler that `compiled`, the component `wasm`, exports.
+    fn of(compiled: &CompiledComponent, wasm: &[u8]) -> anyhow::Result<Handler> {
+        let mut linker: Linker<ServeCtx> = Linker::new(&compiled.engine);
+        let (exports, _) = crate::instrument::component::wasi_03_interfaces(wasm);
+        if !exports.iter().any(|e| e.starts_with("wasi:http/handler@")) {
+            wasmtime_wasi::p2::add_to_linker_sync(&mut linker)?;
+            wasmtime_wasi_http::p2::add_only_http_to_linker_sync(&mut linker)?;
+            let pre = instantiate_pre(&linker, compiled)?;
+            return ProxyPre::new(pre)
+                .map(Handler::Proxy)
+                .map_err(anyhow::Error::from)
+                .context(
+                    "the component is no wasi:http/proxy component: it exports no \
+                 wasi:http/incoming-handler",
+                );
+        }
+        wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
+        wasmtime_wasi::p3::add_to_linker(&mut linker)?;
+        wasmtime_wasi_http::p3::add_to_linker(&mut linker)?;
+        let pre = instantiate_pre(&linker, compiled)?;
+        ServicePre::new(pre)
+            .map(Handler::Service)
+            .map_err(anyhow::Error::from)
+            .context("the component's wasi:http/handler is not the one WASI 0.3.0 defines")
+    }
+}
+
+/// `compiled` ready to instantiate with what `linker` gives.
+fn instantiate_pre(
+    linker: &Linker<ServeCtx>,
+    compiled: &CompiledComponent,
+) -> anyhow::Result<wasmtime::component::InstancePre<ServeCtx>> {
+    linker
         .instantiate_pre(&compiled.component)
         .map_err(anyhow::Error::from)
-        .context("the component imports what a wasi:http/proxy server does not give")?;
-    ProxyPre::new(pre).map_err(anyhow::Error::from).context(
-        "the component is no wasi:http/proxy component: it exports no wasi:http/incoming-handler",
-    )
+        .context("the component imports what a wasi:http server does not give")
 }

@@ -23,7 +23,6 @@ use crate::profile::{Answer, Dump, DumpSum};
 /// What the workers share.
 pub(super) struct Shared<'a> {
     pub(super) compiled: &'a CompiledComponent<'a>,
-    pub(super) pre: &'a ProxyPre<ServeCtx>,
     pub(super) sampler: Option<&'a StackSampler>,
     pub(super) queue: &'a Mutex<mpsc::Receiver<Job>>,
     pub(super) stopping: &'a AtomicBool,
@@ -53,26 +52,20 @@ pub(super) struct Report {
 /// How often an idle worker looks whether the server is stopping.
 const IDLE_CHECK: Duration = Duration::from_millis(50);
 
-/// Runs requests from the queue until the server stops, each one's report sent to `done`;
-/// then the sum of the states it summed (each request that ended cleanly, where the state
-/// is counters alone: decoding each would cost more than the request).
-pub(super) fn run(shared: &Shared, done: mpsc::Sender<Done>) {
+/// Runs requests from the queue until the server stops, each one's report sent to `done`,
+/// each in a new instance of `pre`; then the sum of the states it summed (each request
+/// that ended cleanly, where the state is counters alone: decoding each would cost more
+/// than the request).
+pub(super) fn run(shared: &Shared, pre: &ProxyPre<ServeCtx>, done: mpsc::Sender<Done>) {
     let mut sampling = shared
         .sampler
         .and_then(|sampler| sampler.sample_this_thread(None).ok());
     let finder = Exits::finder(&shared.compiled.engine);
     let mut sum = shared.compiled.meta.and_then(DumpSum::new);
-    while !shared.stopping.load(Ordering::Relaxed) {
-        let job = shared
-            .queue
-            .lock()
-            .map_err(|_| ())
-            .and_then(|queue| queue.recv_timeout(IDLE_CHECK).map_err(|_| ()));
-        let Ok(job) = job else {
-            continue;
-        };
+    while let Some(job) = next_job(shared) {
         let report = serve_one(
             shared,
+            pre,
             job,
             (sampling.as_mut(), sum.as_mut()),
             finder.as_ref(),
@@ -89,18 +82,26 @@ pub(super) fn run(shared: &Shared, done: mpsc::Sender<Done>) {
     }
 }
 
-/// Runs `job`'s handler in an instance of its own and reports what it cost, its profiler
-/// state added to `sum` where it ended cleanly and the sum has room.
-fn serve_one(
-    shared: &Shared,
-    job: Job,
-    (mut sampling, sum): (Option<&mut Sampling>, Option<&mut DumpSum>),
-    finder: Option<&wasmtime::Module>,
-) -> Report {
-    let cpu_started = thread_cpu_ns();
-    let status = Arc::new(AtomicU16::new(0));
-    let mut store = Store::new(
-        &shared.compiled.engine,
+/// The next request from the queue; none once the server stops.
+pub(super) fn next_job(shared: &Shared) -> Option<Job> {
+    while !shared.stopping.load(Ordering::Relaxed) {
+        let job = shared
+            .queue
+            .lock()
+            .map_err(|_| ())
+            .and_then(|queue| queue.recv_timeout(IDLE_CHECK).map_err(|_| ()));
+        if let Ok(job) = job {
+            return Some(job);
+        }
+    }
+    None
+}
+
+/// A request's store, for an instance of `compiled`: WASI with the server's stdout, stderr
+/// and environment, and wasi:http.
+pub(super) fn new_store(compiled: &CompiledComponent) -> Store<ServeCtx> {
+    Store::new(
+        &compiled.engine,
         ServeCtx {
             component: ComponentCtx {
                 wasi: WasiCtxBuilder::new()
@@ -112,12 +113,26 @@ fn serve_one(
             },
             http: WasiHttpCtx::new(),
         },
-    );
+    )
+}
+
+/// Runs `job`'s handler in an instance of `pre` of its own and reports what it cost, its
+/// profiler state added to `sum` where it ended cleanly and the sum has room.
+fn serve_one(
+    shared: &Shared,
+    pre: &ProxyPre<ServeCtx>,
+    job: Job,
+    (mut sampling, sum): (Option<&mut Sampling>, Option<&mut DumpSum>),
+    finder: Option<&wasmtime::Module>,
+) -> Report {
+    let cpu_started = thread_cpu_ns();
+    let status = Arc::new(AtomicU16::new(0));
+    let mut store = new_store(shared.compiled);
     if let (Some(sampling), Some(finder)) = (sampling.as_deref_mut(), finder) {
         sampling.set_exits(Exits::of_store_with(&mut store, finder));
     }
     let catching = Catching::begin();
-    let result = instantiate_and_handle(&mut store, shared.pre, job.request, job.answer, &status);
+    let result = instantiate_and_handle(&mut store, pre, job.request, job.answer, &status);
     let memories = catching.end();
     let latency_ns = job.arrived.elapsed().as_nanos() as u64;
     let trap = match Ending::of(&result) {
@@ -192,7 +207,7 @@ fn instantiate_and_handle(
 }
 
 /// The calling thread's CPU time, in nanoseconds.
-fn thread_cpu_ns() -> u64 {
+pub(super) fn thread_cpu_ns() -> u64 {
     let mut now = libc::timespec {
         tv_sec: 0,
         tv_nsec: 0,

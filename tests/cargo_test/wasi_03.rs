@@ -1,0 +1,184 @@
+//! WASI 0.3, the async world: a `wasi:cli/run@0.3` command (fixtures/p3, the `wasip3`
+//! crate's `export!` in a cdylib) run by `run --target wasm32-wasip2`, and its tests, a WASI
+//! 0.2 test binary that calls WASI 0.3's functions. The counts follow from its code.
+
+use super::components::have_target;
+use super::*;
+
+/// `cargo wasmprof run --target wasm32-wasip2 -q FLAGS -- ARGS` in `dir`.
+fn run_p3(dir: &Path, flags: &[&str], args: &[&str]) -> Output {
+    output(
+        wasmprof()
+            .args(["wasmprof", "run", "--target", "wasm32-wasip2", "-q"])
+            .args(flags)
+            .arg("--")
+            .args(args)
+            .current_dir(dir),
+    )
+}
+
+/// fib(20), a loop of 1,000 calls of `step` and an await on the clock, then one more
+/// `step`: exact counts, and the plain run's output and exit code; `fail` (its `run`
+/// returns `Err(())`) exits 1, as the plain run does, and leaves its profile.
+#[test]
+fn a_wasi_03_command_gets_the_counts_of_its_code() {
+    if !have_target("wasm32-wasip2") {
+        return;
+    }
+    let dir = copy_fixture("p3");
+    let args = ["fib", "20", "loop", "1000", "wait", "2"];
+    let plain = run_p3(dir.path(), &["--no-instrument"], &args);
+    assert!(plain.status.success(), "{}", stderr(&plain));
+    let profiled = run_p3(dir.path(), &["--no-report", "-o", "p.json"], &args);
+    assert!(profiled.status.success(), "{}", stderr(&profiled));
+    assert_eq!(stdout(&profiled), stdout(&plain));
+    assert!(stdout(&plain).contains("fib = 6765"), "{}", stdout(&plain));
+    let p = Profile::read(&dir.path().join("p.json")).unwrap();
+    check_invariants(&p);
+    each_function_once(&p);
+    assert!(p.complete);
+    assert_eq!(calls(&p, "p3_fixture::fib"), fib_calls(20));
+    assert_eq!(calls(&p, "p3_fixture::step"), 1_000 + 1);
+    assert_eq!(
+        arc(&p, "p3_fixture::steps::{closure#0}", "p3_fixture::step"),
+        1_000
+    );
+    assert!(p.runs.iter().all(|r| r.component), "{:?}", p.runs);
+
+    for flags in [
+        &["--no-instrument"][..],
+        &["--no-report", "-o", "failed.json"],
+    ] {
+        let failed = run_p3(dir.path(), flags, &["fib", "5", "fail"]);
+        assert_eq!(
+            failed.status.code(),
+            Some(1),
+            "{flags:?}: {}",
+            stderr(&failed)
+        );
+        assert!(
+            stderr(&failed).contains("failing as asked"),
+            "{}",
+            stderr(&failed)
+        );
+    }
+    let p = Profile::read(&dir.path().join("failed.json")).unwrap();
+    assert_eq!(calls(&p, "p3_fixture::fib"), fib_calls(5));
+    assert_eq!(p.runs[0].exit_code, 1);
+
+    // The component the instrumenter writes is valid.
+    let wasm = dir
+        .path()
+        .join("target/wasm32-wasip2/debug/p3_fixture.wasm");
+    let written = dir.path().join("p3.instrumented.wasm");
+    let out = output(
+        wasmprof()
+            .args(["wasmprof", "instrument"])
+            .arg(&wasm)
+            .arg("-o")
+            .arg(&written),
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    wasmparser::Validator::new_with_features(wasmparser::WasmFeatures::all())
+        .validate_all(&std::fs::read(&written).unwrap())
+        .unwrap();
+}
+
+/// The tests of a crate that calls WASI 0.3's functions: its test binary is a WASI 0.2
+/// command, run with WASI 0.2 and 0.3 both linked, with the counts of its code.
+#[test]
+fn tests_that_call_wasi_03_get_the_counts_of_their_code() {
+    if !have_target("wasm32-wasip2") {
+        return;
+    }
+    let run = test_run("p3", &["--target", "wasm32-wasip2", "--no-report"]);
+    assert!(run.out.status.success(), "{}", stderr(&run.out));
+    assert!(stdout(&run.out).contains("test result: ok. 2 passed"));
+    let lib = run.profile("wasm32-wasip2/p3-fixture-p3_fixture-cdylib.json");
+    check_invariants(&lib);
+    assert_eq!(calls(&lib, "p3_fixture::fib"), fib_calls(15));
+    assert_eq!(calls(&lib, "p3_fixture::step"), 10);
+}
+
+/// A Spin SDK 7 service (fixtures/spin: `#[http_service]`, a `wasi:http/handler@0.3`
+/// component), built and served by `serve`: sequential and concurrent requests, a
+/// panicking one answered 500 and kept, then more, served by instances that each serve
+/// many requests; each handler's calls are the requests' times its calls per request.
+#[test]
+fn a_spin_service_is_served_with_the_counts_its_code_makes() {
+    use super::serve::{curl, free_port, listening};
+    use std::process::Stdio;
+    if !have_target("wasm32-wasip2") || !have(&["curl"]) {
+        return;
+    }
+    let dir = copy_fixture("spin");
+    let port = free_port();
+    let (sequential, concurrent, after) = (20, 40, 4);
+    let requests = sequential + concurrent + 1 + after;
+    let mut server = wasmprof()
+        .args([
+            "serve",
+            "--no-report",
+            "-o",
+            "served.json",
+            "--workers",
+            "2",
+        ])
+        .arg("--addr")
+        .arg(format!("127.0.0.1:{port}"))
+        .args(["--requests", &requests.to_string()])
+        .current_dir(dir.path())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    listening(port, &mut server);
+    let base = format!("http://127.0.0.1:{port}");
+    let urls: Vec<String> = (0..sequential)
+        .map(|i| match i % 2 {
+            0 => format!("{base}/fib?n=10"),
+            _ => format!("{base}/hello"),
+        })
+        .collect();
+    let statuses = curl(&[], &urls.iter().map(String::as_str).collect::<Vec<_>>());
+    assert_eq!(statuses, vec![200; sequential]);
+    let glob = format!("{base}/fib?n=10&i=[1-{concurrent}]");
+    let statuses = curl(&["--parallel", "--parallel-max", "8"], &[&glob]);
+    assert_eq!(statuses, vec![200; concurrent]);
+    assert_eq!(curl(&[], &[&format!("{base}/panic")]), [500]);
+    let hello = format!("{base}/hello");
+    assert_eq!(curl(&[], &vec![hello.as_str(); after]), vec![200; after]);
+    let out = server.wait_with_output().unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+
+    let p = Profile::read(&dir.path().join("served.json")).unwrap();
+    check_invariants(&p);
+    let fibs = (sequential / 2 + concurrent) as u64;
+    assert_eq!(calls(&p, "spin_fixture::fib"), fibs * fib_calls(10));
+    assert_eq!(
+        calls(&p, "spin_fixture::greeting"),
+        (sequential / 2 + after) as u64
+    );
+    assert_eq!(calls(&p, "spin_fixture::panics"), 1);
+    let served = p.requests.as_ref().expect("the requests");
+    assert_eq!(served.total(), requests as u64);
+    let route = |r: &str| served.routes.iter().find(|x| x.route == r).unwrap();
+    assert_eq!(route("GET /fib").requests, fibs);
+    let panicked = route("GET /panic");
+    assert_eq!(
+        (panicked.requests, panicked.trapped, panicked.server_errors),
+        (1, 1, 1)
+    );
+    // Each run is an instance: one a worker (two), and one more after the panic ended its
+    // instance; many requests each.
+    assert!((1..=3).contains(&p.runs.len()), "{:?}", p.runs);
+    let trapped = p
+        .runs
+        .iter()
+        .find(|r| r.trap.is_some())
+        .expect("the trap's run");
+    assert!(trapped
+        .open_stack
+        .iter()
+        .any(|f| f == "spin_fixture::panics"));
+}
