@@ -7,8 +7,10 @@
 //! ratio printed: at least MIN_RUNS pairs, more for short programs, until their plain runs
 //! add up to PLAIN_SECONDS (at most MAX_RUNS), since a run of 15 ms moves by a millisecond
 //! or two on these machines. The programs: fixtures/parts (all three parts, and its
-//! recursion alone, a naive fib(31)), fixtures/mixed, and the loop kernels of
-//! fixtures/kernels (release builds, names and DWARF kept).
+//! recursion alone, a naive fib(31)), fixtures/mixed, the loop kernels of
+//! fixtures/kernels, and fixtures/p3, a WASI 0.3 command (a naive fib(31), and a loop of
+//! calls) (release builds, names and DWARF kept). An argument runs only the programs whose
+//! name holds it (`cargo bench --bench command -- p3`).
 
 #[path = "common/mod.rs"]
 mod common;
@@ -17,6 +19,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Instant;
 
+use cargo_wasmprof::build::{Mode, Target};
 use common::median;
 
 const MIN_RUNS: usize = 9;
@@ -35,6 +38,8 @@ fn main() {
     let parts = common::bench_binary("parts", "parts");
     let mixed = common::bench_binary("mixed", "mixed");
     let kernels = common::bench_binary("kernels", "kernels");
+    let p3 = common::fixture_for("p3", Mode::Run, Target::Wasip2);
+    let p3 = &p3.first().expect("fixtures/p3 builds a component").path;
     let mut workloads: Vec<(String, &Path, Vec<&str>)> = vec![
         ("parts: all".into(), &parts.path, vec!["all"]),
         ("parts: fib(31)".into(), &parts.path, vec!["recursion"]),
@@ -47,6 +52,10 @@ fn main() {
             vec!["--bench", kernel],
         ));
     }
+    workloads.push(("p3 command: fib(31)".into(), p3, vec!["fib", "31"]));
+    workloads.push(("p3 command: loop".into(), p3, vec!["loop", "30000000"]));
+    let only = std::env::args().nth(1).filter(|a| !a.starts_with('-'));
+    workloads.retain(|(name, ..)| only.as_ref().is_none_or(|o| name.contains(o.as_str())));
     let work = tempfile::tempdir().unwrap();
     println!(
         "whole `cargo wasmprof run` against `run --no-instrument`, medians of interleaved runs"
@@ -55,7 +64,7 @@ fn main() {
         "{:<34} {:>10} {:>10} {:>8} {:>6}",
         "program", "plain", "profiled", "ratio", "runs"
     );
-    let mut logs = Vec::new();
+    let mut kernel_logs = Vec::new();
     for (name, wasm, args) in &workloads {
         let profile = work.path().join("profile.json");
         // Once each, so that both find their compiled code (and the instrumented module) in
@@ -71,7 +80,9 @@ fn main() {
         }
         let runs = plain.len();
         let (plain, profiled) = (median(plain), median(profiled));
-        logs.push((profiled / plain).ln());
+        if name.starts_with("kernel ") {
+            kernel_logs.push((profiled / plain).ln());
+        }
         println!(
             "{name:<34} {:>8.1}ms {:>8.1}ms {:>7.2}x {runs:>6}",
             plain * 1e3,
@@ -79,13 +90,15 @@ fn main() {
             profiled / plain
         );
     }
-    let kernels: Vec<f64> = logs[3..].to_vec();
+    if kernel_logs.is_empty() {
+        return;
+    }
     println!(
         "{:<34} {:>10} {:>10} {:>7.2}x",
         "geometric mean, loop kernels",
         "",
         "",
-        (kernels.iter().sum::<f64>() / kernels.len() as f64).exp()
+        (kernel_logs.iter().sum::<f64>() / kernel_logs.len() as f64).exp()
     );
 }
 

@@ -1,6 +1,8 @@
 //! A server's throughput, profiled and plain: `cargo bench --bench serve`.
 //!
-//! fixtures/http (a wasi:http/proxy component, release build, names and DWARF kept) served
+//! fixtures/http (a wasi:http/proxy component, release build, names and DWARF kept), or
+//! the fixture an argument names (`cargo bench --bench serve -- spin`: a WASI 0.3 service
+//! of the same routes, Spin SDK 7's), served
 //! by `cargo wasmprof serve` and by `cargo wasmprof serve --no-instrument` (the same server
 //! without the profiler) in turn, ROUNDS times each, interleaved; each time a load of
 //! WARM_UP then MEASURED keep-alive requests, the routes in turn, on 1 connection and on 8,
@@ -37,10 +39,14 @@ enum Server {
 }
 
 fn main() {
-    let component = common::fixture_for("http", Mode::Serve, Target::Wasip2)
+    let fixture = std::env::args()
+        .nth(1)
+        .filter(|a| !a.starts_with('-'))
+        .unwrap_or_else(|| "http".into());
+    let component = common::fixture_for(&fixture, Mode::Serve, Target::Wasip2)
         .into_iter()
         .next()
-        .expect("fixtures/http builds a component");
+        .expect("the fixture builds a component");
     let wasmtime = std::env::var_os("WASMTIME")
         .map(PathBuf::from)
         .or_else(|| which::which("wasmtime").ok());

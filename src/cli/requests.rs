@@ -83,6 +83,8 @@ pub struct ServeRequest {
     pub requests: Option<u64>,
     /// The most requests in flight at once.
     pub workers: usize,
+    /// How many requests an instance of a WASI 0.3 service serves.
+    pub instance_reuse: u32,
     /// Whether to profile it (else it is served as it is).
     pub instrument: bool,
     /// A plain server's requests to show beside the profiled ones.

@@ -68,6 +68,11 @@ pub struct ServeArgs {
     /// its own.
     #[arg(long, value_name = "N", default_value_t = 16, value_parser = clap::value_parser!(u16).range(1..=1024))]
     pub workers: u16,
+    /// How many requests an instance of a WASI 0.3 service serves, one after another,
+    /// before a new one takes over: 128, as `wasmtime serve` reuses one; 1, an instance per
+    /// request. (A WASI 0.2 proxy gets an instance per request.)
+    #[arg(long, value_name = "N", default_value_t = 128, value_parser = clap::value_parser!(u32).range(1..))]
+    pub instance_reuse: u32,
     /// Serve the component as it is, without the profiler: the same server, for load tests
     /// side by side.
     #[arg(long)]
@@ -111,6 +116,7 @@ impl ServeArgs {
             addr: self.addr,
             requests: self.requests,
             workers: usize::from(self.workers),
+            instance_reuse: self.instance_reuse,
             instrument: !self.no_instrument,
             plain: self.plain.clone(),
             profile,

@@ -38,6 +38,7 @@ pub(super) fn serve(request: ServeRequest, status: Status) -> Result<(), Error> 
         addr: request.addr,
         requests: request.requests,
         workers: request.workers,
+        instance_reuse: request.instance_reuse,
         sample_interval: profile.sample_interval,
     };
     let served = host::serve(&prepared, &config, status).map_err(|e| Error::host(&path, e))?;

@@ -101,9 +101,10 @@ fn tests_that_call_wasi_03_get_the_counts_of_their_code() {
 }
 
 /// A Spin SDK 7 service (fixtures/spin: `#[http_service]`, a `wasi:http/handler@0.3`
-/// component), built and served by `serve`: sequential and concurrent requests, a
-/// panicking one answered 500 and kept, then more, served by instances that each serve
-/// many requests; each handler's calls are the requests' times its calls per request.
+/// component), built and served by `serve` on one worker, its instances reused for 10
+/// requests each: an instance's count of its requests, sequential and concurrent requests,
+/// a panicking one answered 500 and kept, then more in a new instance; each handler's calls
+/// are the requests' times its calls per request.
 #[test]
 fn a_spin_service_is_served_with_the_counts_its_code_makes() {
     use super::serve::{curl, free_port, listening};
@@ -113,18 +114,11 @@ fn a_spin_service_is_served_with_the_counts_its_code_makes() {
     }
     let dir = copy_fixture("spin");
     let port = free_port();
-    let (sequential, concurrent, after) = (20, 40, 4);
-    let requests = sequential + concurrent + 1 + after;
+    let (counted, sequential, concurrent, after) = (12, 20, 40, 2);
+    let requests = counted + sequential + concurrent + 1 + after;
     let mut server = wasmprof()
-        .args([
-            "serve",
-            "--no-report",
-            "-o",
-            "served.json",
-            "--workers",
-            "2",
-        ])
-        .arg("--addr")
+        .args(["serve", "--no-report", "-o", "served.json"])
+        .args(["--workers", "1", "--instance-reuse", "10", "--addr"])
         .arg(format!("127.0.0.1:{port}"))
         .args(["--requests", &requests.to_string()])
         .current_dir(dir.path())
@@ -134,6 +128,20 @@ fn a_spin_service_is_served_with_the_counts_its_code_makes() {
         .unwrap();
     listening(port, &mut server);
     let base = format!("http://127.0.0.1:{port}");
+    // What `/count` answers, `n` times in turn: the instance's count of its requests.
+    let counts = |n: usize| -> Vec<String> {
+        (0..n)
+            .map(|_| {
+                stdout(&output(
+                    Command::new("curl").args(["-s", &format!("{base}/count")]),
+                ))
+            })
+            .map(|body| body.trim().to_string())
+            .collect()
+    };
+    // Ten requests an instance, then a new one.
+    let first: Vec<String> = (1..=10).chain(1..=2).map(|n| n.to_string()).collect();
+    assert_eq!(counts(counted), first);
     let urls: Vec<String> = (0..sequential)
         .map(|i| match i % 2 {
             0 => format!("{base}/fib?n=10"),
@@ -146,8 +154,8 @@ fn a_spin_service_is_served_with_the_counts_its_code_makes() {
     let statuses = curl(&["--parallel", "--parallel-max", "8"], &[&glob]);
     assert_eq!(statuses, vec![200; concurrent]);
     assert_eq!(curl(&[], &[&format!("{base}/panic")]), [500]);
-    let hello = format!("{base}/hello");
-    assert_eq!(curl(&[], &vec![hello.as_str(); after]), vec![200; after]);
+    // The panic ended its instance: the next request is a new one's first.
+    assert_eq!(counts(after), ["1", "2"]);
     let out = server.wait_with_output().unwrap();
     assert!(out.status.success(), "{}", stderr(&out));
 
@@ -155,23 +163,18 @@ fn a_spin_service_is_served_with_the_counts_its_code_makes() {
     check_invariants(&p);
     let fibs = (sequential / 2 + concurrent) as u64;
     assert_eq!(calls(&p, "spin_fixture::fib"), fibs * fib_calls(10));
-    assert_eq!(
-        calls(&p, "spin_fixture::greeting"),
-        (sequential / 2 + after) as u64
-    );
+    assert_eq!(calls(&p, "spin_fixture::greeting"), (sequential / 2) as u64);
     assert_eq!(calls(&p, "spin_fixture::panics"), 1);
     let served = p.requests.as_ref().expect("the requests");
     assert_eq!(served.total(), requests as u64);
     let route = |r: &str| served.routes.iter().find(|x| x.route == r).unwrap();
     assert_eq!(route("GET /fib").requests, fibs);
+    assert_eq!(route("GET /count").requests, (counted + after) as u64);
     let panicked = route("GET /panic");
     assert_eq!(
         (panicked.requests, panicked.trapped, panicked.server_errors),
         (1, 1, 1)
     );
-    // Each run is an instance: one a worker (two), and one more after the panic ended its
-    // instance; many requests each.
-    assert!((1..=3).contains(&p.runs.len()), "{:?}", p.runs);
     let trapped = p
         .runs
         .iter()

@@ -47,6 +47,8 @@ pub struct ServeConfig {
     pub requests: Option<u64>,
     /// The threads that run requests: how many are in flight at once.
     pub workers: usize,
+    /// How many requests an instance of a WASI 0.3 service serves, one after another.
+    pub instance_reuse: u32,
     /// The stack sampler's interval of each worker's CPU time (`None`: its own).
     pub sample_interval: Option<Duration>,
 }
@@ -128,7 +130,7 @@ pub fn serve(
             let (shared, handler) = (&shared, &handler);
             scope.spawn(move || match handler {
                 Handler::Proxy(pre) => worker::run(shared, pre, done),
-                Handler::Service(pre) => p3_worker::run(shared, pre, done),
+                Handler::Service(pre) => p3_worker::run(shared, pre, config.instance_reuse, done),
             });
         }
         drop(done);

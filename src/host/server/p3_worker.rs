@@ -1,7 +1,7 @@
 //! The workers of a WASI 0.3 service (`wasi:http/handler@0.3`, what Spin SDK 7's
 //! `#[http_service]` makes): each a thread with an event loop of its own, whose instance
-//! serves one request after another, up to [`REUSE`], as `wasmtime serve` reuses an
-//! instance of a WASI 0.3 service. The profiler's state of an instance holds all its
+//! serves one request after another, up to `serve --instance-reuse N` (128 by default, as
+//! `wasmtime serve` reuses an instance of a WASI 0.3 service). The profiler's state of an instance holds all its
 //! requests; it is reported with the request that ends the instance: the last it may
 //! serve, one whose handler trapped (that instance is done; the next request gets a new
 //! one), or the server's stop.
@@ -25,9 +25,6 @@ use crate::host::instance::Ending;
 use crate::host::stacks::{Exits, Sampling};
 use crate::profile::{Answer, Dump};
 
-/// How many requests an instance serves, as `wasmtime serve` reuses one by default.
-pub(super) const REUSE: u32 = 128;
-
 /// An instance and what it has served.
 struct Instance<'a> {
     store: Store<ServeCtx>,
@@ -37,8 +34,14 @@ struct Instance<'a> {
 }
 
 /// Runs requests from the queue until the server stops, each one's report sent to `done`,
-/// in instances of `pre` made on this thread's event loop.
-pub(super) fn run(shared: &Shared, pre: &ServicePre<ServeCtx>, done: mpsc::Sender<Done>) {
+/// in instances of `pre` made on this thread's event loop, each for up to `reuse`
+/// requests.
+pub(super) fn run(
+    shared: &Shared,
+    pre: &ServicePre<ServeCtx>,
+    reuse: u32,
+    done: mpsc::Sender<Done>,
+) {
     let Ok(runtime) = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -59,7 +62,8 @@ pub(super) fn run(shared: &Shared, pre: &ServicePre<ServeCtx>, done: mpsc::Sende
             // The listener answers a request no handler took with a 500.
             continue;
         };
-        let (report, kept) = runtime.block_on(serve_one(instance, job, sampling.as_mut()));
+        let served = serve_one(instance, job, reuse, sampling.as_mut());
+        let (report, kept) = runtime.block_on(served);
         current = kept;
         if done.send(Done::Request(report)).is_err() {
             break;
@@ -102,10 +106,12 @@ async fn instantiate<'a>(
 }
 
 /// Serves `job` in `instance`, its response's body collected on the store's event loop,
-/// then sent; gives the report and the instance, unless it is done.
+/// then sent; gives the report and the instance, unless it is done (it trapped, or it has
+/// served `reuse` requests).
 async fn serve_one<'a>(
     mut instance: Instance<'a>,
     job: Job,
+    reuse: u32,
     sampling: Option<&mut Sampling>,
 ) -> (Report, Option<Instance<'a>>) {
     let cpu_started = thread_cpu_ns();
@@ -157,7 +163,7 @@ async fn serve_one<'a>(
         latency_ns: job.arrived.elapsed().as_nanos() as u64,
         cpu_ns: thread_cpu_ns().saturating_sub(cpu_started),
     };
-    let (dump, kept) = match trap.is_some() || instance.served >= REUSE {
+    let (dump, kept) = match trap.is_some() || instance.served >= reuse {
         true => (end(instance, &result, sampling), None),
         false => (None, Some(instance)),
     };
