@@ -145,6 +145,14 @@ fn a_served_components_requests_are_profiled_with_the_counts_their_code_makes() 
         text.contains("a request to GET /trap ended inside"),
         "{text}"
     );
+    // A worker's CPU clock samples no thread that waits: what lands outside the program is
+    // the host's work, not idleness.
+    if p.sampling.as_ref().is_some_and(|s| s.idle > 0 && s.samples > 0) {
+        assert!(
+            text.contains("outside the program's functions (the host's own work)"),
+            "{text}"
+        );
+    }
 }
 
 /// Without FILE, `serve` builds the package's component for wasm32-wasip2 first; served as

@@ -144,8 +144,14 @@ fn sampled(out: &mut String, s: &Sampling, exact: &str, by_samples: bool) {
         others.push(format!("{} in the probes", count(s.in_probes)));
     }
     if s.idle > 0 {
+        // A CPU clock samples no thread that waits: outside the program is the host's work
+        // (instantiation, WASI, HTTP, the event loop of async calls).
+        let whose = match s.cpu {
+            true => "the host's own work",
+            false => "the host, or idle",
+        };
         others.push(format!(
-            "{} outside the program's functions (the host, or idle)",
+            "{} outside the program's functions ({whose})",
             count(s.idle)
         ));
     }
