@@ -6,7 +6,8 @@
 //! by `cargo wasmprof serve` and by `cargo wasmprof serve --no-instrument` (the same server
 //! without the profiler) in turn, ROUNDS times each, interleaved; each time a load of
 //! WARM_UP then MEASURED keep-alive requests, the routes in turn, on 1 connection and on 8,
-//! from a client in this process. The medians of the requests per second, and their ratio.
+//! from a client in this process. The medians of the requests per second, and their ratio;
+//! beside them `serve --metric calls` (the probes alone, no sampler) and its ratio.
 //! Where a `wasmtime` CLI is found (`$WASMTIME`, else on `PATH`), `wasmtime serve` and
 //! `wasmtime serve --profile=guest` (its GuestProfiler, sampling every millisecond as ours
 //! does) under the same load, interleaved with them.
@@ -32,8 +33,8 @@ const ROUTES: [&str; 3] = ["/fib?n=15", "/fib?n=20", "/hello"];
 /// A server under the load.
 #[derive(Clone, Copy, PartialEq)]
 enum Server {
-    /// `cargo wasmprof serve`, profiled or not.
-    Ours { profiled: bool },
+    /// `cargo wasmprof serve`: plain, profiled, or profiled with `--metric calls`.
+    Ours { profiled: bool, calls: bool },
     /// `wasmtime serve`, with its guest profiler or not.
     Wasmtime { profiled: bool },
 }
@@ -51,8 +52,18 @@ fn main() {
         .map(PathBuf::from)
         .or_else(|| which::which("wasmtime").ok());
     let mut servers = vec![
-        Server::Ours { profiled: false },
-        Server::Ours { profiled: true },
+        Server::Ours {
+            profiled: false,
+            calls: false,
+        },
+        Server::Ours {
+            profiled: true,
+            calls: false,
+        },
+        Server::Ours {
+            profiled: true,
+            calls: true,
+        },
     ];
     if wasmtime.is_some() {
         servers.extend([
@@ -65,10 +76,12 @@ fn main() {
         ROUTES
     );
     println!(
-        "{:<12} {:>8} {:>9} {:>6}{}",
+        "{:<12} {:>8} {:>9} {:>6} {:>8} {:>6}{}",
         "connections",
         "plain",
         "profiled",
+        "ratio",
+        "calls",
         "ratio",
         match wasmtime {
             Some(_) => format!(
@@ -96,17 +109,19 @@ fn main() {
         }
         let rates: Vec<f64> = rates.into_iter().map(median).collect();
         let mut row = format!(
-            "{connections:<12} {:>8.0} {:>9.0} {:>5.2}x",
+            "{connections:<12} {:>8.0} {:>9.0} {:>5.2}x {:>8.0} {:>5.2}x",
             rates[0],
             rates[1],
-            rates[1] / rates[0]
+            rates[1] / rates[0],
+            rates[2],
+            rates[2] / rates[0]
         );
-        if rates.len() == 4 {
+        if rates.len() == 5 {
             row += &format!(
                 " {:>14.0} {:>15.0} {:>5.2}x",
-                rates[2],
                 rates[3],
-                rates[3] / rates[2]
+                rates[4],
+                rates[4] / rates[3]
             );
         }
         println!("{row}");
@@ -125,7 +140,7 @@ fn serve(server: Server, component: &Path, wasmtime: Option<&Path>, load: Load) 
     let addr = format!("127.0.0.1:{}", load.port);
     let profile_file = std::env::temp_dir().join("wasmprof-serve-bench.json");
     let mut command = match server {
-        Server::Ours { profiled } => {
+        Server::Ours { profiled, calls } => {
             let mut command = Command::new(env!("CARGO_BIN_EXE_cargo-wasmprof"));
             command
                 .args([
@@ -137,6 +152,9 @@ fn serve(server: Server, component: &Path, wasmtime: Option<&Path>, load: Load) 
                     &addr,
                 ])
                 .args(["--requests", &total.to_string()]);
+            if calls {
+                command.args(["--metric", "calls"]);
+            }
             match profiled {
                 true => command.arg("-o").arg(&profile_file),
                 false => command.arg("--no-instrument"),

@@ -147,7 +147,10 @@ fn a_served_components_requests_are_profiled_with_the_counts_their_code_makes() 
     );
     // A worker's CPU clock samples no thread that waits: what lands outside the program is
     // the host's work, not idleness.
-    if p.sampling.as_ref().is_some_and(|s| s.idle > 0 && s.samples > 0) {
+    if p.sampling
+        .as_ref()
+        .is_some_and(|s| s.idle > 0 && s.samples > 0)
+    {
         assert!(
             text.contains("outside the program's functions (the host's own work)"),
             "{text}"

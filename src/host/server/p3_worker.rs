@@ -1,10 +1,10 @@
 //! The workers of a WASI 0.3 service (`wasi:http/handler@0.3`, what Spin SDK 7's
 //! `#[http_service]` makes): each a thread with an event loop of its own, whose instance
 //! serves one request after another, up to `serve --instance-reuse N` (128 by default, as
-//! `wasmtime serve` reuses an instance of a WASI 0.3 service). The profiler's state of an instance holds all its
-//! requests; it is reported with the request that ends the instance: the last it may
-//! serve, one whose handler trapped (that instance is done; the next request gets a new
-//! one), or the server's stop.
+//! `wasmtime serve` reuses an instance of a WASI 0.3 service). The profiler's state of an
+//! instance holds all its requests; it is reported with the request that ends the
+//! instance: the last it may serve, one whose handler trapped (that instance is done; the
+//! next request gets a new one), or the server's stop.
 
 use std::sync::mpsc;
 
@@ -54,17 +54,21 @@ pub(super) fn run(
     let finder = Exits::finder(&shared.compiled.engine);
     let mut current: Option<Instance> = None;
     while let Some(job) = super::worker::next_job(shared) {
+        // A request's CPU time includes the instantiation of the instance it is the first of.
+        let cpu_started = thread_cpu_ns();
         let instance = match current.take() {
             Some(instance) => Ok(instance),
             None => runtime.block_on(instantiate(shared, pre, sampling.as_ref(), &finder)),
         };
-        let Ok(instance) = instance else {
-            // The listener answers a request no handler took with a 500.
-            continue;
+        let report = match instance {
+            Ok(instance) => {
+                let served = serve_one(instance, job, (reuse, cpu_started), sampling.as_mut());
+                let (report, kept) = runtime.block_on(served);
+                current = kept;
+                report
+            }
+            Err(error) => not_instantiated(job, &error, cpu_started),
         };
-        let served = serve_one(instance, job, reuse, sampling.as_mut());
-        let (report, kept) = runtime.block_on(served);
-        current = kept;
         if done.send(Done::Request(report)).is_err() {
             break;
         }
@@ -106,15 +110,14 @@ async fn instantiate<'a>(
 }
 
 /// Serves `job` in `instance`, its response's body collected on the store's event loop,
-/// then sent; gives the report and the instance, unless it is done (it trapped, or it has
-/// served `reuse` requests).
+/// then sent; gives the report (its CPU time from `cpu_started`) and the instance, unless
+/// it is done (it trapped, or it has served `reuse` requests).
 async fn serve_one<'a>(
     mut instance: Instance<'a>,
     job: Job,
-    reuse: u32,
+    (reuse, cpu_started): (u32, u64),
     sampling: Option<&mut Sampling>,
 ) -> (Report, Option<Instance<'a>>) {
-    let cpu_started = thread_cpu_ns();
     let (request, io) = Request::from_http(wasmtime_wasi_http::default_hooks(), job.request);
     let Instance { store, service, .. } = &mut instance;
     let service = &*service;
@@ -174,6 +177,22 @@ async fn serve_one<'a>(
         dump,
     };
     (report, kept)
+}
+
+/// The report of a request for which no instance could be made: the listener answers it
+/// with a 500 (its answer is dropped here), and it counts as one whose handler trapped.
+fn not_instantiated(job: Job, error: &anyhow::Error, cpu_started: u64) -> Report {
+    Report {
+        route: job.route,
+        answer: Answer {
+            status: 500,
+            trapped: true,
+            latency_ns: job.arrived.elapsed().as_nanos() as u64,
+            cpu_ns: thread_cpu_ns().saturating_sub(cpu_started),
+        },
+        trap: Some(format!("{error:#}")),
+        dump: None,
+    }
 }
 
 /// The end of `instance` after a request that ended with `result`: its profiler's state,
