@@ -46,6 +46,23 @@ pub(super) fn curl(options: &[&str], urls: &[&str]) -> Vec<u16> {
         .collect()
 }
 
+/// The load both fixtures' servers get at `base`: `sequential` requests on one connection,
+/// `/fib?n=10` and `/hello` in turn (curl keeps the connection alive), then `concurrent`
+/// of `/fib?n=10` on eight connections at once; each answered 200.
+pub(super) fn fib_and_hello(base: &str, sequential: usize, concurrent: usize) {
+    let urls: Vec<String> = (0..sequential)
+        .map(|i| match i % 2 {
+            0 => format!("{base}/fib?n=10"),
+            _ => format!("{base}/hello"),
+        })
+        .collect();
+    let statuses = curl(&[], &urls.iter().map(String::as_str).collect::<Vec<_>>());
+    assert_eq!(statuses, vec![200; sequential]);
+    let glob = format!("{base}/fib?n=10&i=[1-{concurrent}]");
+    let statuses = curl(&["--parallel", "--parallel-max", "8"], &[&glob]);
+    assert_eq!(statuses, vec![200; concurrent]);
+}
+
 /// fixtures/http built for wasm32-wasip2 in `dir`: the component.
 fn component(dir: &Path) -> PathBuf {
     let out = output(
@@ -82,19 +99,7 @@ fn a_served_components_requests_are_profiled_with_the_counts_their_code_makes() 
         .unwrap();
     listening(port, &mut server);
     let base = format!("http://127.0.0.1:{port}");
-    // One connection: fib, then hello, in turn (curl keeps the connection alive).
-    let urls: Vec<String> = (0..sequential)
-        .map(|i| match i % 2 {
-            0 => format!("{base}/fib?n=10"),
-            _ => format!("{base}/hello"),
-        })
-        .collect();
-    let statuses = curl(&[], &urls.iter().map(String::as_str).collect::<Vec<_>>());
-    assert_eq!(statuses, vec![200; sequential]);
-    // Eight connections at once, a trap among them.
-    let glob = format!("{base}/fib?n=10&i=[1-{concurrent}]");
-    let statuses = curl(&["--parallel", "--parallel-max", "8"], &[&glob]);
-    assert_eq!(statuses, vec![200; concurrent]);
+    fib_and_hello(&base, sequential, concurrent);
     assert_eq!(curl(&[], &[&format!("{base}/trap")]), [500]);
     let out = server.wait_with_output().unwrap();
     assert!(out.status.success(), "{}", stderr(&out));

@@ -107,7 +107,7 @@ fn tests_that_call_wasi_03_get_the_counts_of_their_code() {
 /// are the requests' times its calls per request.
 #[test]
 fn a_spin_service_is_served_with_the_counts_its_code_makes() {
-    use super::serve::{curl, free_port, listening};
+    use super::serve::{curl, fib_and_hello, free_port, listening};
     use std::process::Stdio;
     if !have_target("wasm32-wasip2") || !have(&["curl"]) {
         return;
@@ -142,17 +142,7 @@ fn a_spin_service_is_served_with_the_counts_its_code_makes() {
     // Ten requests an instance, then a new one.
     let first: Vec<String> = (1..=10).chain(1..=2).map(|n| n.to_string()).collect();
     assert_eq!(counts(counted), first);
-    let urls: Vec<String> = (0..sequential)
-        .map(|i| match i % 2 {
-            0 => format!("{base}/fib?n=10"),
-            _ => format!("{base}/hello"),
-        })
-        .collect();
-    let statuses = curl(&[], &urls.iter().map(String::as_str).collect::<Vec<_>>());
-    assert_eq!(statuses, vec![200; sequential]);
-    let glob = format!("{base}/fib?n=10&i=[1-{concurrent}]");
-    let statuses = curl(&["--parallel", "--parallel-max", "8"], &[&glob]);
-    assert_eq!(statuses, vec![200; concurrent]);
+    fib_and_hello(&base, sequential, concurrent);
     assert_eq!(curl(&[], &[&format!("{base}/panic")]), [500]);
     // The panic ended its instance: the next request is a new one's first.
     assert_eq!(counts(after), ["1", "2"]);
