@@ -63,6 +63,26 @@ pub(super) fn fib_and_hello(base: &str, sequential: usize, concurrent: usize) {
     assert_eq!(statuses, vec![200; concurrent]);
 }
 
+/// Checks the profile `p` of [`fib_and_hello`]'s load and one request to the route whose
+/// handler calls `krate::trap` once: every call of fib and of the greeting, and the
+/// trapping function's. Gives the fib requests.
+pub(super) fn served_counts(
+    p: &Profile,
+    krate: &str,
+    (sequential, concurrent): (usize, usize),
+    trap: &str,
+) -> u64 {
+    check_invariants(p);
+    let fibs = (sequential / 2 + concurrent) as u64;
+    assert_eq!(calls(p, &format!("{krate}::fib")), fibs * fib_calls(10));
+    assert_eq!(
+        calls(p, &format!("{krate}::greeting")),
+        (sequential / 2) as u64
+    );
+    assert_eq!(calls(p, &format!("{krate}::{trap}")), 1);
+    fibs
+}
+
 /// fixtures/http built for wasm32-wasip2 in `dir`: the component.
 fn component(dir: &Path) -> PathBuf {
     let out = output(
@@ -105,11 +125,7 @@ fn a_served_components_requests_are_profiled_with_the_counts_their_code_makes() 
     assert!(out.status.success(), "{}", stderr(&out));
 
     let p = Profile::read(&dir.path().join("served.json")).unwrap();
-    check_invariants(&p);
-    let fibs = (sequential / 2 + concurrent) as u64;
-    assert_eq!(calls(&p, "http_fixture::fib"), fibs * fib_calls(10));
-    assert_eq!(calls(&p, "http_fixture::greeting"), (sequential / 2) as u64);
-    assert_eq!(calls(&p, "http_fixture::trap"), 1);
+    let fibs = served_counts(&p, "http_fixture", (sequential, concurrent), "trap");
     // Each fib request's handler calls fib once; fib calls itself for the rest.
     let outer: u64 = p
         .arcs
