@@ -1,14 +1,14 @@
-//! The reports the README and the book show are what the commands print: the bundled
-//! example's benchmark, run as the README's first command runs it (with the flags the
-//! README names for its excerpt), and every line of each report the pages show of it found
-//! in what it printed, its figures (the machine's) elided.
+//! The README and the book run: the bundled example's benchmark, run as the README's first
+//! command runs it (with the flags the README names for its excerpt), and every line of
+//! each report the pages show of it found in what it printed, its figures (the machine's)
+//! elided; and the getting-started page's commands, in turn, on the example.
 
 mod common;
 
 use std::collections::HashSet;
 use std::path::Path;
 
-use common::{copy_dir, output, wasmprof};
+use common::{copy_dir, have, output, wasmprof};
 
 /// A report line as a pattern: every figure (a number, with its unit if it has one) and
 /// every unit a column's header names made `#`, `~` (a figure from few samples) left out,
@@ -94,4 +94,87 @@ fn the_example_reports_the_readme_and_the_book_show_are_what_the_bench_prints() 
         missing.join("\n"),
         String::from_utf8_lossy(&out.stdout)
     );
+}
+
+/// The getting-started page's commands, in its order, in a copy of the bundled example
+/// (`mycrate` is `textstats`, `'parse$'` its `'distance$'`): each succeeds and writes what
+/// the page says it writes.
+#[test]
+fn the_getting_started_commands_run_on_the_example() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let page = std::fs::read_to_string(root.join("docs/src/getting-started.md")).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    copy_dir(&root.join("example"), dir.path());
+    let profiles = dir.path().join("target/wasmprof");
+    let steps: [(&str, &[&str], Option<&Path>); 6] = [
+        (
+            "cargo wasmprof test",
+            &["test"],
+            Some(&profiles.join("textstats-textstats-lib.json")),
+        ),
+        (
+            "cargo wasmprof test --format html",
+            &["test", "--format", "html"],
+            Some(&profiles.join("report.html")),
+        ),
+        (
+            "cargo wasmprof test -o profile.json",
+            &["test", "-o", "profile.json"],
+            Some(&dir.path().join("profile.json")),
+        ),
+        (
+            "cargo wasmprof report profile.json --format pprof -o p.pb.gz",
+            &[
+                "report",
+                "profile.json",
+                "--format",
+                "pprof",
+                "-o",
+                "p.pb.gz",
+            ],
+            Some(&dir.path().join("p.pb.gz")),
+        ),
+        (
+            "cargo wasmprof test --metric instructions",
+            &["test", "--metric", "instructions"],
+            None,
+        ),
+        (
+            "cargo wasmprof annotate target/wasmprof/mycrate-mycrate-lib.json 'parse$'",
+            &[
+                "annotate",
+                "target/wasmprof/textstats-textstats-lib.json",
+                "distance$",
+            ],
+            None,
+        ),
+    ];
+    for (shown, args, writes) in steps {
+        assert!(page.contains(shown), "the page no longer shows `{shown}`");
+        if let Some(file) = writes {
+            let _ = std::fs::remove_file(file);
+        }
+        let out = output(wasmprof().args(args).current_dir(dir.path()));
+        let said = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "`{shown}`: {said}");
+        if let Some(file) = writes {
+            assert!(file.is_file(), "`{shown}` wrote no {}", file.display());
+        }
+        if args[0] == "annotate" {
+            let text = String::from_utf8_lossy(&out.stdout);
+            assert!(text.contains("textstats::distance"), "{text}");
+        }
+    }
+    if have(&["go"]) {
+        let out = output(
+            std::process::Command::new("go")
+                .args(["tool", "pprof", "-top", "p.pb.gz"])
+                .current_dir(dir.path()),
+        );
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
 }

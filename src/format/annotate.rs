@@ -9,7 +9,7 @@ use std::fmt::Write as _;
 
 use anstyle::Style;
 
-use super::units::{amount, percent, short_path, value};
+use super::units::{amount, count, percent, short_path, value};
 use crate::meta::{Metric, Unit};
 use crate::profile::{Function, LineCost, Profile};
 
@@ -181,7 +181,7 @@ impl Listing {
                 }),
             self.amount(own, lines),
             percent(own, self.total),
-            f.calls,
+            count(f.calls),
             if f.calls == 1 { "" } else { "s" },
         );
         let mut files: BTreeMap<Option<&str>, BTreeMap<u32, Cost>> = BTreeMap::new();
@@ -293,10 +293,14 @@ impl Listing {
     /// comes from (of `lines`).
     fn amount(&self, own: u64, lines: &[&LineCost]) -> String {
         match self.metric.facts().unit {
-            Unit::Instructions => format!("{own} instructions"),
+            Unit::Instructions => format!("{} instructions", count(own)),
             _ => {
                 let samples: u64 = lines.iter().filter_map(|l| l.samples).sum();
-                format!("{} sampled ({samples} samples)", amount(self.metric, own))
+                format!(
+                    "{} sampled ({} samples)",
+                    amount(self.metric, own),
+                    count(samples)
+                )
             }
         }
     }
@@ -304,7 +308,7 @@ impl Listing {
     /// A line's cost in the column: exact instructions in full, a time in its unit.
     fn figure(&self, n: u64) -> String {
         match self.metric.facts().unit {
-            Unit::Instructions => n.to_string(),
+            Unit::Instructions => count(n),
             _ => value(self.metric, n),
         }
     }
