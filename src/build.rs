@@ -246,8 +246,7 @@ fn test_binary(
             .filenames
             .iter()
             .find(|f| f.extension() == Some("wasm"));
-        wasm.filter(|_| matches!(mode, Mode::Run | Mode::Serve) && is(&[K::CDyLib]))
-            .cloned()
+        wasm.filter(|_| is(&[K::CDyLib])).cloned()
     };
     let executable = artifact.executable.clone().or_else(cdylib)?;
     let runs = match mode {

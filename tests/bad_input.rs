@@ -209,11 +209,8 @@ fn a_wasi_03_component_no_command_hosts_is_refused_in_our_words() {
     assert_clean_failure(&out, &input, "a WASI 0.3 component that exports");
     // A WASI 0.2 command is not taken for one.
     let p2 = exporting("wasi:cli/run@0.2.6");
-    assert!(
-        cargo_wasmprof::instrument::component::wasi_03_interfaces(&p2)
-            .0
-            .is_empty()
-    );
+    use cargo_wasmprof::instrument::component::{wasi_03, Wasi03};
+    assert_eq!(wasi_03(&p2), Wasi03::None);
 }
 
 #[test]

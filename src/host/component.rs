@@ -112,26 +112,23 @@ enum World {
 }
 
 /// The world of the command component `wasm`; a WASI 0.3 service is refused, since
-/// `serve` serves it.
+/// `serve` serves it (and `embedded` has refused the other worlds of WASI 0.3).
 fn command_world(wasm: &[u8]) -> anyhow::Result<World> {
-    let (exports, imports) = component::wasi_03_interfaces(wasm);
-    if let Some(service) = exports.iter().find(|e| e.starts_with("wasi:http/handler@")) {
-        anyhow::bail!(
+    Ok(match component::wasi_03(wasm) {
+        component::Wasi03::Command => World::Wasi03,
+        component::Wasi03::Imports => World::Wasi02With03,
+        component::Wasi03::Service(service) => anyhow::bail!(
             "a WASI 0.3 service (it exports `{service}`), no command: `cargo wasmprof serve` \
              serves it"
-        );
-    }
-    Ok(if exports.iter().any(|e| e.starts_with("wasi:cli/run@")) {
-        World::Wasi03
-    } else if imports.is_empty() {
-        World::Wasi02
-    } else {
-        World::Wasi02With03
+        ),
+        component::Wasi03::None | component::Wasi03::Other(_) => World::Wasi02,
     })
 }
 
-/// What a command's run left: how its `run` returned, the profiler and the sampling that
-/// `begin` started once it was instantiated.
+/// What starts once a command is instantiated: the profiler found, the sampling begun.
+type Begun<'a> = (Option<Profiler<'a>>, Option<Sampling>);
+
+/// What a command's run left: how its `run` returned, and what `begin` started.
 type Ran<'a> = (
     wasmtime::Result<Result<(), ()>>,
     Option<Profiler<'a>>,
@@ -142,7 +139,7 @@ type Ran<'a> = (
 fn run_02<'a>(
     store: &mut Store<ComponentCtx>,
     compiled: &CompiledComponent<'a>,
-    begin: impl FnOnce() -> anyhow::Result<(Option<Profiler<'a>>, Option<Sampling>)>,
+    begin: impl FnOnce() -> anyhow::Result<Begun<'a>>,
 ) -> anyhow::Result<Ran<'a>> {
     let mut linker: Linker<ComponentCtx> = Linker::new(&compiled.engine);
     wasmtime_wasi::p2::add_to_linker_sync(&mut linker)?;
@@ -161,7 +158,7 @@ fn run_async<'a>(
     store: &mut Store<ComponentCtx>,
     compiled: &CompiledComponent<'a>,
     world: World,
-    begin: impl FnOnce() -> anyhow::Result<(Option<Profiler<'a>>, Option<Sampling>)>,
+    begin: impl FnOnce() -> anyhow::Result<Begun<'a>>,
 ) -> anyhow::Result<Ran<'a>> {
     let mut linker: Linker<ComponentCtx> = Linker::new(&compiled.engine);
     wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;

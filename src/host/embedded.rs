@@ -132,15 +132,10 @@ fn not_hosted(wasm: &[u8]) -> Option<String> {
     if !crate::instrument::component::is_component(wasm) {
         return None;
     }
-    let (exports, _) = crate::instrument::component::wasi_03_interfaces(wasm);
-    let hosted = ["wasi:cli/run@", "wasi:http/handler@"];
-    if exports
-        .iter()
-        .any(|e| hosted.iter().any(|h| e.starts_with(h)))
-    {
+    use crate::instrument::component::Wasi03;
+    let Wasi03::Other(name) = crate::instrument::component::wasi_03(wasm) else {
         return None;
-    }
-    let name = exports.first()?;
+    };
     Some(format!(
         "a WASI 0.3 component that exports `{name}`: the embedded wasmtime hosts WASI 0.3's \
          `wasi:cli/run` commands (`run`, `test`) and `wasi:http/handler` services (`serve`), \

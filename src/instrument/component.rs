@@ -42,9 +42,43 @@ pub fn is_component(wasm: &[u8]) -> bool {
     wasmparser::Parser::is_component(wasm)
 }
 
-/// The WASI 0.3 interfaces (`wasi:...@0.3.x`, the async world) the component `wasm` names:
-/// those it exports, then those it imports, each as the component names it.
-pub fn wasi_03_interfaces(wasm: &[u8]) -> (Vec<String>, Vec<String>) {
+/// What a component is of WASI 0.3 (`wasi:...@0.3.x`, the async world), by the
+/// interfaces it exports and imports: the one place the hosts ask.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Wasi03 {
+    /// It names none of WASI 0.3.
+    None,
+    /// It exports none of WASI 0.3 but imports some: a WASI 0.2 command that calls it (a
+    /// test binary of a crate that uses it).
+    Imports,
+    /// A command: it exports `wasi:cli/run@0.3`.
+    Command,
+    /// A service: it exports this `wasi:http/handler@0.3`.
+    Service(String),
+    /// Another world: it exports this interface of WASI 0.3, and neither of those.
+    Other(String),
+}
+
+/// What the component `wasm` is of WASI 0.3.
+pub fn wasi_03(wasm: &[u8]) -> Wasi03 {
+    let (exports, imports) = wasi_03_interfaces(wasm);
+    let exported = |prefix: &str| exports.iter().find(|e| e.starts_with(prefix)).cloned();
+    if exported("wasi:cli/run@").is_some() {
+        Wasi03::Command
+    } else if let Some(service) = exported("wasi:http/handler@") {
+        Wasi03::Service(service)
+    } else if let Some(other) = exports.first() {
+        Wasi03::Other(other.clone())
+    } else if imports.is_empty() {
+        Wasi03::None
+    } else {
+        Wasi03::Imports
+    }
+}
+
+/// The WASI 0.3 interfaces the component `wasm` names: those it exports, then those it
+/// imports, each as the component names it.
+fn wasi_03_interfaces(wasm: &[u8]) -> (Vec<String>, Vec<String>) {
     use wasmparser::Payload;
     let of_03 = |name: &str| {
         name.starts_with("wasi:")

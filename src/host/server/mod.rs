@@ -193,8 +193,8 @@ impl Handler {
     /// The handler that `compiled`, the component `wasm`, exports.
     fn of(compiled: &CompiledComponent, wasm: &[u8]) -> anyhow::Result<Handler> {
         let mut linker: Linker<ServeCtx> = Linker::new(&compiled.engine);
-        let (exports, _) = crate::instrument::component::wasi_03_interfaces(wasm);
-        if !exports.iter().any(|e| e.starts_with("wasi:http/handler@")) {
+        use crate::instrument::component::{wasi_03, Wasi03};
+        if !matches!(wasi_03(wasm), Wasi03::Service(_)) {
             wasmtime_wasi::p2::add_to_linker_sync(&mut linker)?;
             wasmtime_wasi_http::p2::add_only_http_to_linker_sync(&mut linker)?;
             let pre = instantiate_pre(&linker, compiled)?;
@@ -203,7 +203,7 @@ impl Handler {
                 .map_err(anyhow::Error::from)
                 .context(
                     "the component is no wasi:http/proxy component: it exports no \
-                 wasi:http/incoming-handler",
+                     wasi:http/incoming-handler",
                 );
         }
         wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;

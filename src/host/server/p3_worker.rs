@@ -98,15 +98,26 @@ async fn instantiate<'a>(
     let catching = Catching::begin();
     let service = pre.instantiate_async(&mut store).await;
     let memories = catching.end();
-    let service = service
+    let made = service
         .map_err(anyhow::Error::from)
-        .context("cannot instantiate the service")?;
-    Ok(Instance {
-        store,
-        service,
-        profiler: shared.compiled.profiler(memories)?,
-        served: 0,
-    })
+        .context("cannot instantiate the service")
+        .and_then(|service| Ok((service, shared.compiled.profiler(memories)?)));
+    match made {
+        Ok((service, profiler)) => Ok(Instance {
+            store,
+            service,
+            profiler,
+            served: 0,
+        }),
+        Err(error) => {
+            // The sampler walks no store that is gone: its exits are let go first.
+            if let Some(sampling) = sampling {
+                sampling.set_exits(None);
+            }
+            drop(store);
+            Err(error)
+        }
+    }
 }
 
 /// Serves `job` in `instance`, its response's body collected on the store's event loop,
