@@ -55,7 +55,7 @@ pub fn annotate(
         match p.sampling.map(|s| s.sampler) {
             Some(crate::meta::Sampler::Stacks) => format!("the profile has no per-line costs: no sample found a line of the program (a run too short: a longer run, or a shorter --sample-interval; {counted})"),
             Some(crate::meta::Sampler::V8) => format!("the profile has no per-line costs: V8's sampler says which function ran, not which line ({counted})"),
-            _ => "the profile has no per-line costs: profile with --metric instructions, or --metric time in the embedded wasmtime (whose sampler finds lines; per-line counts need the profiler's own memory)".to_string(),
+            _ => format!("the profile has no per-line costs: profile with the default metric, time, in the embedded wasmtime (whose sampler finds lines){}", p.exact_costs_flag().map_or(String::new(), |flag| format!(", or with {flag} where the profiler keeps its own memory"))),
         }
     );
     let mut by_function: BTreeMap<&str, Vec<&LineCost>> = BTreeMap::new();
@@ -297,9 +297,9 @@ impl Listing {
             _ => {
                 let samples: u64 = lines.iter().filter_map(|l| l.samples).sum();
                 format!(
-                    "{} sampled ({} samples)",
+                    "{} sampled ({})",
                     amount(self.metric, own),
-                    count(samples)
+                    super::units::plural(samples, "sample")
                 )
             }
         }

@@ -30,7 +30,7 @@ pub(super) fn write(
     anyhow::ensure!(
         unit == Unit::Nanoseconds,
         "a .cpuprofile holds time, and this profile measures {}: write it as speedscope, \
-         pprof or firefox, which keep its unit, or profile with --metric time",
+         pprof or firefox, which keep its unit, or profile with the default metric, time",
         unit.name()
     );
     anyhow::ensure!(

@@ -48,7 +48,7 @@ impl<'a> Tree<'a> {
         anyhow::ensure!(
             profile.metric.has_cost(),
             "this view needs calling contexts, which the calls metric does not record; \
-             profile with --metric time or --metric instructions"
+             profile with the default metric, time"
         );
         if weight != Weight::Cost {
             let why = match &profile.allocations {

@@ -285,7 +285,7 @@ pub fn bytes(n: u64) -> String {
 pub fn plural(n: u64, thing: &str) -> String {
     match n {
         1 => format!("1 {thing}"),
-        n => format!("{n} {thing}s"),
+        n => format!("{} {thing}s", count(n)),
     }
 }
 

@@ -77,7 +77,7 @@ pub(super) fn plan(
     let not_recorded = if !options.allocations {
         Some(Allocations::NOT_ASKED)
     } else if !options.keeps_contexts() {
-        Some("the calls metric keeps no calling contexts (--metric time or instructions do)")
+        Some("the calls metric keeps no calling contexts (the default metric, time, does)")
     } else if kinds.is_empty() && grow_sites == 0 {
         Some("no allocator by a known name (malloc, free, __rust_alloc, ...) and no memory.grow")
     } else {

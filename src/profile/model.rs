@@ -453,12 +453,22 @@ impl Profile {
         self.functions.iter().find(|f| f.name == name)
     }
 
-    /// The flag that gives this profile's program exact costs where its times are sampled:
+    /// How this profile's program is asked for exact costs where its times are sampled:
     /// `--metric instructions`, which every host takes but a component's (run or served),
-    /// whose exact figures are its calls alone.
+    /// whose exact figures are its calls alone; under a JS host, where `wasmprof-emcc` may
+    /// have linked the program, its variable too, since the wrapper takes no flags.
     pub fn exact_costs_flag(&self) -> Option<&'static str> {
         let component = self.runs.iter().any(|r| r.component);
-        (!component).then_some("--metric instructions")
+        let js = self.runs.iter().any(|r| {
+            r.clock == crate::js_runtime::NODE_CLOCK || r.clock == crate::js_runtime::BROWSER_CLOCK
+        });
+        match (component, js) {
+            (true, _) => None,
+            (false, true) => Some(
+                "--metric instructions (WASMPROF_METRIC=instructions where wasmprof-emcc links)",
+            ),
+            (false, false) => Some("--metric instructions"),
+        }
     }
 
     /// Each function's index in `functions`, by name (names are unique in a profile).

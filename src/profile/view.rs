@@ -149,7 +149,7 @@ impl Profile {
         } else {
             anyhow::ensure!(
                 filter.focus.is_none() && filter.ignore.is_none(),
-                "--focus and --ignore need calling contexts, which the calls metric does not record; profile with --metric time or --metric instructions"
+                "--focus and --ignore need calling contexts, which the calls metric does not record; profile with the default metric, time"
             );
             let (functions, arcs) = self.group_counts(&groups, &group_of);
             (functions, arcs, self.contexts.clone())

@@ -42,8 +42,15 @@ fn the_environment_can_ask_for_a_browser() {
     // The node binary asks for nothing, so WASM_BINDGEN_USE_BROWSER takes it to the browser:
     // the same counts as under node.
     let env = [("WASM_BINDGEN_USE_BROWSER", "1")];
-    let (out, p) = profiled_profile(&["--test", "node", "--metric", "exact-time"], &env);
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("profile.json");
+    let setting = ["--test", "node", "--metric", "exact-time"];
+    let out = profiled_with(
+        &[&setting[..], &["-o", file.to_str().unwrap()]].concat(),
+        &env,
+    );
     assert!(out.status.success(), "{out:?}");
+    let p = Profile::read(&file).unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
         stdout.contains("Running headless tests in Chrome"),
@@ -56,6 +63,17 @@ fn the_environment_can_ask_for_a_browser() {
     );
     assert_eq!(calls(&p, "bindgen_fixture::fib"), fib_calls(15));
     assert_eq!(calls(&p, "bindgen_fixture::tick"), 7);
+    // What the report suggests, the same command takes in the browser (`common::hints`);
+    // `wasmprof-emcc`'s variables are for programs it links.
+    common::hints::check_hints(&file, &stdout, |hint| {
+        let kept = match hint[0].as_str() {
+            "--metric" => &setting[..2],
+            flag if flag.starts_with("--") => &setting[..],
+            _ => return None,
+        };
+        let hint: Vec<&str> = hint.iter().map(String::as_str).collect();
+        Some(profiled_with(&[kept, &hint].concat(), &env))
+    });
     // A failing binary in the browser: the plain runner's results, and its profile (both
     // tests ran, the failing one up to its panic).
     let args = ["--features", "failing", "--test", "fails"];

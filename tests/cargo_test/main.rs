@@ -9,6 +9,7 @@ mod baselines;
 mod benches;
 mod calls;
 mod components;
+mod hints;
 mod lines;
 mod runs;
 mod serve;

@@ -177,6 +177,44 @@ fn a_served_components_requests_are_profiled_with_the_counts_their_code_makes() 
             "{text}"
         );
     }
+    // What the report suggests, `serve` takes (`common::hints`).
+    common::hints::check_hints(&dir.path().join("served.json"), "", |hint| {
+        hint[0]
+            .starts_with("--")
+            .then(|| serve_once(dir.path(), &wasm, hint))
+    });
+}
+
+/// `serve ARGS FILE` for one request to `/hello`: its output, or, when it refused to serve,
+/// its error.
+fn serve_once(dir: &Path, wasm: &Path, args: &[String]) -> Output {
+    let port = free_port();
+    let mut server = wasmprof()
+        .args([
+            "serve",
+            "--no-report",
+            "-o",
+            "again.json",
+            "--requests",
+            "1",
+        ])
+        .arg(format!("--addr=127.0.0.1:{port}"))
+        .args(args)
+        .arg(wasm)
+        .current_dir(dir)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = Instant::now();
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        if server.try_wait().unwrap().is_some() || started.elapsed() > Duration::from_secs(120) {
+            return server.wait_with_output().unwrap();
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    curl(&[], &[&format!("http://127.0.0.1:{port}/hello")]);
+    server.wait_with_output().unwrap()
 }
 
 /// Without FILE, `serve` builds the package's component for wasm32-wasip2 first; served as

@@ -170,6 +170,40 @@ fn the_sampled_metric_samples_under_node() {
     }
 }
 
+/// Hints never point at a refusal under node: what a profile's readers suggest for a
+/// program `wasmprof-emcc` linked is a variable the wrapper takes (`common::hints`); a
+/// flag of `cargo wasmprof` is for its own commands.
+#[test]
+fn every_hint_a_node_profile_gives_is_taken() {
+    if !have(&["emcc", "node"]) {
+        return;
+    }
+    let mut seen = std::collections::BTreeSet::new();
+    for metric in ["time", "calls", "exact-time"] {
+        let dir = tempfile::tempdir().unwrap();
+        link_calls(dir.path(), metric);
+        for n in nodes() {
+            calls_profile(dir.path(), &n, "25");
+            let file = dir.path().join(format!("calls-{}.json", n.major));
+            let hints = common::hints::check_hints(&file, "", |hint| {
+                let (name, value) = hint[0].split_once('=')?;
+                let again = tempfile::tempdir().unwrap();
+                link_calls_with(again.path(), &[("WASMPROF_METRIC", metric), (name, value)]);
+                let mut run = n.command();
+                run.current_dir(again.path())
+                    .args(["build/calls.js", "25"])
+                    .env("WASMPROF_OUT", again.path().join("p.json"));
+                Some(output(&mut run))
+            });
+            seen.extend(hints);
+        }
+    }
+    assert!(
+        seen.contains(&vec!["WASMPROF_METRIC=instructions".to_string()]),
+        "{seen:?}"
+    );
+}
+
 /// How many times over threads.c takes its threads' steps with `long`.
 const LONG_ROUNDS: u64 = 100_000;
 

@@ -107,7 +107,7 @@ fn exact_times(notes: &mut Vec<String>, p: &Profile) {
             .uncompensated
             .as_deref()
             .unwrap_or("it was not measured for this run");
-        notes.push(format!("times include the probes' clock reads ({why}); the default --metric time samples without them"));
+        notes.push(format!("times include the probes' clock reads ({why}); the default metric, time, samples without them"));
     }
     // (Sampled times are sums of intervals of about 100 µs: a clock of 5 µs does them
     // little harm.)
@@ -116,8 +116,14 @@ fn exact_times(notes: &mut Vec<String>, p: &Profile) {
             .iter()
             .any(|r| r.clock == crate::js_runtime::BROWSER_CLOCK)
     {
-        notes.push("times come from a browser's coarsened performance.now() (5-100 µs), so short calls' times are rough; --metric instructions gives exact costs".to_string());
+        notes.push(format!("times come from a browser's coarsened performance.now() (5-100 µs), so short calls' times are rough{}", exact_costs(p)));
     }
+}
+
+/// "; FLAG gives exact costs", where the host of `p` takes a flag that does.
+fn exact_costs(p: &Profile) -> String {
+    p.exact_costs_flag()
+        .map_or(String::new(), |flag| format!("; {flag} gives exact costs"))
 }
 
 /// Whether a run of `p` was under a JS host (node or a browser), by the clock it read.
@@ -145,7 +151,7 @@ fn sampling(notes: &mut Vec<String>, p: &Profile) {
         .is_some_and(|s| s.sampler == Sampler::Word && s.samples > 0);
     if word_sampled && js_host(p) {
         // Measured: BENCHMARKS.md, "Accuracy of time under node".
-        notes.push("under a JS host the probes' work counts as the functions' own time, so call-dense functions read several points high; --metric instructions gives exact costs".to_string());
+        notes.push(format!("under a JS host the probes' work counts as the functions' own time, so call-dense functions read several points high{}", exact_costs(p)));
     }
     let through_state_module = p
         .runs
