@@ -4,14 +4,23 @@
 
 /// A source path as a person wants to read it: `a/../b` and `./` taken out, relative to
 /// the working directory when under it, the standard library's
-/// `/rustc/<commit>/library/...` as `library/...`, and a crate from cargo's registry as
-/// `<crate>-<version>/...`.
+/// `/rustc/<commit>/library/...` as `library/...`, a crate from cargo's registry as
+/// `<crate>-<version>/...`, and the C library of Emscripten or wasi-libc from its tree's
+/// `system/lib/...` or `wasi-libc/...`.
 pub fn short_path(path: &str) -> String {
     let path = normalize(path);
     if let Some(rest) = path.strip_prefix("/rustc/") {
         if let Some((_, lib)) = rest.split_once('/') {
             return lib.to_string();
         }
+    }
+    // Emscripten's C library and start-up, as the path inside its tree reads
+    // (`system/lib/libc/...`), wherever it was installed or packaged.
+    if let Some(at) = path.find("/system/lib/") {
+        return path[at + 1..].to_string();
+    }
+    if let Some(at) = path.find("/wasi-libc/") {
+        return path[at + 1..].to_string();
     }
     if let Some((_, rest)) = path.split_once("/registry/src/") {
         if let Some((_, in_crate)) = rest.split_once('/') {
@@ -119,6 +128,18 @@ mod tests {
                 "/rustc/59807616e1fa2540724bfbac14d7976d7e4a3860/library/core/src/ops/function.rs"
             ),
             "library/core/src/ops/function.rs"
+        );
+    }
+
+    #[test]
+    fn c_library_paths_read_from_their_trees() {
+        assert_eq!(
+            short_path("/build/emscripten-Q5Hj9W/emscripten-3.1.6~dfsg/system/lib/libc/musl/src/stdio/vfprintf.c"),
+            "system/lib/libc/musl/src/stdio/vfprintf.c"
+        );
+        assert_eq!(
+            short_path("/opt/wasi-sdk/src/wasi-libc/libc-top-half/musl/src/string/memcmp.c"),
+            "wasi-libc/libc-top-half/musl/src/string/memcmp.c"
         );
     }
 

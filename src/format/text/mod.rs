@@ -236,9 +236,22 @@ struct FlatRows<'a> {
     /// rank by time, and its samples found some of the program's functions (else, as with
     /// no sample, they rank by calls).
     by_samples: bool,
-    /// The runtime's scaffolding left out of the sections: (functions the program never
-    /// reached, calls, self cost), when some is.
-    scaffolding: Option<(usize, u64, u64)>,
+    /// The runtime's scaffolding left out of the sections, when some is.
+    scaffolding: Option<Scaffolding>,
+}
+
+/// What the program's view leaves out of a profile: the runtime's scaffolding.
+#[derive(Clone, Copy)]
+struct Scaffolding {
+    /// The runtime's functions the program never reached.
+    unreached: usize,
+    /// The scaffolding's calls.
+    calls: u64,
+    /// Its self cost.
+    self_cost: u64,
+    /// Whether a test or bench harness is part of it (a Rust test binary's), or the
+    /// start-up alone (a C program's).
+    harness: bool,
 }
 
 impl<'a> FlatRows<'a> {
@@ -246,7 +259,7 @@ impl<'a> FlatRows<'a> {
     /// `scaffolding`.
     fn of(
         q: &'a Profile,
-        scaffolding: Option<(usize, u64, u64)>,
+        scaffolding: Option<Scaffolding>,
         options: &EmitOptions,
         units: Units<'_>,
     ) -> FlatRows<'a> {
@@ -275,7 +288,7 @@ impl<'a> FlatRows<'a> {
 
 /// What the `program`'s view leaves out of `p`: the runtime's functions the program never
 /// reached, and the calls and self cost of its scaffolding; `None` when nothing.
-fn scaffolding(p: &Profile, program: &Profile, units: Units<'_>) -> Option<(usize, u64, u64)> {
+fn scaffolding(p: &Profile, program: &Profile, units: Units<'_>) -> Option<Scaffolding> {
     let sum = |p: &Profile| -> (u64, u64) {
         p.functions
             .iter()
@@ -288,7 +301,12 @@ fn scaffolding(p: &Profile, program: &Profile, units: Units<'_>) -> Option<(usiz
         .filter(|f| !kept.contains(f.name.as_str()))
         .count();
     let calls = calls.saturating_sub(q_calls);
-    (unreached + calls as usize > 0).then_some((unreached, calls, self_.saturating_sub(q_self)))
+    (unreached + calls as usize > 0).then(|| Scaffolding {
+        unreached,
+        calls,
+        self_cost: self_.saturating_sub(q_self),
+        harness: p.functions.iter().any(crate::harness::is_harness),
+    })
 }
 
 /// Whether `p`'s times are sampled from too few samples to say anything, but some.
@@ -326,8 +344,8 @@ fn flat_profile(out: &mut String, p: &Profile, units: Units<'_>, rows: &FlatRows
         true => what.replacen("wall time", "CPU time", 1),
         false => what.to_string(),
     };
-    let all_calls: u64 = p.functions.iter().map(|f| f.calls).sum::<u64>()
-        + rows.scaffolding.map_or(0, |(_, calls, _)| calls);
+    let all_calls: u64 =
+        p.functions.iter().map(|f| f.calls).sum::<u64>() + rows.scaffolding.map_or(0, |s| s.calls);
     if units.has_cost() {
         let share = units.percent_header();
         let _ = writeln!(
@@ -368,11 +386,16 @@ fn flat_profile(out: &mut String, p: &Profile, units: Units<'_>, rows: &FlatRows
         };
         left_out(out, units, all_calls, (calls, self_), &what);
     }
-    if let Some((unreached, calls, self_)) = rows.scaffolding {
+    if let Some(s) = rows.scaffolding {
+        let parts = match s.harness {
+            true => "the start-up, the harness and what only they call",
+            false => "the start-up and what only it calls",
+        };
         let what = format!(
-            "[the runtime's scaffolding: the start-up, the harness and what only they call ({unreached} functions the program never calls); --show-runtime lists it]"
+            "[the runtime's scaffolding: {parts} ({} functions the program never calls); --show-runtime lists it]",
+            s.unreached
         );
-        left_out(out, units, all_calls, (calls, self_), &what);
+        left_out(out, units, all_calls, (s.calls, s.self_cost), &what);
     }
 }
 

@@ -172,7 +172,7 @@ fn sampling(notes: &mut Vec<String>, p: &Profile) {
             false => format!(
                 "; with calls this dense, small functions' and their callers' times are the least exact{}",
                 p.exact_costs_flag()
-                    .map_or(String::new(), |flag| format!(" ({flag} is exact)"))
+                    .map_or(String::new(), |flag| format!("; {flag} is exact"))
             ),
         };
         notes.push(format!(
