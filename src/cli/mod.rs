@@ -170,7 +170,8 @@ pub enum Command {
     /// Write an instrumented copy of a module, for any host that gives it a clock.
     Instrument(InstrumentArgs),
     /// Print the report of a profile file again, or write it in another format; of several
-    /// profiles, merged (`cargo wasmprof report target/wasmprof/*.json`).
+    /// profiles, merged (`cargo wasmprof report target/wasmprof/mycrate-*.json`: a package's
+    /// binaries, not the views `--format` wrote beside them).
     ///
     /// Formats: text (gprof-style, the default), json (the profile), pprof (go tool pprof,
     /// speedscope), callgrind (KCachegrind, callgrind_annotate), folded (flame graph tools),

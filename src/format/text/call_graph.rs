@@ -15,14 +15,19 @@ const ARCS_SHOWN: usize = 5;
 
 /// What the call graph names the caller of calls that no arc records.
 const UNKNOWN_CALLER: &str = "<caller unknown>";
+/// The same, where the standard library's helpers are folded into their callers: calls
+/// out of a helper of several callers are of none of them in particular.
+const UNKNOWN_OR_FOLDED: &str =
+    "<caller unknown, or one of a folded helper's callers: --show-helpers lists them>";
 
 /// Writes the call graph of `p`: the entries `options.call_graph` asks for, among the
-/// flat profile's `rows`.
+/// flat profile's `rows`; `folded` when the standard library's helpers were folded into
+/// their callers.
 pub(super) fn call_graph(
     out: &mut String,
     p: &Profile,
     units: Units<'_>,
-    options: &EmitOptions,
+    (options, folded): (&EmitOptions, bool),
     rows: &FlatRows,
 ) {
     if options.call_graph == CallGraph::Top(0) {
@@ -47,6 +52,9 @@ pub(super) fn call_graph(
     }
     heading(out, p, units, options, order.len());
     let mut graph = Graph::of(p, units, ranks);
+    if folded {
+        graph.unknown_caller = UNKNOWN_OR_FOLDED;
+    }
     if let CallGraph::Top(_) = options.call_graph {
         graph.arcs_shown = ARCS_SHOWN;
     }
@@ -112,6 +120,8 @@ struct Graph<'a> {
     callees: HashMap<&'a str, Vec<&'a Arc>>,
     /// How many callers and callees an entry lists.
     arcs_shown: usize,
+    /// What the caller of calls no arc records is called.
+    unknown_caller: &'static str,
 }
 
 impl<'a> Graph<'a> {
@@ -130,6 +140,7 @@ impl<'a> Graph<'a> {
             callers,
             callees,
             arcs_shown: usize::MAX,
+            unknown_caller: UNKNOWN_CALLER,
         }
     }
 
@@ -209,13 +220,14 @@ impl<'a> Graph<'a> {
             self.row(out, None, called, &what);
         }
         // Calls no arc tells the caller of (a full arc table; a JS shim that wasm-bindgen
-        // writes at bindgen time, which has no thunk of ours), so the rows add up.
+        // writes at bindgen time, which has no thunk of ours; a folded helper of several
+        // callers), so the rows add up.
         let unknown = f
             .calls
             .saturating_sub(incoming.iter().map(|a| a.count).sum::<u64>());
         if unknown > 0 {
             let called = format!("{}/{}", count(unknown), count(f.calls - recursive));
-            self.row(out, None, called, UNKNOWN_CALLER);
+            self.row(out, None, called, self.unknown_caller);
         }
         let called = match recursive {
             0 => count(f.calls),

@@ -178,7 +178,7 @@ pub(super) fn render(p: &Profile, options: &EmitOptions) -> String {
         threads(&mut out, p, units, options);
     }
     flat_profile(&mut out, q, units, &rows);
-    call_graph(&mut out, q, units, options, &rows);
+    call_graph(&mut out, q, units, (options, helpers.is_some()), &rows);
     allocations(&mut out, p, units, (top, options.weight));
     notes(&mut out, p, units);
     out
