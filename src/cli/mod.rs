@@ -154,8 +154,8 @@ pub enum Command {
     /// embedded host, or a .js program that wasmprof-emcc linked, under node.
     Run(Box<RunArgs>),
     /// Serve a wasi:http component as `wasmtime serve` does (a WASI 0.2 proxy: a fresh
-    /// instance per request; a WASI 0.3 service: an instance for up to 128 requests, one
-    /// at a time), and profile its requests until Ctrl-C (or --requests N): exact calls and
+    /// instance per request; a WASI 0.3 service: an instance for up to 128 requests, 16 at
+    /// once), and profile its requests until Ctrl-C (or --requests N): exact calls and
     /// arcs, CPU time per function, and each route's requests, latency and CPU per request.
     ///
     /// Without FILE, the package's component is built for wasm32-wasip2 first.

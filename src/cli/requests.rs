@@ -85,6 +85,8 @@ pub struct ServeRequest {
     pub workers: usize,
     /// How many requests an instance of a WASI 0.3 service serves.
     pub instance_reuse: u32,
+    /// How many requests an instance of a WASI 0.3 service serves at once.
+    pub instance_concurrency: u16,
     /// Whether to profile it (else it is served as it is).
     pub instrument: bool,
     /// A plain server's requests to show beside the profiled ones.

@@ -64,15 +64,21 @@ pub struct ServeArgs {
     /// Stop once N requests have been answered, then report (else at Ctrl-C or SIGTERM).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     pub requests: Option<u64>,
-    /// The most requests in flight at once, each on a thread of its own, in an instance of
-    /// its own.
+    /// The threads that run requests, each with an instance of its own at a time: of a WASI
+    /// 0.2 proxy, the most requests in flight at once (an instance each); of a WASI 0.3
+    /// service, the most instances at once.
     #[arg(long, value_name = "N", default_value_t = 16, value_parser = clap::value_parser!(u16).range(1..=1024))]
     pub workers: u16,
-    /// How many requests an instance of a WASI 0.3 service serves, one after another,
-    /// before a new one takes over: 128, as `wasmtime serve` reuses one; 1, an instance per
-    /// request. (A WASI 0.2 proxy gets an instance per request.)
+    /// How many requests an instance of a WASI 0.3 service serves before a new one takes
+    /// over: 128, as `wasmtime serve` reuses one; 1, an instance per request. (A WASI 0.2
+    /// proxy gets an instance per request.)
     #[arg(long, value_name = "N", default_value_t = 128, value_parser = clap::value_parser!(u32).range(1..))]
     pub instance_reuse: u32,
+    /// How many requests an instance of a WASI 0.3 service serves at once, as their
+    /// handlers wait (on I/O, timers, other tasks): 16, as `wasmtime serve`; 1, one after
+    /// another. An instance takes more while every worker is busy.
+    #[arg(long, value_name = "N", default_value_t = 16, value_parser = clap::value_parser!(u16).range(1..))]
+    pub instance_concurrency: u16,
     /// Serve the component as it is, without the profiler: the same server, for load tests
     /// side by side.
     #[arg(long)]
@@ -117,6 +123,7 @@ impl ServeArgs {
             requests: self.requests,
             workers: usize::from(self.workers),
             instance_reuse: self.instance_reuse,
+            instance_concurrency: self.instance_concurrency,
             instrument: !self.no_instrument,
             plain: self.plain.clone(),
             profile,

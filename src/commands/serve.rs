@@ -38,7 +38,10 @@ pub(super) fn serve(request: ServeRequest, status: Status) -> Result<(), Error> 
         addr: request.addr,
         requests: request.requests,
         workers: request.workers,
-        instance_reuse: request.instance_reuse,
+        instance_reuse: host::Reuse {
+            requests: request.instance_reuse,
+            at_once: request.instance_concurrency,
+        },
         sample_interval: profile.sample_interval,
     };
     let served = host::serve(&prepared, &config, status).map_err(|e| Error::host(&path, e))?;

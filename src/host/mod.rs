@@ -53,7 +53,7 @@ pub use self::node::{Node, NODE_VAR};
 pub use self::perf_map::PERF_MAP_VAR;
 pub use self::sampler::{HOOK as SAMPLE_HOOK, HOOK_SAMPLE_NS};
 #[cfg(unix)]
-pub use self::server::{serve, ServeConfig, Served};
+pub use self::server::{serve, Reuse, ServeConfig, Served};
 pub use self::stacks::CPU_TIMER_VAR;
 use crate::clock::ClockChoice;
 use crate::error::{Error, HostError};

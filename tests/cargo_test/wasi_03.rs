@@ -171,3 +171,71 @@ fn a_spin_service_is_served_with_the_counts_its_code_makes() {
         .iter()
         .any(|f| f == "spin_fixture::panics"));
 }
+
+/// A WASI 0.3 service's instance serves requests at once while their handlers wait, as
+/// `wasmtime serve` does: on one worker, eight requests that each wait a second (fixtures/
+/// spin's `/wait`) all see the instance's nine requests (a first, then the eight), where
+/// `--instance-concurrency 1` serves them one after another (each sees its own count).
+#[test]
+fn a_spin_services_instance_serves_the_requests_that_wait_at_once() {
+    use super::serve::{free_port, listening};
+    use std::process::Stdio;
+    if !have_target("wasm32-wasip2") || !have(&["curl"]) {
+        return;
+    }
+    let dir = copy_fixture("spin");
+    for (at_once, answers) in [("16", vec![9; 8]), ("1", (2..=9).collect::<Vec<u32>>())] {
+        let port = free_port();
+        let mut server = wasmprof()
+            .args([
+                "serve",
+                "--no-report",
+                "-o",
+                "served.json",
+                "--workers",
+                "1",
+            ])
+            .args([
+                "--instance-concurrency",
+                at_once,
+                "--requests",
+                "9",
+                "--addr",
+            ])
+            .arg(format!("127.0.0.1:{port}"))
+            .current_dir(dir.path())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        listening(port, &mut server);
+        let base = format!("http://127.0.0.1:{port}");
+        let curl = |args: &[&str]| stdout(&output(Command::new("curl").arg("-s").args(args)));
+        assert_eq!(curl(&[&format!("{base}/count")]).trim(), "1");
+        let glob = format!("{base}/wait?ms=1000&i=[1-8]");
+        let said = curl(&[
+            "--parallel",
+            "--parallel-immediate",
+            "--parallel-max",
+            "8",
+            &glob,
+        ]);
+        let mut got: Vec<u32> = said
+            .split_whitespace()
+            .map(|n| n.parse().unwrap())
+            .collect();
+        got.sort();
+        assert_eq!(got, answers, "--instance-concurrency {at_once}");
+        let out = server.wait_with_output().unwrap();
+        assert!(out.status.success(), "{}", stderr(&out));
+        let p = Profile::read(&dir.path().join("served.json")).unwrap();
+        check_invariants(&p);
+        let served = p.requests.as_ref().expect("the requests");
+        let waits = served
+            .routes
+            .iter()
+            .find(|r| r.route == "GET /wait")
+            .unwrap();
+        assert_eq!((waits.requests, waits.server_errors), (8, 0));
+    }
+}

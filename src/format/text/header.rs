@@ -95,6 +95,8 @@ fn totals(out: &mut String, p: &Profile, units: Units<'_>) {
     let calls: u64 = p.functions.iter().map(|f| f.calls).sum();
     let wall: u64 = p.runs.iter().map(|r| r.wall_ns).sum();
     let wall = match (wall, p.runs.len()) {
+        // A server's runs stand for its requests, which the requests line sums.
+        _ if p.requests.is_some() => String::new(),
         (0, _) => String::new(),
         (ns, 1) => format!("{} of wall time; ", crate::format::units::time(ns)),
         (ns, n) => format!(

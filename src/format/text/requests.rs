@@ -14,7 +14,7 @@ pub(super) fn requests(out: &mut String, requests: Option<&Requests>) {
     };
     let _ = writeln!(
         out,
-        "\n{BOLD}Requests{BOLD:#} (latency: from arrival to the handler's return, exact percentiles; CPU: the handler's own, its instance's instantiation included)"
+        "\n{BOLD}Requests{BOLD:#} (latency: from arrival to the handler's return, exact percentiles; CPU: the handler's own, its instance's instantiation included, shared among requests served at once in one instance)"
     );
     let _ = writeln!(
         out,

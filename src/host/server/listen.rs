@@ -30,11 +30,19 @@ pub(super) struct Job {
     pub(super) answer: oneshot::Sender<Answer>,
 }
 
+/// Where requests go: the workers' queue, and a notice to the workers that wait on more
+/// than the queue (a WASI 0.3 service's, busy with requests that wait).
+#[derive(Clone)]
+pub(super) struct Queue {
+    pub(super) jobs: mpsc::Sender<Job>,
+    pub(super) arrivals: Arc<Notify>,
+}
+
 /// Accepts connections on `listener` and serves their requests through `jobs` until `stop`
 /// is notified, or the process gets SIGINT or SIGTERM; then answers the requests in flight.
 pub(super) fn run(
     listener: std::net::TcpListener,
-    jobs: mpsc::Sender<Job>,
+    jobs: Queue,
     stop: &Arc<Notify>,
 ) -> anyhow::Result<()> {
     listener.set_nonblocking(true)?;
@@ -80,7 +88,7 @@ const DRAIN: Duration = Duration::from_secs(10);
 /// says so, until its request in flight is answered.
 async fn connection(
     stream: tokio::net::TcpStream,
-    jobs: mpsc::Sender<Job>,
+    jobs: Queue,
     mut stopped: watch::Receiver<bool>,
 ) {
     let service = hyper::service::service_fn(move |request| {
@@ -106,7 +114,7 @@ async fn connection(
 /// 503 once the server stops.
 async fn handle(
     request: hyper::Request<Incoming>,
-    jobs: &mpsc::Sender<Job>,
+    jobs: &Queue,
 ) -> hyper::Response<HyperOutgoingBody> {
     let (answer, answered) = oneshot::channel();
     let job = Job {
@@ -115,9 +123,10 @@ async fn handle(
         arrived: Instant::now(),
         answer,
     };
-    if jobs.send(job).is_err() {
+    if jobs.jobs.send(job).is_err() {
         return plain(503, "the server is stopping\n".into());
     }
+    jobs.arrivals.notify_waiters();
     match answered.await {
         Ok(Ok(response)) => response,
         Ok(Err(code)) => plain(500, format!("the handler answered an error: {code:?}\n")),

@@ -7,7 +7,7 @@
 //! - [`listen`]: the HTTP/1 server (hyper, on a tokio runtime of one thread), which hands
 //!   each request to a worker and answers with what the handler gave;
 //! - [`worker`] (a proxy's) and [`p3_worker`] (a service's): threads that each run one
-//!   request at a time, no lock on the hot path, and the stack sampler walks the thread's own
+//!   instance at a time, no lock on the hot path, and the stack sampler walks the thread's own
 //!   stack, as in `run`. Each worker's CPU time is sampled by its own clock, so a request's
 //!   time is its handler's, however many requests share the CPUs;
 //! - [`collect`]: one thread that decodes each request's profile and merges them, counts
@@ -17,6 +17,8 @@ mod collect;
 mod listen;
 mod p3_worker;
 mod worker;
+
+pub use p3_worker::Reuse;
 
 use std::net::SocketAddr;
 use std::sync::atomic::AtomicBool;
@@ -47,8 +49,8 @@ pub struct ServeConfig {
     pub requests: Option<u64>,
     /// The threads that run requests: how many are in flight at once.
     pub workers: usize,
-    /// How many requests an instance of a WASI 0.3 service serves, one after another.
-    pub instance_reuse: u32,
+    /// How many requests an instance of a WASI 0.3 service serves, and how many at once.
+    pub instance_reuse: Reuse,
     /// The stack sampler's interval of each worker's CPU time (`None`: its own).
     pub sample_interval: Option<Duration>,
 }
@@ -114,6 +116,7 @@ pub fn serve(
     let stop = Arc::new(tokio::sync::Notify::new());
     let (jobs, queue) = mpsc::channel::<listen::Job>();
     let queue = Mutex::new(queue);
+    let arrivals = Arc::new(tokio::sync::Notify::new());
     let (done, reports) = mpsc::channel::<worker::Done>();
     announce(status, config, &module);
     let spinner = status.spinner("Serving", format!("http://{}/", config.addr));
@@ -122,6 +125,7 @@ pub fn serve(
         compiled: &compiled,
         sampler: sampler.as_ref(),
         queue: &queue,
+        arrivals: &arrivals,
         stopping: &stopping,
     };
     let collected = std::thread::scope(|scope| {
@@ -145,7 +149,11 @@ pub fn serve(
                 &spinner,
             )
         });
-        let listened = listen::run(listener, jobs, &stop);
+        let queue = listen::Queue {
+            jobs,
+            arrivals: Arc::clone(&arrivals),
+        };
+        let listened = listen::run(listener, queue, &stop);
         stopping.store(true, std::sync::atomic::Ordering::Relaxed);
         let collected = collector.join();
         listened.map(|()| collected)

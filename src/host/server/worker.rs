@@ -25,6 +25,8 @@ pub(super) struct Shared<'a> {
     pub(super) compiled: &'a CompiledComponent<'a>,
     pub(super) sampler: Option<&'a StackSampler>,
     pub(super) queue: &'a Mutex<mpsc::Receiver<Job>>,
+    /// Notified as each request is queued, for the workers that wait on more than the queue.
+    pub(super) arrivals: &'a tokio::sync::Notify,
     pub(super) stopping: &'a AtomicBool,
 }
 
@@ -95,6 +97,12 @@ pub(super) fn next_job(shared: &Shared) -> Option<Job> {
         }
     }
     None
+}
+
+/// The next request from the queue, if one is there and no other worker is waiting on it
+/// (that one takes it).
+pub(super) fn try_job(shared: &Shared) -> Option<Job> {
+    shared.queue.try_lock().ok()?.try_recv().ok()
 }
 
 /// A request's store, for an instance of `compiled`: WASI with the server's stdout, stderr
