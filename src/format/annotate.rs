@@ -193,10 +193,14 @@ impl Listing {
                 .or_default();
             cost.n += l.cost(self.metric);
             if let Some(inlined) = l.inlined.first() {
-                let note = format!(
-                    "{} (inlined at line {})",
-                    inlined.function, inlined.call_line
-                );
+                let note = match inlined.call_line {
+                    // The symbolizer's inference: the debug info lost this frame.
+                    0 => format!(
+                        "{} (inlined; the debug info does not say where)",
+                        inlined.function
+                    ),
+                    line => format!("{} (inlined at line {line})", inlined.function),
+                };
                 if !cost.inlined.contains(&note) {
                     cost.inlined.push(note);
                 }

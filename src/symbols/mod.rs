@@ -150,7 +150,10 @@ impl SymbolTable {
     pub fn inlined_at(&self, file_offset: u64) -> Vec<Inlined> {
         file_offset
             .checked_sub(self.code_start)
-            .map_or_else(Vec::new, |address| self.inlines.at(address))
+            .map_or_else(Vec::new, |address| {
+                self.inlines
+                    .at(address, self.location(file_offset).as_ref())
+            })
     }
 }
 

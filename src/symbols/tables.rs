@@ -4,6 +4,7 @@
 
 use std::collections::HashMap;
 use std::ops::Range;
+use std::sync::Arc;
 
 use addr2line::gimli;
 use gimli::AttributeValue;
@@ -29,7 +30,16 @@ pub(super) struct InlineTable {
     /// (start, end, the inlined function, the enclosing range's index or `usize::MAX`),
     /// sorted by start, the enclosing before the enclosed.
     ranges: Vec<(u64, u64, Inlined, usize)>,
+    /// Where each range's function is declared (its file and first line), by range.
+    decls: Vec<Option<Decl>>,
+    /// Of the C and C++ units, where each function is declared: by file, (line, name)
+    /// sorted. C functions do not nest, so a line belongs to the one declared nearest
+    /// above it.
+    declared: HashMap<Arc<str>, Vec<(u32, String)>>,
 }
+
+/// Where a function is declared: its file and first line.
+type Decl = (Arc<str>, u32);
 
 impl InlineTable {
     /// Reads the table from the module's DWARF; `bodies` are the module's function bodies
@@ -38,14 +48,42 @@ impl InlineTable {
         dwarf: &gimli::Dwarf<DwarfReader<'_>>,
         bodies: &[Range<u64>],
     ) -> gimli::Result<InlineTable> {
-        let mut raw: Vec<(u64, u64, Inlined)> = Vec::new();
+        let mut raw: Vec<(u64, u64, Inlined, Option<Decl>)> = Vec::new();
+        let mut files: HashMap<String, Arc<str>> = HashMap::new();
+        let mut file = |name: String| -> Arc<str> {
+            files
+                .entry(name)
+                .or_insert_with_key(|n| Arc::from(n.as_str()))
+                .clone()
+        };
+        let mut declared: HashMap<Arc<str>, Vec<(u32, String)>> = HashMap::new();
         let mut headers = dwarf.units();
         while let Some(header) = headers.next()? {
             let unit = dwarf.unit(header)?;
             // A function inlined in many places has one abstract origin: named once.
-            let mut names: HashMap<gimli::UnitOffset, Option<String>> = HashMap::new();
+            let mut names: HashMap<gimli::UnitOffset, Option<(String, Option<Decl>)>> =
+                HashMap::new();
             let mut entries = unit.entries();
+            let mut c_like = false;
             while let Some(entry) = entries.next_dfs()? {
+                if entry.tag() == gimli::DW_TAG_compile_unit {
+                    c_like = !matches!(
+                        entry.attr_value(gimli::DW_AT_language),
+                        Some(AttributeValue::Language(gimli::DW_LANG_Rust)) | None
+                    );
+                }
+                let declaration = entry.attr_value(gimli::DW_AT_abstract_origin).is_none()
+                    && entry.attr_value(gimli::DW_AT_specification).is_none();
+                if c_like && entry.tag() == gimli::DW_TAG_subprogram && declaration {
+                    if let Some(symbol) = describe(dwarf, &unit, entry)? {
+                        if let (Some(f), Some(line)) = (symbol.file, symbol.line) {
+                            declared
+                                .entry(file(f))
+                                .or_default()
+                                .push((line, symbol.name));
+                        }
+                    }
+                }
                 if entry.tag() != gimli::DW_TAG_inlined_subroutine {
                     continue;
                 }
@@ -53,15 +91,18 @@ impl InlineTable {
                     Some(AttributeValue::UnitRef(offset)) => offset,
                     _ => entry.offset(),
                 };
-                let name = match names.get(&origin) {
-                    Some(name) => name.clone(),
+                let described = match names.get(&origin) {
+                    Some(described) => described.clone(),
                     None => {
-                        let name = describe(dwarf, &unit, entry)?.map(|s| s.name);
-                        names.insert(origin, name.clone());
-                        name
+                        let described = describe(dwarf, &unit, entry)?.map(|s| {
+                            let decl = s.file.zip(s.line).map(|(f, line)| (file(f), line));
+                            (s.name, decl)
+                        });
+                        names.insert(origin, described.clone());
+                        described
                     }
                 };
-                let Some(name) = name else {
+                let Some((name, decl)) = described else {
                     continue;
                 };
                 let call_line = entry
@@ -75,16 +116,18 @@ impl InlineTable {
                             function: name.clone(),
                             call_line,
                         };
-                        raw.push((range.begin, range.end, inlined));
+                        raw.push((range.begin, range.end, inlined, decl.clone()));
                     }
                 }
             }
         }
+        declared.values_mut().for_each(|v| v.sort_unstable());
         // Enclosing ranges first: by start, then the longest.
         raw.sort_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(&a.1)));
         let mut ranges = Vec::with_capacity(raw.len());
+        let mut decls = Vec::with_capacity(raw.len());
         let mut open: Vec<usize> = Vec::new();
-        for (start, end, inlined) in raw {
+        for (start, end, inlined, decl) in raw {
             while open.last().is_some_and(|&i| {
                 let (_, open_end, _, _) = &ranges[i];
                 *open_end <= start
@@ -93,9 +136,14 @@ impl InlineTable {
             }
             let parent = open.last().copied().unwrap_or(usize::MAX);
             ranges.push((start, end, inlined, parent));
+            decls.push(decl);
             open.push(ranges.len() - 1);
         }
-        Ok(InlineTable { ranges })
+        Ok(InlineTable {
+            ranges,
+            decls,
+            declared,
+        })
     }
 
     /// The innermost range of an inlined function at `address`, by index, and the address
@@ -115,17 +163,41 @@ impl InlineTable {
         (None, next_start)
     }
 
-    /// The functions inlined at `address`, innermost first.
-    pub(super) fn at(&self, address: u64) -> Vec<Inlined> {
+    /// The functions inlined at `address`, whose line is `line`, innermost first. Where
+    /// that line comes before the innermost function's declaration in its file, the
+    /// compiler inlined another function there and its DWARF lost that frame (clang -O2
+    /// does): the function declared nearest above the line (of a C or C++ unit) is put
+    /// first, with no call line.
+    pub(super) fn at(&self, address: u64, line: Option<&SourcePos>) -> Vec<Inlined> {
         let mut chain = Vec::new();
+        let mut innermost = None;
         let after = self.ranges.partition_point(|r| r.0 <= address);
         let mut at = after.checked_sub(1);
         while let Some(i) = at.filter(|&i| i != usize::MAX) {
             let (start, end, inlined, parent) = &self.ranges[i];
             if *start <= address && address < *end {
+                innermost.get_or_insert(i);
                 chain.push(inlined.clone());
             }
             at = Some(*parent);
+        }
+        let decl = innermost.and_then(|i| self.decls[i].as_ref());
+        if let (Some((file, first)), Some(pos)) = (decl, line) {
+            if **file == *pos.file && pos.line < *first {
+                let above = self.declared.get(file).and_then(|functions| {
+                    let at = functions.partition_point(|(l, _)| *l <= pos.line);
+                    at.checked_sub(1).map(|i| functions[i].1.clone())
+                });
+                if let Some(function) = above {
+                    chain.insert(
+                        0,
+                        Inlined {
+                            function,
+                            call_line: 0,
+                        },
+                    );
+                }
+            }
         }
         chain
     }
@@ -250,11 +322,49 @@ mod tests {
                 (5, 8, inlined("g"), 0),
                 (30, 40, inlined("h"), usize::MAX),
             ],
+            ..Default::default()
         };
         assert_eq!(inlines.innermost(2), (Some(0), 5));
         assert_eq!(inlines.innermost(6), (Some(1), 8));
         assert_eq!(inlines.innermost(9), (Some(0), 20));
         assert_eq!(inlines.innermost(25), (None, 30));
         assert_eq!(inlines.innermost(45), (None, u64::MAX));
+    }
+
+    /// A line before the declaration of the innermost inlined function, in its file, is
+    /// another function's, inlined there with its frame lost: the one declared nearest above.
+    #[test]
+    fn a_line_above_its_frames_declaration_is_of_the_function_declared_above_it() {
+        let file: std::sync::Arc<str> = "a.c".into();
+        let inlines = super::InlineTable {
+            ranges: vec![(
+                0,
+                20,
+                crate::symbols::Inlined {
+                    function: "write".into(),
+                    call_line: 90,
+                },
+                usize::MAX,
+            )],
+            decls: vec![Some((file.clone(), 50))],
+            declared: [(
+                file,
+                vec![(10, "len".to_string()), (50, "write".to_string())],
+            )]
+            .into(),
+        };
+        let at = |line: u32| {
+            let pos = super::SourcePos {
+                file: "a.c".into(),
+                line,
+            };
+            inlines
+                .at(4, Some(&pos))
+                .into_iter()
+                .map(|i| (i.function, i.call_line))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(at(12), [("len".into(), 0), ("write".into(), 90)]);
+        assert_eq!(at(55), [("write".to_string(), 90)]);
     }
 }
