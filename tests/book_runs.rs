@@ -1,7 +1,8 @@
 //! The README and the book run: the bundled example's benchmark, run as the README's first
 //! command runs it (with the flags the README names for its excerpt), and every line of
 //! each report the pages show of it found in what it printed, its figures (the machine's)
-//! elided; and the getting-started page's commands, in turn, on the example.
+//! elided; the getting-started page's commands, in turn, on the example; and every
+//! command line of the README and the book, on the example or with the reason it cannot.
 
 mod common;
 
@@ -177,4 +178,127 @@ fn the_getting_started_commands_run_on_the_example() {
             String::from_utf8_lossy(&out.stderr)
         );
     }
+}
+
+/// Why a command line of the book does not run on the bundled example in `dir` (a library
+/// of one bench, `textstats`), or `None` where it does.
+fn not_runnable(words: &[String], dir: &Path) -> Option<String> {
+    let command = words[0].as_str();
+    let value = |flag: &str| {
+        let at = words.iter().position(|w| w == flag)?;
+        words.get(at + 1).map(String::as_str)
+    };
+    if command == "serve" {
+        return Some("a server: the serve tests serve fixtures under curl's load".into());
+    }
+    if command == "emcc" || command == "em++" {
+        return Some("Emscripten's compilers: the emcc tests link C programs with them".into());
+    }
+    if let Some(target) = value("--target").filter(|t| *t != "wasm32-wasip1") {
+        return Some(format!(
+            "{target}: the tests of its host build fixtures for it"
+        ));
+    }
+    if let Some(bench) = value("--bench").filter(|b| !dir.join(format!("benches/{b}.rs")).exists())
+    {
+        return Some(format!("names a bench of the reader's, `{bench}`"));
+    }
+    if value("--example").is_some() {
+        return Some("names an example of the reader's; the bundled crate has none".into());
+    }
+    // A file the line reads (not one it writes with `-o`) that the page has not made.
+    let outputs: Vec<&str> = ["-o", "--save-baseline"]
+        .iter()
+        .filter_map(|f| value(f))
+        .collect();
+    let file = regex::Regex::new(r"\.(wasm|js|json|html|gz|txt)$").unwrap();
+    let missing = words.iter().skip(1).find(|w| {
+        file.is_match(w) && !outputs.contains(&w.as_str()) && !dir.join(w.as_str()).exists()
+    });
+    if let Some(missing) = missing {
+        return Some(format!("reads `{missing}`, a file of the reader's"));
+    }
+    if command == "run" {
+        return Some("runs a program: the bundled crate is a library".into());
+    }
+    None
+}
+
+/// Every `cargo wasmprof` command line the README and the book's pages show runs, in each
+/// page's order, on a copy of the bundled example of its own (so that a page's later
+/// lines read what its earlier ones wrote), and succeeds (`--fail-above` may find a
+/// regression: exit code 3); or the test says why it cannot run there (a file, a target, a
+/// host the example does not have, each tested elsewhere). The lines that ran and those
+/// that did not are printed.
+#[test]
+fn every_command_line_of_the_book_runs_on_the_example_or_says_why_not() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut pages = vec![root.join("README.md")];
+    let mut book: Vec<_> = std::fs::read_dir(root.join("docs/src"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "md"))
+        .collect();
+    book.sort();
+    pages.extend(book);
+    let (mut ran, mut skipped, mut failed) = (Vec::new(), Vec::new(), Vec::new());
+    for page in pages {
+        let text = std::fs::read_to_string(&page).unwrap();
+        let name = page.file_name().unwrap().to_string_lossy().into_owned();
+        let mut dir = None;
+        let mut printed = HashSet::new();
+        for line in common::book::example_commands(&text) {
+            let words = common::book::shell_words(&line)[2..].to_vec();
+            let dir = dir.get_or_insert_with(|| {
+                let dir = tempfile::tempdir().unwrap();
+                copy_dir(&root.join("example"), dir.path());
+                dir
+            });
+            if let Some(why) = not_runnable(&words, dir.path()) {
+                skipped.push(format!("{name}: `{line}`: {why}"));
+                continue;
+            }
+            let out = output(
+                wasmprof()
+                    .arg("wasmprof")
+                    .args(&words)
+                    .current_dir(dir.path()),
+            );
+            printed.extend(String::from_utf8_lossy(&out.stdout).lines().map(shape));
+            let regression =
+                words.iter().any(|w| w == "--fail-above") && out.status.code() == Some(3);
+            match out.status.success() || regression {
+                true => ran.push(format!("{name}: `{line}`")),
+                false => failed.push(format!(
+                    "{name}: `{line}`: {}",
+                    String::from_utf8_lossy(&out.stderr)
+                        .lines()
+                        .last()
+                        .unwrap_or_default()
+                )),
+            }
+        }
+        // What the page shows of the example, its commands printed (the README's and
+        // report.md's reports are the bench's, checked above).
+        if !["README.md", "report.md"].contains(&name.as_str()) {
+            for line in example_lines(&text) {
+                if !printed.contains(&shape(&line)) {
+                    failed.push(format!(
+                        "{name}: shows what its commands did not print: {line}"
+                    ));
+                }
+            }
+        }
+    }
+    eprintln!(
+        "ran:\n  {}\nnot run:\n  {}",
+        ran.join("\n  "),
+        skipped.join("\n  ")
+    );
+    assert!(
+        failed.is_empty(),
+        "command lines of the book that fail:\n{}",
+        failed.join("\n")
+    );
+    assert!(ran.len() >= 15, "{} ran", ran.len());
 }

@@ -457,47 +457,6 @@ fn every_message_the_troubleshooting_page_quotes_is_one_the_code_prints() {
     );
 }
 
-/// The `cargo wasmprof` command lines of a document that a user would type as they are:
-/// each line of its code blocks and each inline code span that gives the command more
-/// than its name, less a comment and what a pipe or `&&` hands on; not the synopses, whose
-/// placeholders (`PROFILE`, `[OPTIONS]`, `...`) a user fills in.
-fn example_commands(text: &str) -> Vec<String> {
-    let re = regex::Regex::new(r"cargo wasmprof [^`\n]*").unwrap();
-    let placeholder = regex::Regex::new(r"\[|\.\.\.|\b[A-Z][A-Z0-9_.]{1,}\b").unwrap();
-    re.find_iter(text)
-        .map(|m| {
-            let line = m.as_str();
-            let line = line.split(" #").next().unwrap();
-            let line = line.split(" | ").next().unwrap();
-            line.split(" && ").next().unwrap().trim().to_string()
-        })
-        .filter(|line| line.split_whitespace().count() > 3 && !placeholder.is_match(line))
-        .collect()
-}
-
-/// A command line's words, as a shell splits it (quotes kept together, then removed).
-fn shell_words(line: &str) -> Vec<String> {
-    let mut words = Vec::new();
-    let mut word = String::new();
-    let mut quote = None;
-    for c in line.chars() {
-        match (quote, c) {
-            (None, '\'' | '"') => quote = Some(c),
-            (Some(q), c) if c == q => quote = None,
-            (None, c) if c.is_whitespace() => {
-                if !word.is_empty() {
-                    words.push(std::mem::take(&mut word));
-                }
-            }
-            (_, c) => word.push(c),
-        }
-    }
-    if !word.is_empty() {
-        words.push(word);
-    }
-    words
-}
-
 #[test]
 fn every_command_line_of_the_readme_and_the_book_is_one_the_command_takes() {
     use clap::Parser;
@@ -505,9 +464,9 @@ fn every_command_line_of_the_readme_and_the_book_is_one_the_command_takes() {
     let mut checked = 0;
     for doc in documents() {
         let text = std::fs::read_to_string(&doc).unwrap();
-        for line in example_commands(&text) {
+        for line in common::book::example_commands(&text) {
             checked += 1;
-            let words = shell_words(&line);
+            let words = common::book::shell_words(&line);
             let args = std::iter::once("cargo-wasmprof".to_string()).chain(words[2..].to_vec());
             if let Err(e) = cargo_wasmprof::cli::Cli::try_parse_from(args) {
                 if !matches!(e.kind(), clap::error::ErrorKind::DisplayHelp) {

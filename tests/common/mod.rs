@@ -9,6 +9,7 @@ use cargo_wasmprof::instrument::{self, Options};
 use cargo_wasmprof::meta;
 use cargo_wasmprof::profile::Profile;
 
+pub mod book;
 pub mod hints;
 mod module;
 #[allow(unused_imports)] // each test binary uses its own subset
