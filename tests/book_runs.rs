@@ -302,3 +302,62 @@ fn every_command_line_of_the_book_runs_on_the_example_or_says_why_not() {
     );
     assert!(ran.len() >= 15, "{} ran", ran.len());
 }
+
+/// The host of one's own that how-it-works.md shows (its JavaScript, run as the page says
+/// under node 22 or later) runs a module `instrument` wrote, and `report` reads the dump
+/// it saves: fib(12)'s exact calls, and the program's exit code.
+#[test]
+fn the_host_of_ones_own_the_book_shows_runs_and_its_dump_reports() {
+    let Some(node) = common::nodes().into_iter().find(|n| n.major >= 22) else {
+        return;
+    };
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let page = std::fs::read_to_string(root.join("docs/src/how-it-works.md")).unwrap();
+    let script = page
+        .split("```js\n")
+        .nth(1)
+        .and_then(|rest| rest.split("```").next())
+        .expect("a ```js block");
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("host.mjs"), script).unwrap();
+    std::fs::write(dir.path().join("app.wasm"), common::fib_command()).unwrap();
+    for args in [
+        &[
+            "instrument",
+            "app.wasm",
+            "-o",
+            "app.prof.wasm",
+            "--metric",
+            "calls",
+        ][..],
+        &["report", "app.prof.wasm.dump.json", "--format", "json", "-o", "p.json"],
+    ] {
+        if args[0] == "report" {
+            let ran = output(
+                node.command()
+                    .args(["host.mjs", "app.prof.wasm"])
+                    .current_dir(dir.path()),
+            );
+            assert!(
+                ran.status.success(),
+                "{}",
+                String::from_utf8_lossy(&ran.stderr)
+            );
+        }
+        let out = output(
+            wasmprof()
+                .arg("wasmprof")
+                .args(args)
+                .current_dir(dir.path()),
+        );
+        assert!(
+            out.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    common::validate(&std::fs::read(dir.path().join("app.prof.wasm")).unwrap());
+    let p = cargo_wasmprof::profile::Profile::read(&dir.path().join("p.json")).unwrap();
+    assert_eq!(common::calls(&p, "fib"), common::fib_calls(12));
+    assert_eq!(p.runs[0].exit_code, 3);
+}
