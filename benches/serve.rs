@@ -8,6 +8,7 @@
 //! WARM_UP then MEASURED keep-alive requests, the routes in turn, on 1 connection and on 8,
 //! from a client in this process. The medians of the requests per second, and their ratio;
 //! beside them `serve --metric calls` (the probes alone, no sampler) and its ratio.
+//! `SERVE_ARGS` adds flags to our servers (`SERVE_ARGS="--workers 2"`).
 //! Where a `wasmtime` CLI is found (`$WASMTIME`, else on `PATH`), `wasmtime serve` and
 //! `wasmtime serve --profile=guest` (its GuestProfiler, sampling every millisecond as ours
 //! does) under the same load, interleaved with them.
@@ -134,6 +135,13 @@ struct Load {
     port: u16,
 }
 
+/// More flags for our servers, from `SERVE_ARGS` (`SERVE_ARGS="--workers 2"`).
+fn extra_args() -> Vec<String> {
+    std::env::var("SERVE_ARGS")
+        .map(|a| a.split_whitespace().map(String::from).collect())
+        .unwrap_or_default()
+}
+
 /// Requests per second of one `server` of `component` under `load`.
 fn serve(server: Server, component: &Path, wasmtime: Option<&Path>, load: Load) -> f64 {
     let total = WARM_UP + MEASURED;
@@ -151,7 +159,8 @@ fn serve(server: Server, component: &Path, wasmtime: Option<&Path>, load: Load) 
                     "--addr",
                     &addr,
                 ])
-                .args(["--requests", &total.to_string()]);
+                .args(["--requests", &total.to_string()])
+                .args(extra_args());
             if calls {
                 command.args(["--metric", "calls"]);
             }

@@ -71,7 +71,9 @@ pub(super) fn run(
         .and_then(|sampler| sampler.sample_this_thread(None).ok());
     let finder = Exits::finder(&shared.compiled.engine);
     let mut current: Option<Instance> = None;
-    while let Some(job) = super::worker::next_job(shared) {
+    while let Some(job) =
+        super::worker::waiting(sampling.as_ref(), || super::worker::next_job(shared))
+    {
         // A request's CPU time includes the instantiation of the instance it is the first of.
         let cpu_started = thread_cpu_ns();
         let instance = match current.take() {

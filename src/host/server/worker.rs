@@ -64,7 +64,7 @@ pub(super) fn run(shared: &Shared, pre: &ProxyPre<ServeCtx>, done: mpsc::Sender<
         .and_then(|sampler| sampler.sample_this_thread(None).ok());
     let finder = Exits::finder(&shared.compiled.engine);
     let mut sum = shared.compiled.meta.and_then(DumpSum::new);
-    while let Some(job) = next_job(shared) {
+    while let Some(job) = waiting(sampling.as_ref(), || next_job(shared)) {
         let report = serve_one(
             shared,
             pre,
@@ -81,6 +81,14 @@ pub(super) fn run(shared: &Shared, pre: &ProxyPre<ServeCtx>, done: mpsc::Sender<
     }
     if let Some(dump) = sum.and_then(DumpSum::into_dump) {
         let _ = done.send(Done::Summed(dump));
+    }
+}
+
+/// `wait` for the next request, the thread's sampling (if any) idle meanwhile.
+pub(super) fn waiting<T>(sampling: Option<&Sampling>, wait: impl FnOnce() -> T) -> T {
+    match sampling {
+        Some(sampling) => sampling.idle(wait),
+        None => wait(),
     }
 }
 

@@ -195,6 +195,21 @@ pub(super) struct Sampling {
 }
 
 impl Sampling {
+    /// Runs `wait`, in which the thread blocks for work, with its task clock off: its CPU
+    /// clock stands still while it sleeps anyway, and perf then switches no running event at
+    /// each of its context switches (an hrtimer cancelled and started again: a server's
+    /// workers switch at every request).
+    pub(super) fn idle<T>(&self, wait: impl FnOnce() -> T) -> T {
+        let each = |f: fn(&Timer)| {
+            let timer = self.thread.timer.lock().expect("not poisoned");
+            timer.iter().for_each(f);
+        };
+        each(Timer::disable);
+        let woken = wait();
+        each(Timer::enable);
+        woken
+    }
+
     /// What the sampling has found so far, for the thread itself to read while it runs.
     pub(super) fn so_far(&self) -> SoFar {
         SoFar {

@@ -73,6 +73,18 @@ impl Timer {
             rearm(*fd);
         }
     }
+
+    /// Turns the task clock off until [`enable`](Self::enable): perf then switches no
+    /// running event at the thread's context switches. (A POSIX CPU-time timer costs them
+    /// nothing, and runs on.)
+    pub(super) fn disable(&self) {
+        if let Timer::TaskClock(fd) = self {
+            // SAFETY: an ioctl on the descriptor of this timer.
+            unsafe {
+                libc::ioctl(*fd, PERF_EVENT_IOC_DISABLE as _, 0);
+            }
+        }
+    }
 }
 
 impl Drop for Timer {
@@ -157,6 +169,8 @@ const EXCLUDE_KERNEL: u64 = 1 << 5;
 const EXCLUDE_HV: u64 = 1 << 6;
 /// `PERF_FLAG_FD_CLOEXEC`.
 const PERF_FLAG_FD_CLOEXEC: libc::c_ulong = 8;
+/// `PERF_EVENT_IOC_DISABLE`: `_IO('$', 1)`.
+const PERF_EVENT_IOC_DISABLE: libc::c_ulong = 0x2401;
 /// `PERF_EVENT_IOC_REFRESH`: `_IO('$', 2)`.
 const PERF_EVENT_IOC_REFRESH: libc::c_ulong = 0x2402;
 /// `fcntl`'s `F_SETSIG`, `F_SETOWN_EX` and `F_OWNER_TID`.
