@@ -32,11 +32,7 @@ pub const OUT_VAR: &str = "WASMPROF_OUT";
 /// The environment variable that holds the sampled time metric's interval under node, in
 /// microseconds ([`sampling::WORD_INTERVAL`] without it).
 pub const SAMPLE_INTERVAL_VAR: &str = "WASMPROF_SAMPLE_INTERVAL";
-/// The clock the runtime names in a dump it saves under node: `process.hrtime`.
-pub const NODE_CLOCK: &str = "hrtime";
-/// The clock the runtime names in a dump it saves in a browser: `performance.now`, which
-/// browsers coarsen.
-pub const BROWSER_CLOCK: &str = "performance.now";
+pub use crate::profile::{BROWSER_CLOCK, NODE_CLOCK};
 
 /// The runtime, with [`WASM_FILE_MARK`] standing for the module's file name,
 /// [`CONTRACT_MARK`] for the [`contract`], [`SAMPLER_MARK`] for the sampler's source,

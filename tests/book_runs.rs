@@ -330,7 +330,14 @@ fn the_host_of_ones_own_the_book_shows_runs_and_its_dump_reports() {
             "--metric",
             "calls",
         ][..],
-        &["report", "app.prof.wasm.dump.json", "--format", "json", "-o", "p.json"],
+        &[
+            "report",
+            "app.prof.wasm.dump.json",
+            "--format",
+            "json",
+            "-o",
+            "p.json",
+        ],
     ] {
         if args[0] == "report" {
             let ran = output(

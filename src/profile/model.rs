@@ -153,6 +153,12 @@ pub struct ProbeCost {
 /// error, thrown through the program and caught by nothing) ended the run.
 pub const UNCAUGHT_JS_EXCEPTION: &str = "uncaught JS exception: ";
 
+/// The clock the JS runtime names in a dump it saves under node: `process.hrtime`.
+pub const NODE_CLOCK: &str = "hrtime";
+/// The clock the JS runtime names in a dump it saves in a browser: `performance.now`, which
+/// browsers coarsen.
+pub const BROWSER_CLOCK: &str = "performance.now";
+
 /// How one run ended.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RunInfo {
@@ -184,6 +190,13 @@ pub struct RunInfo {
     /// function of the profiler's, so it takes only the metrics that need none.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub component: bool,
+}
+
+impl RunInfo {
+    /// Whether the run was under a JS host (node or a browser), by the clock it read.
+    pub fn under_js(&self) -> bool {
+        self.clock == NODE_CLOCK || self.clock == BROWSER_CLOCK
+    }
 }
 
 /// One function.
@@ -459,9 +472,7 @@ impl Profile {
     /// have linked the program, its variable too, since the wrapper takes no flags.
     pub fn exact_costs_flag(&self) -> Option<&'static str> {
         let component = self.runs.iter().any(|r| r.component);
-        let js = self.runs.iter().any(|r| {
-            r.clock == crate::js_runtime::NODE_CLOCK || r.clock == crate::js_runtime::BROWSER_CLOCK
-        });
+        let js = self.runs.iter().any(RunInfo::under_js);
         match (component, js) {
             (true, _) => None,
             (false, true) => Some(

@@ -41,6 +41,21 @@ pub(super) struct InlineTable {
 /// Where a function is declared: its file and first line.
 type Decl = (Arc<str>, u32);
 
+/// Where the function `entry` declares is, if it is a subprogram's declaration (not a
+/// concrete copy of one, which points to it): its file, line and name.
+fn declaration<'a>(
+    dwarf: &gimli::Dwarf<DwarfReader<'a>>,
+    unit: &gimli::Unit<DwarfReader<'a>>,
+    entry: &gimli::DebuggingInformationEntry<DwarfReader<'a>>,
+) -> gimli::Result<Option<(String, u32, String)>> {
+    let copy = entry.attr_value(gimli::DW_AT_abstract_origin).is_some()
+        || entry.attr_value(gimli::DW_AT_specification).is_some();
+    if entry.tag() != gimli::DW_TAG_subprogram || copy {
+        return Ok(None);
+    }
+    Ok(describe(dwarf, unit, entry)?.and_then(|s| Some((s.file?, s.line?, s.name))))
+}
+
 impl InlineTable {
     /// Reads the table from the module's DWARF; `bodies` are the module's function bodies
     /// (code addresses, sorted).
@@ -72,16 +87,9 @@ impl InlineTable {
                         Some(AttributeValue::Language(gimli::DW_LANG_Rust)) | None
                     );
                 }
-                let declaration = entry.attr_value(gimli::DW_AT_abstract_origin).is_none()
-                    && entry.attr_value(gimli::DW_AT_specification).is_none();
-                if c_like && entry.tag() == gimli::DW_TAG_subprogram && declaration {
-                    if let Some(symbol) = describe(dwarf, &unit, entry)? {
-                        if let (Some(f), Some(line)) = (symbol.file, symbol.line) {
-                            declared
-                                .entry(file(f))
-                                .or_default()
-                                .push((line, symbol.name));
-                        }
+                if c_like {
+                    if let Some((f, line, name)) = declaration(dwarf, &unit, entry)? {
+                        declared.entry(file(f)).or_default().push((line, name));
                     }
                 }
                 if entry.tag() != gimli::DW_TAG_inlined_subroutine {
@@ -122,6 +130,14 @@ impl InlineTable {
             }
         }
         declared.values_mut().for_each(|v| v.sort_unstable());
+        let mut table = InlineTable::nested(raw);
+        table.declared = declared;
+        Ok(table)
+    }
+
+    /// The table of the ranges `raw` (start, end, the function, its declaration), each
+    /// with the nearest range that encloses it.
+    fn nested(mut raw: Vec<(u64, u64, Inlined, Option<Decl>)>) -> InlineTable {
         // Enclosing ranges first: by start, then the longest.
         raw.sort_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(&a.1)));
         let mut ranges = Vec::with_capacity(raw.len());
@@ -139,11 +155,11 @@ impl InlineTable {
             decls.push(decl);
             open.push(ranges.len() - 1);
         }
-        Ok(InlineTable {
+        InlineTable {
             ranges,
             decls,
-            declared,
-        })
+            declared: HashMap::new(),
+        }
     }
 
     /// The innermost range of an inlined function at `address`, by index, and the address

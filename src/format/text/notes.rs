@@ -114,7 +114,7 @@ fn exact_times(notes: &mut Vec<String>, p: &Profile) {
     if clocked
         && p.runs
             .iter()
-            .any(|r| r.clock == crate::js_runtime::BROWSER_CLOCK)
+            .any(|r| r.clock == crate::profile::BROWSER_CLOCK)
     {
         notes.push(format!("times come from a browser's coarsened performance.now() (5-100 µs), so short calls' times are rough{}", exact_costs(p)));
     }
@@ -128,9 +128,7 @@ fn exact_costs(p: &Profile) -> String {
 
 /// Whether a run of `p` was under a JS host (node or a browser), by the clock it read.
 fn js_host(p: &Profile) -> bool {
-    p.runs.iter().any(|r| {
-        r.clock == crate::js_runtime::NODE_CLOCK || r.clock == crate::js_runtime::BROWSER_CLOCK
-    })
+    p.runs.iter().any(crate::profile::RunInfo::under_js)
 }
 
 /// Times under a JS host: V8 compiles a function when it is first called (node and

@@ -95,15 +95,7 @@ pub fn serve(
     config: &ServeConfig,
     status: Status,
 ) -> Result<Served, HostError> {
-    if !wasmparser::Parser::is_component(&prepared.wasm) {
-        return Err(HostError::refused(anyhow::anyhow!(
-            "is a core module: `serve` takes a wasi:http/proxy component (one built for \
-             wasm32-wasip2 that exports wasi:http/incoming-handler)"
-        )));
-    }
-    let listener = std::net::TcpListener::bind(config.addr)
-        .with_context(|| format!("cannot listen on {}", config.addr))
-        .map_err(HostError::refused)?;
+    let listener = listener(prepared, config)?;
     let mut compiled = CompiledComponent::new(&prepared.wasm, prepared.meta.as_ref())
         .map_err(HostError::refused)?;
     let handler = Handler::of(&compiled, &prepared.wasm).map_err(HostError::refused)?;
@@ -173,6 +165,20 @@ pub fn serve(
         ),
     );
     Ok(collected)
+}
+
+/// The socket to serve `prepared` on, bound to `config.addr`: a component's (a core module
+/// is refused first).
+fn listener(prepared: &Prepared, config: &ServeConfig) -> Result<std::net::TcpListener, HostError> {
+    if !wasmparser::Parser::is_component(&prepared.wasm) {
+        return Err(HostError::refused(anyhow::anyhow!(
+            "is a core module: `serve` takes a wasi:http/proxy component (one built for \
+             wasm32-wasip2 that exports wasi:http/incoming-handler)"
+        )));
+    }
+    std::net::TcpListener::bind(config.addr)
+        .with_context(|| format!("cannot listen on {}", config.addr))
+        .map_err(HostError::refused)
 }
 
 /// Says where the server of `module` listens, and what stops it.
