@@ -9,19 +9,19 @@ use super::components::have_target;
 use super::*;
 
 /// A free port on the loopback.
-pub(super) fn free_port() -> u16 {
+fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .expect("a free port")
         .port()
 }
 
-/// Waits until something listens on `port`.
-pub(super) fn listening(port: u16, server: &mut Child) {
+/// Waits until something listens on `port`: false where `server` ended first.
+fn listens(port: u16, server: &mut Child) -> bool {
     let started = Instant::now();
     while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        if let Ok(Some(status)) = server.try_wait() {
-            panic!("serve ended before it listened: {status}");
+        if server.try_wait().unwrap().is_some() {
+            return false;
         }
         assert!(
             started.elapsed() < Duration::from_secs(120),
@@ -29,6 +29,29 @@ pub(super) fn listening(port: u16, server: &mut Child) {
         );
         std::thread::sleep(Duration::from_millis(50));
     }
+    true
+}
+
+/// `cargo wasmprof serve ARGS` in `dir`, on `port` of the loopback, its output piped.
+fn spawned(dir: &Path, port: u16, args: &[&str]) -> Child {
+    wasmprof()
+        .arg("serve")
+        .arg(format!("--addr=127.0.0.1:{port}"))
+        .args(args)
+        .current_dir(dir)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// `cargo wasmprof serve ARGS` in `dir` on a free port of the loopback, once it listens:
+/// the server, and the URL it serves at.
+pub(super) fn serving(dir: &Path, args: &[&str]) -> (Child, String) {
+    let port = free_port();
+    let mut server = spawned(dir, port, args);
+    assert!(listens(port, &mut server), "serve ended before it listened");
+    (server, format!("http://127.0.0.1:{port}"))
 }
 
 /// `curl` of `urls` (each its body left out), with `options` first: the status codes, one
@@ -104,21 +127,18 @@ fn a_served_components_requests_are_profiled_with_the_counts_their_code_makes() 
     }
     let dir = copy_fixture("http");
     let wasm = component(dir.path());
-    let port = free_port();
     let (sequential, concurrent) = (20, 40);
     let requests = sequential + concurrent + 1;
-    let mut server = wasmprof()
-        .args(["serve", "--no-report", "-o", "served.json", "--addr"])
-        .arg(format!("127.0.0.1:{port}"))
-        .args(["--requests", &requests.to_string()])
-        .arg(&wasm)
-        .current_dir(dir.path())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    listening(port, &mut server);
-    let base = format!("http://127.0.0.1:{port}");
+    let (count, wasm_arg) = (requests.to_string(), wasm.to_str().unwrap());
+    let args = [
+        "--no-report",
+        "-o",
+        "served.json",
+        "--requests",
+        &count,
+        wasm_arg,
+    ];
+    let (server, base) = serving(dir.path(), &args);
     fib_and_hello(&base, sequential, concurrent);
     assert_eq!(curl(&[], &[&format!("{base}/trap")]), [500]);
     let out = server.wait_with_output().unwrap();
@@ -189,31 +209,16 @@ fn a_served_components_requests_are_profiled_with_the_counts_their_code_makes() 
 /// its error.
 fn serve_once(dir: &Path, wasm: &Path, args: &[String]) -> Output {
     let port = free_port();
-    let mut server = wasmprof()
-        .args([
-            "serve",
-            "--no-report",
-            "-o",
-            "again.json",
-            "--requests",
-            "1",
-        ])
-        .arg(format!("--addr=127.0.0.1:{port}"))
-        .args(args)
-        .arg(wasm)
-        .current_dir(dir)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let started = Instant::now();
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        if server.try_wait().unwrap().is_some() || started.elapsed() > Duration::from_secs(120) {
-            return server.wait_with_output().unwrap();
-        }
-        std::thread::sleep(Duration::from_millis(50));
+    let hint: Vec<&str> = args.iter().map(String::as_str).collect();
+    let once = ["--no-report", "-o", "again.json", "--requests", "1"];
+    let mut server = spawned(
+        dir,
+        port,
+        &[&once[..], &hint, &[wasm.to_str().unwrap()]].concat(),
+    );
+    if listens(port, &mut server) {
+        curl(&[], &[&format!("http://127.0.0.1:{port}/hello")]);
     }
-    curl(&[], &[&format!("http://127.0.0.1:{port}/hello")]);
     server.wait_with_output().unwrap()
 }
 
@@ -227,20 +232,12 @@ fn serve_builds_the_packages_component_and_serves_it_plain_or_profiled() {
     }
     let dir = copy_fixture("http");
     for plain in [true, false] {
-        let port = free_port();
-        let mut cmd = wasmprof();
-        cmd.args(["serve", "--requests", "2", "--addr"])
-            .arg(format!("127.0.0.1:{port}"))
-            .current_dir(dir.path())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        match plain {
-            true => cmd.args(["--no-instrument", "-o", "plain.json"]),
-            false => cmd.args(["--plain", "plain.json"]),
+        let args: &[&str] = match plain {
+            true => &["--requests", "2", "--no-instrument", "-o", "plain.json"],
+            false => &["--requests", "2", "--plain", "plain.json"],
         };
-        let mut server = cmd.spawn().unwrap();
-        listening(port, &mut server);
-        let hello = format!("http://127.0.0.1:{port}/hello");
+        let (server, base) = serving(dir.path(), args);
+        let hello = format!("{base}/hello");
         assert_eq!(curl(&[], &[&hello, &hello]), [200, 200]);
         let out = server.wait_with_output().unwrap();
         assert!(out.status.success(), "{}", stderr(&out));
@@ -368,7 +365,7 @@ fn a_servers_workers_are_sampled_at_the_interval_of_their_cpu_time() {
             serve.env(cargo_wasmprof::host::CPU_TIMER_VAR, "posix");
         }
         let mut server = serve.spawn().unwrap();
-        listening(port, &mut server);
+        assert!(listens(port, &mut server), "serve ended before it listened");
         // fib(25) in an unoptimized build: milliseconds of CPU a request.
         let glob = format!("http://127.0.0.1:{port}/fib?n=25&i=[1-{requests}]");
         assert_eq!(curl(&[], &[&glob]), vec![200; requests]);

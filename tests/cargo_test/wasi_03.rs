@@ -107,27 +107,26 @@ fn tests_that_call_wasi_03_get_the_counts_of_their_code() {
 /// are the requests' times its calls per request.
 #[test]
 fn a_spin_service_is_served_with_the_counts_its_code_makes() {
-    use super::serve::{curl, fib_and_hello, free_port, listening, served_counts};
-    use std::process::Stdio;
+    use super::serve::{curl, fib_and_hello, served_counts, serving};
     if !have_target("wasm32-wasip2") || !have(&["curl"]) {
         return;
     }
     let dir = copy_fixture("spin");
-    let port = free_port();
     let (counted, sequential, concurrent, after) = (12, 20, 40, 2);
     let requests = counted + sequential + concurrent + 1 + after;
-    let mut server = wasmprof()
-        .args(["serve", "--no-report", "-o", "served.json"])
-        .args(["--workers", "1", "--instance-reuse", "10", "--addr"])
-        .arg(format!("127.0.0.1:{port}"))
-        .args(["--requests", &requests.to_string()])
-        .current_dir(dir.path())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    listening(port, &mut server);
-    let base = format!("http://127.0.0.1:{port}");
+    let count = requests.to_string();
+    let reuse = [
+        "--workers",
+        "1",
+        "--instance-reuse",
+        "10",
+        "--requests",
+        &count,
+    ];
+    let (server, base) = serving(
+        dir.path(),
+        &[&["--no-report", "-o", "served.json"], &reuse[..]].concat(),
+    );
     // What `/count` answers, `n` times in turn: the instance's count of its requests.
     let counts = |n: usize| -> Vec<String> {
         (0..n)
@@ -178,38 +177,23 @@ fn a_spin_service_is_served_with_the_counts_its_code_makes() {
 /// `--instance-concurrency 1` serves them one after another (each sees its own count).
 #[test]
 fn a_spin_services_instance_serves_the_requests_that_wait_at_once() {
-    use super::serve::{free_port, listening};
-    use std::process::Stdio;
+    use super::serve::serving;
     if !have_target("wasm32-wasip2") || !have(&["curl"]) {
         return;
     }
     let dir = copy_fixture("spin");
     for (at_once, answers) in [("16", vec![9; 8]), ("1", (2..=9).collect::<Vec<u32>>())] {
-        let port = free_port();
-        let mut server = wasmprof()
-            .args([
-                "serve",
-                "--no-report",
-                "-o",
-                "served.json",
-                "--workers",
-                "1",
-            ])
-            .args([
-                "--instance-concurrency",
-                at_once,
-                "--requests",
-                "9",
-                "--addr",
-            ])
-            .arg(format!("127.0.0.1:{port}"))
-            .current_dir(dir.path())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        listening(port, &mut server);
-        let base = format!("http://127.0.0.1:{port}");
+        let args = [
+            "--no-report",
+            "-o",
+            "served.json",
+            "--workers",
+            "1",
+            "--requests",
+            "9",
+        ];
+        let at_once_args = ["--instance-concurrency", at_once];
+        let (server, base) = serving(dir.path(), &[&args[..], &at_once_args].concat());
         let curl = |args: &[&str]| stdout(&output(Command::new("curl").arg("-s").args(args)));
         assert_eq!(curl(&[&format!("{base}/count")]).trim(), "1");
         let glob = format!("{base}/wait?ms=1000&i=[1-8]");

@@ -128,7 +128,7 @@ fn cpuprofile_refuses_instructions() {
         .expect_err("instructions are not time");
     let error = error.to_string();
     assert!(error.contains("measures instructions"), "{error}");
-    assert!(error.contains("--metric time"), "{error}");
+    assert!(error.contains("the default metric, time"), "{error}");
 }
 
 /// speedscope's page imports the file as a Chrome profile: the title names it, which the

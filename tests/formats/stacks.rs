@@ -40,7 +40,10 @@ fn stack_views_refuse_the_calls_metric_with_a_reason() {
         let error = format
             .render(&p, &EmitOptions::default())
             .expect_err("no contexts with the calls metric");
-        assert!(error.to_string().contains("--metric time"), "{error}");
+        assert!(
+            error.to_string().contains("the default metric, time"),
+            "{error}"
+        );
     }
     // The other views work from the arcs.
     for format in [Format::Pprof, Format::Callgrind, Format::Html, Format::Text] {
