@@ -171,7 +171,6 @@ struct Batch<'d> {
     /// The thread's CPU time when it was last shared out among the requests in flight.
     cpu_seen: u64,
     held: Option<Report>,
-    trapped: bool,
     /// The first trap of a request's handler: the instance's end.
     trap: Option<wasmtime::Error>,
     done: &'d mpsc::Sender<Done>,
@@ -185,7 +184,6 @@ impl<'d> Batch<'d> {
             in_flight: HashMap::new(),
             cpu_seen: cpu_started,
             held: None,
-            trapped: false,
             trap: None,
             done,
             sent_all: true,
@@ -228,7 +226,7 @@ impl<'d> Batch<'d> {
                     tokio::pin!(arrived);
                     arrived.as_mut().enable();
                     // Take what there is room for: the first request, then the queue's.
-                    while !self.trapped
+                    while self.trap.is_none()
                         && handlers.len() < usize::from(reuse.at_once)
                         && *accepted < reuse.requests
                     {
@@ -276,7 +274,9 @@ impl<'d> Batch<'d> {
             Ending::Trapped(trap) => Some(trap),
             _ => None,
         };
-        if trap.is_some() && self.trap.is_none() {
+        // The instance's profile goes with its first trapped request, else with its last.
+        let keep = self.trap.is_none();
+        if trap.is_some() && keep {
             self.trap = result.err();
         }
         let report = Report {
@@ -290,9 +290,6 @@ impl<'d> Batch<'d> {
             trap,
             dump: None,
         };
-        // The instance's profile goes with its first trapped request, else with its last.
-        let keep = !self.trapped;
-        self.trapped |= report.trap.is_some();
         let send = match keep {
             true => self.held.replace(report),
             false => Some(report),
