@@ -61,10 +61,13 @@ pub fn suggested(said: &str) -> BTreeSet<Hint> {
 /// and a stack view, which refuses some profiles with a reason.
 pub fn said_of(file: &Path) -> String {
     let mut said = String::new();
+    let views = tempfile::tempdir().unwrap();
+    let folded = views.path().join("stacks.folded");
+    let folded = folded.to_str().unwrap();
     for args in [
         &["report", "--top", "all"][..],
         &["annotate"],
-        &["report", "--format", "folded", "-o", "-"],
+        &["report", "--format", "folded", "-o", folded],
     ] {
         let out = output(wasmprof().arg("wasmprof").args(args).arg(file));
         said.push_str(&String::from_utf8_lossy(&out.stdout));
