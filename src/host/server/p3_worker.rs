@@ -166,14 +166,19 @@ struct InFlight {
 /// report is sent as it is answered, but for the one the instance's profile goes with (a
 /// trapped request's, else the last's), held until the instance is done or kept.
 struct Batch<'d> {
+    /// The request that started the batch, until it is taken.
     first: Option<Job>,
+    /// The requests in flight, by the batch's number of each.
     in_flight: HashMap<u32, InFlight>,
     /// The thread's CPU time when it was last shared out among the requests in flight.
     cpu_seen: u64,
+    /// The report the instance's profile may go with, not yet sent.
     held: Option<Report>,
     /// The first trap of a request's handler: the instance's end.
     trap: Option<wasmtime::Error>,
+    /// Where the reports go: the collector.
     done: &'d mpsc::Sender<Done>,
+    /// Whether the collector took every report so far.
     sent_all: bool,
 }
 
